@@ -1,0 +1,3 @@
+from eq_tui.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,95 @@
+"""Events the engine publishes: past-tense facts, serialisable to one JSON object each.
+
+The same schema is written to events.jsonl, printed by `--no-ui --json`, and sent over the
+control socket.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class Event:
+    type: ClassVar[str] = "event"
+    project: str
+    at: float
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["type"] = self.type
+        return data
+
+
+@dataclass(frozen=True)
+class JobStateChanged(Event):
+    type: ClassVar[str] = "job_state_changed"
+    job: str
+    old: str
+    new: str
+    host: str | None = None
+    gpus: tuple[int, ...] = ()
+    attempt: int = 0
+    failure_class: str | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class JobUpdated(Event):
+    """Something other than the status changed (last log line, reason, retry time)."""
+
+    type: ClassVar[str] = "job_updated"
+    job: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HostProbed(Event):
+    type: ClassVar[str] = "host_probed"
+    host: str
+    ok: bool
+    rtt_s: float | None = None
+    gpus: tuple[dict[str, Any], ...] = ()
+    error: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostStateChanged(Event):
+    type: ClassVar[str] = "host_state_changed"
+    host: str
+    state: str  # connecting | up | down
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Alert(Event):
+    type: ClassVar[str] = "alert"
+    level: str  # info | warning | error
+    message: str
+    host: str | None = None
+    job: str | None = None
+
+
+@dataclass(frozen=True)
+class QueuePaused(Event):
+    type: ClassVar[str] = "queue_paused"
+    paused: bool
+
+
+@dataclass(frozen=True)
+class QueueFinished(Event):
+    type: ClassVar[str] = "queue_finished"
+    counts: dict[str, int] = field(default_factory=dict)
+    exit_code: int = 0
+
+
+@dataclass(frozen=True)
+class PreflightReported(Event):
+    type: ClassVar[str] = "preflight"
+    host: str
+    check: str
+    ok: bool
+    detail: str = ""
+    job: str | None = None

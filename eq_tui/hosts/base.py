@@ -1,0 +1,145 @@
+"""The Host protocol: the one interface the engine uses to touch a machine.
+
+Everything here is plain data. A host answers one `probe` per tick with a `HostSnapshot`
+that holds all the engine needs (GPUs, compute processes, our sessions, exit records,
+output checks, preconditions), and runs `launch`, `kill` and `tail` as their own short
+commands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+LauncherName = Literal["screen", "tmux"]
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    index: int
+    uuid: str
+    name: str
+    memory_used_mib: int | None  # None: the reading was [N/A] / [Not Supported] / missing
+    memory_total_mib: int | None
+    utilization_pct: int | None
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int
+    gpu_uuid: str
+    used_mib: int | None
+
+
+@dataclass(frozen=True)
+class AttemptRef:
+    """One attempt the engine is watching on a host."""
+
+    key: str  # job id (unique within a project)
+    session: str  # exact session name
+    attempt_dir: str  # directory holding log, pid, start, exit
+    output_check: str | None  # glob relative to cwd, checked once the attempt has exited
+
+
+@dataclass(frozen=True)
+class AttemptProbe:
+    key: str
+    session_alive: bool
+    pid: int | None
+    pid_alive: bool
+    started: float | None  # epoch seconds written by the wrapper
+    exit_code: int | None  # None: no exit record yet
+    exited_at: float | None  # mtime of the exit record
+    log_size: int
+    output_ok: bool | None  # None when not checked (no output_check, or not exited)
+    log_tail: str = ""  # the attempt's last bytes, only once it has exited
+
+
+@dataclass(frozen=True)
+class PathCheck:
+    key: str  # job id
+    pattern: str  # glob relative to cwd
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    attempts: tuple[AttemptRef, ...] = ()
+    output_checks: tuple[PathCheck, ...] = ()  # pending jobs: already done?
+    preconditions: tuple[PathCheck, ...] = ()  # jobs about to launch
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class HostSnapshot:
+    host: str
+    ok: bool
+    taken_at: float
+    error: str | None = None
+    rtt_s: float | None = None
+    gpus: tuple[GpuReading, ...] = ()
+    processes: tuple[GpuProcess, ...] = ()
+    sessions: frozenset[str] = frozenset()
+    attempts: dict[str, AttemptProbe] = field(default_factory=dict)
+    output_checks: dict[str, bool] = field(default_factory=dict)
+    preconditions: dict[str, bool] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    job_id: str
+    attempt: int
+    session: str
+    attempt_dir: str
+    cwd: str | None
+    cmd: str
+    gpus: tuple[int, ...]
+    env: dict[str, str]  # includes secret values: passed on stdin, never on a command line
+    conda: str | None
+    conda_hook: str | None
+    launcher: LauncherName
+
+
+@dataclass(frozen=True)
+class PreflightRequest:
+    cwd: str | None
+    conda: str | None
+    conda_hook: str | None
+    launcher: LauncherName
+    preconditions: tuple[PathCheck, ...] = ()
+
+
+@dataclass(frozen=True)
+class PreflightFinding:
+    host: str
+    check: str  # connection | cwd | conda | launcher | nvidia-smi | precondition
+    ok: bool
+    detail: str = ""
+    job: str | None = None  # for a precondition finding
+
+
+@runtime_checkable
+class Host(Protocol):
+    """A machine the engine can place jobs on."""
+
+    name: str
+
+    def log_root(self, project: str, token: str) -> str:
+        """Directory on the host under which attempt directories are created."""
+        ...
+
+    async def probe(self, request: ProbeRequest) -> HostSnapshot: ...
+
+    async def launch(self, request: LaunchRequest) -> None:
+        """Start the attempt in a detached session; raise HostError if it could not start."""
+        ...
+
+    async def kill(self, session: str, attempt_dir: str, launcher: LauncherName) -> None:
+        """Stop the attempt's process group and its session (addressed exactly)."""
+        ...
+
+    async def tail(self, attempt_dir: str, lines: int) -> list[str]: ...
+
+    async def preflight(self, request: PreflightRequest) -> list[PreflightFinding]: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,127 @@
+"""The validated, expanded manifest: what the engine runs. Plain frozen data, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Launcher = Literal["screen", "tmux"]
+Waves = Literal["rolling", "strict"]
+OnDependencyFailure = Literal["block", "run"]
+
+
+@dataclass(frozen=True)
+class SimulateSpec:
+    """Simulated GPUs on this machine (the sim's nvidia-smi and fake training jobs)."""
+
+    gpus: int = 4
+    memory_mib: int = 24576
+    model: str = "NVIDIA Simulated GPU"
+    linger_s: float = 0.0  # memory stays "used" this long after a fake job exits
+
+
+@dataclass(frozen=True)
+class SlurmSpec:
+    ssh: str | None = None  # login node; None: the local Slurm client
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str | None = None
+    mem: str | None = None
+    cpus_per_task: int | None = None
+    sbatch_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    name: str
+    ssh: str | None = None  # ssh alias or [user@]host[:port]; None with no simulate/slurm: local
+    gpus: tuple[int, ...] | None = None  # None means "all"
+    max_parallel: int = 8
+    simulate: SimulateSpec | None = None
+    slurm: SlurmSpec | None = None
+    log_dir: str | None = None  # where attempt logs live on the host (default chosen by the host)
+
+    @property
+    def kind(self) -> Literal["local", "ssh", "sim", "slurm"]:
+        if self.slurm is not None:
+            return "slurm"
+        if self.simulate is not None:
+            return "sim"
+        if self.ssh is not None:
+            return "ssh"
+        return "local"
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    value: str
+    secret: bool = False  # passed to the job, never written to disk or shown
+
+
+@dataclass(frozen=True)
+class Precondition:
+    type: Literal["checkpoint_exists"]
+    path: str  # relative to cwd on the host, or absolute; may be a glob
+
+
+@dataclass(frozen=True)
+class OomRetry:
+    delay: float = 120.0
+    max_attempts: int = 3
+
+
+@dataclass(frozen=True)
+class PhaseSpec:
+    name: str
+    depends_on: tuple[str, ...] = ()
+    on_dependency_failure: OnDependencyFailure = "block"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    id: str
+    phase: str
+    cmd: str  # `${GPU}` may remain; substituted at launch time
+    output_check: str | None = None
+    preconditions: tuple[Precondition, ...] = ()
+    gpus_per_job: int = 1
+
+
+DEFAULT_PHASE = "main"
+
+
+@dataclass(frozen=True)
+class Manifest:
+    project: str
+    source: str  # path of the manifest file it came from
+    cwd: str | None = None
+    conda: str | None = None
+    conda_hook: str | None = None
+    env: dict[str, EnvVar] = field(default_factory=dict)
+    hosts: tuple[HostSpec, ...] = (HostSpec(name="local"),)
+    gpu_free_threshold_mib: int = 500
+    gpus_per_job: int = 1
+    launcher: Launcher = "screen"
+    waves: Waves = "rolling"
+    oom_retry: OomRetry = field(default_factory=OomRetry)
+    poll: float | None = None
+    stale_grace_s: float = 5.0
+    retry_delay_s: float = 30.0  # for port_in_use and other "retry after a delay" classes
+    phases: tuple[PhaseSpec, ...] = (PhaseSpec(name=DEFAULT_PHASE),)
+    jobs: tuple[JobSpec, ...] = ()
+
+    def phase(self, name: str) -> PhaseSpec:
+        for phase in self.phases:
+            if phase.name == name:
+                return phase
+        raise KeyError(name)
+
+    def to_json(self) -> dict[str, Any]:
+        """The expanded manifest for manifest.json, with secret env values redacted."""
+        data = asdict(self)
+        data["env"] = {
+            name: {"value": "<secret>" if var.secret else var.value, "secret": var.secret}
+            for name, var in self.env.items()
+        }
+        return data
