@@ -37,11 +37,15 @@ class JobStateChanged(Event):
 
 @dataclass(frozen=True)
 class JobUpdated(Event):
-    """Something other than the status changed (last log line, reason, retry time)."""
+    """A job's record changed (status or anything else); `state` is its full JobState JSON.
+
+    Front ends key their rows on this. It is not written to events.jsonl (JobStateChanged is
+    the history); it goes to live subscribers only.
+    """
 
     type: ClassVar[str] = "job_updated"
     job: str
-    fields: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
