@@ -53,6 +53,7 @@ class AttemptProbe:
     log_size: int
     output_ok: bool | None  # None when not checked (no output_check, or not exited)
     log_tail: str = ""  # the attempt's last bytes, only once it has exited
+    last_line: str = ""  # last non-empty log line (cleaned of ANSI / \r), for the job table
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,8 @@ class Host(Protocol):
 
     name: str
 
-    def log_root(self, project: str, token: str) -> str:
-        """Directory on the host under which attempt directories are created."""
+    async def log_root(self, project: str, token: str) -> str:
+        """Absolute directory on the host under which attempt directories are created."""
         ...
 
     async def probe(self, request: ProbeRequest) -> HostSnapshot: ...

@@ -1,0 +1,115 @@
+"""What an active job's probe says about it, and what status that leads to. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from eq_tui.engine.classify import classify_failure
+from eq_tui.engine.model import FailureClass, JobState, JobStatus
+from eq_tui.hosts.base import AttemptProbe
+from eq_tui.manifest.model import Manifest
+
+
+@dataclass(frozen=True)
+class Running:
+    """Still running (or its session is still draining within the grace period)."""
+
+    exited_seen_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Exited:
+    exit_code: int
+    log_tail: str
+    output_ok: bool | None
+    stale: bool = False  # the session outlived the process and must be killed first
+
+
+@dataclass(frozen=True)
+class Lost:
+    """The session vanished with no exit record and the process is gone."""
+
+
+@dataclass(frozen=True)
+class NeverStarted:
+    """A `launching` record whose session never came up (the engine died mid-launch)."""
+
+
+Observation = Running | Exited | Lost | NeverStarted
+
+
+def observe(job: JobState, probe: AttemptProbe | None, *, now: float,
+            stale_grace_s: float) -> Observation:
+    if probe is None:
+        return Running(job.exited_seen_at)
+    if probe.exit_code is not None:
+        if not probe.session_alive:
+            return Exited(probe.exit_code, probe.log_tail, probe.output_ok)
+        seen = job.exited_seen_at if job.exited_seen_at is not None else now
+        if now - seen >= stale_grace_s:
+            return Exited(probe.exit_code, probe.log_tail, probe.output_ok, stale=True)
+        return Running(seen)
+    if probe.session_alive or probe.pid_alive:
+        return Running(None)
+    if job.status == JobStatus.LAUNCHING and probe.pid is None:
+        return NeverStarted()
+    return Lost()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: JobStatus
+    failure_class: str | None = None
+    detail: str = ""
+    retry_at: float | None = None
+    quarantine_gpus: bool = False
+    stop_host: bool = False  # disk full: launch nothing more there
+
+
+def _retry_or_stuck(job: JobState, manifest: Manifest, cls: FailureClass, detail: str,
+                    status: JobStatus, retry_at: float | None, *, once: bool = False,
+                    quarantine: bool = False) -> Verdict:
+    used = job.retries_by_class.get(str(cls), 0)
+    if job.attempts >= manifest.oom_retry.max_attempts or (once and used >= 1):
+        return Verdict(JobStatus.STUCK, str(cls),
+                       f"{detail} (attempt {job.attempts}/{manifest.oom_retry.max_attempts}, "
+                       "no retries left)", quarantine_gpus=quarantine)
+    return Verdict(status, str(cls), detail, retry_at=retry_at, quarantine_gpus=quarantine)
+
+
+def verdict_for_exit(job: JobState, exited: Exited, manifest: Manifest, *, now: float,
+                     has_output_check: bool) -> Verdict:
+    if exited.exit_code == 0:
+        if not has_output_check or exited.output_ok:
+            return Verdict(JobStatus.COMPLETED)
+        return Verdict(JobStatus.STUCK, str(FailureClass.OUTPUT_MISSING),
+                       "exit 0 but output_check matched nothing")
+    found = classify_failure(exited.exit_code, exited.log_tail)
+    detail = found.detail
+    if exited.stale:
+        detail = f"{detail} (stale session cleaned)"
+    match found.cls:
+        case FailureClass.CUDA_OOM:
+            return _retry_or_stuck(job, manifest, found.cls, detail, JobStatus.FAILED_OOM,
+                                   now + manifest.oom_retry.delay)
+        case FailureClass.NCCL:
+            return _retry_or_stuck(job, manifest, found.cls, detail, JobStatus.PENDING, None,
+                                   once=True)
+        case FailureClass.GPU_FAULT:
+            return _retry_or_stuck(job, manifest, found.cls, detail, JobStatus.PENDING, None,
+                                   quarantine=True)
+        case FailureClass.PORT_IN_USE:
+            return _retry_or_stuck(job, manifest, found.cls, detail, JobStatus.PENDING,
+                                   now + manifest.retry_delay_s)
+        case FailureClass.DISK_FULL:
+            return Verdict(JobStatus.STUCK, str(found.cls), detail, stop_host=True)
+        case _:
+            return Verdict(JobStatus.STUCK, str(found.cls), detail)
+
+
+def verdict_for_lost(job: JobState) -> Verdict:
+    if job.lost_requeues < 1:
+        return Verdict(JobStatus.PENDING, str(FailureClass.LOST),
+                       "session vanished with no exit record; requeued once")
+    return Verdict(JobStatus.STUCK, str(FailureClass.LOST),
+                   "session vanished with no exit record again")

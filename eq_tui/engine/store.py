@@ -1,0 +1,151 @@
+"""The run directory: lock, atomic state file, event history, expanded manifest, summary."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from eq_tui.errors import RunDirError
+
+STATE_VERSION = 1
+
+
+def default_run_dir(manifest_path: str, project: str) -> Path:
+    return Path(manifest_path).resolve().parent / "experiment_queue" / project
+
+
+def archive_run_dir(path: Path) -> Path | None:
+    """Move an existing run dir aside (for --fresh); returns where it went."""
+    if not path.exists():
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.{stamp}-{n}")
+    path.rename(target)
+    return target
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, text: str, *, keep_previous: Path | None = None) -> None:
+    """temp file + fsync + rename (+ fsync of the directory), so a crash leaves old or new."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if keep_previous is not None and path.exists():
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(path, keep_previous)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+class RunDir:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.state_file = path / "queue_state.json"
+        self.previous_state_file = path / "queue_state.prev.json"
+        self.events_file = path / "events.jsonl"
+        self.manifest_file = path / "manifest.json"
+        self.summary_file = path / "summary.md"
+        self.lock_file = path / "engine.lock"
+        self.logs = path / "logs"
+        self._lock_handle: IO[str] | None = None
+        self._events: IO[str] | None = None
+
+    def create(self) -> None:
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self.logs.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise RunDirError(f"cannot create run dir {self.path}: {exc.strerror}") from exc
+
+    def acquire_lock(self) -> str | None:
+        """Take the engine lock; returns a note when a dead engine's lock was taken over.
+
+        flock is released by the kernel when its holder dies, so a lock file left by a dead
+        engine is simply taken over; the pid inside names the previous holder.
+        """
+        handle = open(self.lock_file, "a+", encoding="utf-8")  # noqa: SIM115 - held for the run
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise RunDirError(
+                f"run dir {self.path} is in use by another engine (pid {holder}); "
+                "attach to it with `eq-tui attach` or stop it first") from None
+        handle.seek(0)
+        previous = handle.read().strip()
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._lock_handle = handle
+        if previous and previous != str(os.getpid()):
+            return f"took over the lock of engine pid {previous}, which is no longer running"
+        return None
+
+    def release_lock(self) -> None:
+        if self._lock_handle is not None:
+            with contextlib.suppress(OSError):
+                self._lock_handle.seek(0)
+                self._lock_handle.truncate()
+                fcntl.flock(self._lock_handle.fileno(), fcntl.LOCK_UN)
+            self._lock_handle.close()
+            self._lock_handle = None
+        if self._events is not None:
+            self._events.close()
+            self._events = None
+
+    def load_state(self) -> dict[str, Any] | None:
+        """The saved state, or None for a new run. A file that fails to parse is never
+        overwritten: stop and say how to recover from the previous good copy."""
+        source = self.state_file
+        if not source.exists():
+            if not self.previous_state_file.exists():
+                return None
+            source = self.previous_state_file
+        try:
+            data = json.loads(source.read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+                raise ValueError("not an eq-tui state (no 'jobs' list)")
+        except (ValueError, UnicodeDecodeError) as exc:
+            hint = ""
+            if self.previous_state_file.exists() and source != self.previous_state_file:
+                hint = (f"; the previous good copy is {self.previous_state_file}: "
+                        f"`cp {self.previous_state_file} {self.state_file}` to recover from it")
+            raise RunDirError(f"{source} is unreadable ({exc}){hint}") from None
+        return data
+
+    def save_state(self, data: dict[str, Any]) -> None:
+        text = json.dumps(data, indent=1, sort_keys=False)
+        write_atomic(self.state_file, text, keep_previous=self.previous_state_file)
+
+    def write_manifest(self, data: dict[str, Any]) -> None:
+        write_atomic(self.manifest_file, json.dumps(data, indent=2, default=str))
+
+    def append_event(self, data: dict[str, Any]) -> None:
+        if self._events is None:
+            self._events = open(self.events_file, "a", encoding="utf-8")  # noqa: SIM115
+        self._events.write(json.dumps(data, default=str) + "\n")
+        self._events.flush()
+
+    def write_summary(self, text: str) -> None:
+        write_atomic(self.summary_file, text)
