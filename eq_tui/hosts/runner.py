@@ -6,8 +6,9 @@ the snippets (package data in hosts/scripts/) are the same for both.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 
 @dataclass(frozen=True)
