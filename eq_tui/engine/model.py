@@ -66,6 +66,8 @@ class Attempt:
     end: float | None = None
     exit_code: int | None = None
     failure_class: str | None = None
+    decided_at: float | None = None  # when the engine recorded `launching` for this attempt
+    launched: bool = True  # False: the session never started (does not count as a launch)
 
 
 @dataclass

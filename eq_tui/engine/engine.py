@@ -1,0 +1,893 @@
+"""The engine: probe hosts → judge running jobs → decide → launch → persist → publish.
+
+It is the only writer of run state. Front ends use it through the EngineClient interface
+(snapshot, events, commands, tail); it never imports a UI toolkit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shlex
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from eq_tui.engine.events import (
+    Alert,
+    Event,
+    HostProbed,
+    HostStateChanged,
+    JobStateChanged,
+    JobUpdated,
+    PreflightReported,
+    QueueFinished,
+    QueuePaused,
+)
+from eq_tui.engine.gpu_view import gpu_views
+from eq_tui.engine.judge import (
+    Exited,
+    Lost,
+    NeverStarted,
+    Running,
+    Verdict,
+    observe,
+    verdict_for_exit,
+    verdict_for_lost,
+)
+from eq_tui.engine.launchvars import substitute
+from eq_tui.engine.model import (
+    ACTIVE,
+    FINISHED,
+    Attempt,
+    Failure,
+    FailureClass,
+    JobState,
+    JobStatus,
+)
+from eq_tui.engine.naming import attempt_dir, new_run_token, session_name
+from eq_tui.engine.scheduler import GpuView, HostView, decide, gpu_holders, phase_gates
+from eq_tui.engine.store import STATE_VERSION, RunDir
+from eq_tui.engine.summary import render_summary, status_counts
+from eq_tui.errors import HostError, RunDirError
+from eq_tui.hosts.base import (
+    AttemptRef,
+    Host,
+    HostSnapshot,
+    LaunchRequest,
+    PathCheck,
+    PreflightRequest,
+    ProbeRequest,
+)
+from eq_tui.manifest.model import HostSpec, JobSpec, Manifest
+
+LAUNCH_GRACE_S = 45.0  # a `launching` attempt with no trace after this long never started
+MAX_LAUNCH_FAILURES = 3
+_SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
+MAX_ALERTS = 200
+PERSISTED_EVENTS = (JobStateChanged, HostStateChanged, Alert, QueuePaused, QueueFinished,
+                    PreflightReported)
+
+
+def _shell_path(path: str) -> str:
+    """A path for command text: bare when it needs no quoting (it may sit inside quotes the
+    manifest's args rendering added), quoted otherwise."""
+    return path if _SAFE_PATH.fullmatch(path) else shlex.quote(path)
+
+
+class Engine:
+    """One project's queue. `start()`, then `run()` until it returns an exit code."""
+
+    def __init__(self, manifest: Manifest, run_dir: Path, hosts: dict[str, Host], *,
+                 poll: float = 2.0, clock: Callable[[], float] = time.time,
+                 exit_when_done: bool = False) -> None:
+        self.manifest = manifest
+        self.project = manifest.project
+        self.run_dir = RunDir(Path(run_dir))
+        self.hosts = hosts
+        self.poll = poll
+        self.clock = clock
+        self.exit_when_done = exit_when_done
+        self.token = new_run_token()
+        self.created = clock()
+        self.started_at = clock()
+        self.paused = False
+        self.finished = False
+        self.exit_code: int | None = None
+        self.jobs: dict[str, JobState] = {}
+        self.retired: list[dict[str, Any]] = []  # jobs removed from the manifest, kept for history
+        self.quarantine: dict[str, set[int]] = {}
+        self.stopped_hosts: dict[str, str] = {}
+        self.alerts: list[dict[str, Any]] = []
+        self.snapshots: dict[str, HostSnapshot] = {}
+        self.host_state: dict[str, dict[str, Any]] = {
+            name: {"state": "connecting", "reason": "", "since": self.started_at, "rtt_s": None}
+            for name in hosts}
+        self._specs: dict[str, JobSpec] = {spec.id: spec for spec in manifest.jobs}
+        self._host_specs: dict[str, HostSpec] = {spec.name: spec for spec in manifest.hosts}
+        self._log_roots: dict[str, str] = {}
+        self._released_at: dict[tuple[str, int], float] = {}
+        self._output_scanned: set[str] = set()
+        self._precondition_results: dict[str, bool] = {}
+        self._want_preconditions: set[str] = set()
+        self._subscribers: list[asyncio.Queue[Event]] = []
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._dirty = False
+        self._started = False
+        self._finish_reported = False
+        self._summary_task: asyncio.Task[None] | None = None
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    async def start(self, *, preflight: bool = True) -> None:
+        """Take the run dir, load or create state, reconcile it with the manifest, preflight."""
+        self.run_dir.create()
+        note = self.run_dir.acquire_lock()
+        try:
+            saved = self.run_dir.load_state()
+            if saved is not None:
+                self._restore(saved)
+            self._reconcile_manifest()
+            self.run_dir.write_manifest(self.manifest.to_json())
+            if note:
+                self._alert("info", note)
+            self._persist()
+            if preflight:
+                await self._preflight()
+        except BaseException:
+            self.run_dir.release_lock()
+            raise
+        self._started = True
+
+    async def run(self) -> int:
+        """Tick until stopped (or, with exit_when_done, until every job has finished)."""
+        if not self._started:
+            await self.start()
+        try:
+            while not self._stop.is_set():
+                await self.tick()
+                if self.finished and self.exit_when_done:
+                    break
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.poll):
+                        await self._wake.wait()
+        finally:
+            await self._shutdown()
+        return self.exit_code if self.finished and self.exit_code is not None else 130
+
+    async def stop(self) -> None:
+        self.request_stop()
+
+    def request_stop(self) -> None:
+        """Stop after the current tick; jobs keep running in their sessions."""
+        self._stop.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def _shutdown(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.wait_summary()
+        with contextlib.suppress(Exception):
+            self._persist()
+        await asyncio.gather(*(host.close() for host in self.hosts.values()),
+                             return_exceptions=True)
+        self.run_dir.release_lock()
+
+    # ---- state file ------------------------------------------------------------------------
+
+    def _restore(self, saved: dict[str, Any]) -> None:
+        self.token = str(saved.get("token") or self.token)
+        self.created = float(saved.get("created") or self.created)
+        self.paused = bool(saved.get("paused", False))
+        self.quarantine = {h: set(g) for h, g in (saved.get("quarantine") or {}).items()}
+        self.stopped_hosts = dict(saved.get("stopped_hosts") or {})
+        self.retired = list(saved.get("retired") or [])
+        for raw in saved.get("jobs", []):
+            try:
+                job = JobState.from_json(raw)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise RunDirError(f"{self.run_dir.state_file}: a job record is unreadable "
+                                  f"({exc!r}); fix or move the file") from None
+            self.jobs[job.id] = job
+
+    def state_json(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "project": self.project,
+            "token": self.token,
+            "created": self.created,
+            "updated": self.clock(),
+            "paused": self.paused,
+            "quarantine": {h: sorted(g) for h, g in self.quarantine.items() if g},
+            "stopped_hosts": self.stopped_hosts,
+            "jobs": [job.to_json() for job in self.jobs.values()],
+            "retired": self.retired,
+        }
+
+    def _persist(self) -> None:
+        self.run_dir.save_state(self.state_json())
+        self._dirty = False
+
+    def _reconcile_manifest(self) -> None:
+        """New jobs are added, changed commands of unfinished jobs take effect next attempt,
+        jobs gone from the manifest are retired unless still running."""
+        ordered: dict[str, JobState] = {}
+        for spec in self.manifest.jobs:
+            job = self.jobs.pop(spec.id, None)
+            if job is None:
+                job = JobState(id=spec.id, phase=spec.phase, cmd=spec.cmd)
+            else:
+                if job.cmd != spec.cmd and job.status != JobStatus.COMPLETED:
+                    self._alert("info", f"{spec.id}: command changed; the next attempt uses "
+                                f"`{spec.cmd}` (was `{job.cmd}`)", job=spec.id)
+                    job.cmd = spec.cmd
+                job.phase = spec.phase
+            ordered[spec.id] = job
+        for job in self.jobs.values():
+            if job.status in ACTIVE:
+                self._alert("warning", f"{job.id} is no longer in the manifest; it keeps "
+                            "running and is watched until it ends", job=job.id)
+                ordered[job.id] = job
+            else:
+                self.retired.append(job.to_json())
+        self.jobs = ordered
+
+    # ---- events ----------------------------------------------------------------------------
+
+    def subscribe(self) -> asyncio.Queue[Event]:
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._subscribers.append(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[Event]) -> None:
+        with contextlib.suppress(ValueError):
+            self._subscribers.remove(queue)
+
+    def _publish(self, event: Event) -> None:
+        if isinstance(event, PERSISTED_EVENTS):
+            self.run_dir.append_event(event.to_json())
+        for queue in list(self._subscribers):
+            queue.put_nowait(event)
+
+    def _alert(self, level: str, message: str, *, host: str | None = None,
+               job: str | None = None) -> None:
+        event = Alert(project=self.project, at=self.clock(), level=level, message=message,
+                      host=host, job=job)
+        self.alerts.append(event.to_json())
+        del self.alerts[:-MAX_ALERTS]
+        self._publish(event)
+
+    def _job_changed(self, job: JobState) -> None:
+        self._dirty = True
+        self._publish(JobUpdated(project=self.project, at=self.clock(), job=job.id,
+                                 state=job.to_json()))
+
+    def _set_status(self, job: JobState, new: JobStatus, *, failure_class: str | None = None,
+                    detail: str = "") -> None:
+        old = job.status
+        now = self.clock()
+        if old in ACTIVE and new not in ACTIVE and job.host is not None:
+            for gpu in job.gpus:
+                self._released_at[(job.host, gpu)] = now
+        job.status = new
+        if new in FINISHED:
+            job.ended = now
+        if new == JobStatus.COMPLETED:
+            job.failure = None
+            job.reason = None
+        if failure_class is not None:
+            job.failure = Failure(failure_class, detail)
+        current = job.current
+        self._publish(JobStateChanged(
+            project=self.project, at=now, job=job.id, old=str(old), new=str(new),
+            host=job.host, gpus=tuple(job.gpus), attempt=current.n if current else 0,
+            failure_class=failure_class, detail=detail))
+        self._job_changed(job)
+
+    # ---- the tick --------------------------------------------------------------------------
+
+    async def tick(self) -> None:
+        async with self._lock:
+            await self._probe_all()
+            await self._judge_active()
+            self._apply_output_scan()
+            self._unblock_recovered()
+            decision = decide(self.manifest, list(self.jobs.values()), self._host_views(),
+                              now=self.clock(), paused=self.paused,
+                              preconditions=self._precondition_results)
+            self._precondition_results = {}
+            self._want_preconditions = set(decision.check_preconditions)
+            for job_id, reason in decision.block.items():
+                job = self.jobs[job_id]
+                job.reason = reason
+                self._set_status(job, JobStatus.BLOCKED, failure_class=FailureClass.DEPENDENCY,
+                                 detail=reason)
+            for job_id, reason in decision.waiting.items():
+                job = self.jobs[job_id]
+                if job.reason != reason:
+                    job.reason = reason
+                    self._job_changed(job)
+            if decision.launches:
+                await self._launch(decision.launches)
+            self._check_finished()
+            if self._dirty:
+                self._persist()
+
+    def _cwd_for(self, host: str) -> str | None:
+        if self.manifest.cwd:
+            return self.manifest.cwd
+        spec = self._host_specs.get(host)
+        if spec is not None and spec.kind in ("local", "sim"):
+            return str(Path(self.manifest.source).resolve().parent)
+        return None
+
+    def _run_dir_value(self) -> str:
+        return str(self.run_dir.path.resolve())
+
+    def _output_pattern(self, spec: JobSpec) -> str | None:
+        if not spec.output_check:
+            return None
+        return substitute(spec.output_check, run_dir=self._run_dir_value(), job_id=spec.id)
+
+    def _probe_request(self, host: str) -> ProbeRequest:
+        attempts = []
+        for job in self.jobs.values():
+            current = job.current
+            if job.status in ACTIVE and job.host == host and current is not None:
+                spec = self._specs.get(job.id)
+                attempts.append(AttemptRef(
+                    key=job.id, session=current.session, attempt_dir=current.attempt_dir,
+                    output_check=self._output_pattern(spec) if spec else None))
+        output_checks = []
+        if host not in self._output_scanned:
+            for job in self.jobs.values():
+                spec = self._specs.get(job.id)
+                pattern = self._output_pattern(spec) if spec else None
+                if pattern and job.status in (JobStatus.PENDING, JobStatus.FAILED_OOM):
+                    output_checks.append(PathCheck(job.id, pattern))
+        preconditions = []
+        for job_id in sorted(self._want_preconditions):
+            spec = self._specs.get(job_id)
+            if spec is None:
+                continue
+            for i, pre in enumerate(spec.preconditions):
+                pattern = substitute(pre.path, run_dir=self._run_dir_value(), job_id=job_id)
+                preconditions.append(PathCheck(f"{job_id}#{i}", pattern))
+        return ProbeRequest(attempts=tuple(attempts), output_checks=tuple(output_checks),
+                            preconditions=tuple(preconditions), cwd=self._cwd_for(host))
+
+    async def _probe_one(self, name: str, host: Host) -> HostSnapshot:
+        try:
+            return await host.probe(self._probe_request(name))
+        except HostError as exc:
+            return HostSnapshot(host=name, ok=False, taken_at=self.clock(), error=str(exc))
+        except Exception as exc:  # a host bug must not stop the other hosts
+            return HostSnapshot(host=name, ok=False, taken_at=self.clock(),
+                                error=f"probe failed: {exc!r}")
+
+    async def _probe_all(self) -> None:
+        names = list(self.hosts)
+        results = await asyncio.gather(*(self._probe_one(n, self.hosts[n]) for n in names))
+        precondition_parts: dict[str, list[bool]] = {}
+        now = self.clock()
+        holders = gpu_holders(list(self.jobs.values()))
+        for name, snap in zip(names, results, strict=True):
+            self.snapshots[name] = snap
+            self._update_link(name, snap)
+            if snap.ok:
+                for key, ok in snap.preconditions.items():
+                    precondition_parts.setdefault(key.split("#", 1)[0], []).append(ok)
+            spec = self._host_specs.get(name)
+            allowed = frozenset(spec.gpus) if spec and spec.gpus is not None else None
+            views = gpu_views(name, snap.gpus, allowed=allowed, holders=holders,
+                              released_at=self._released_at,
+                              quarantined=frozenset(self.quarantine.get(name, ())),
+                              threshold_mib=self.manifest.gpu_free_threshold_mib, now=now)
+            self._publish(HostProbed(project=self.project, at=now, host=name, ok=snap.ok,
+                                     rtt_s=snap.rtt_s, gpus=tuple(views), error=snap.error,
+                                     warnings=snap.warnings))
+        # A job with several preconditions is ready only when every one matched (on any host).
+        for job_id, job_spec in self._specs.items():
+            if (job_id in self._want_preconditions and job_spec.preconditions
+                    and job_id in precondition_parts):
+                self._precondition_results[job_id] = self._all_preconditions_met(
+                    job_id, len(job_spec.preconditions), results)
+
+    @staticmethod
+    def _all_preconditions_met(job_id: str, count: int, snaps: Iterable[HostSnapshot]) -> bool:
+        met = [False] * count
+        for snap in snaps:
+            if not snap.ok:
+                continue
+            for i in range(count):
+                if snap.preconditions.get(f"{job_id}#{i}"):
+                    met[i] = True
+        return all(met)
+
+    def _update_link(self, name: str, snap: HostSnapshot) -> None:
+        state = self.host_state[name]
+        new_state = "up" if snap.ok else "down"
+        state["rtt_s"] = snap.rtt_s if snap.ok else None
+        for warning in snap.warnings:
+            if warning not in state.setdefault("warnings", []):
+                self._alert("warning", f"{name}: {warning}", host=name)
+        state["warnings"] = list(snap.warnings)
+        if state["state"] != new_state:
+            state["state"] = new_state
+            state["since"] = snap.taken_at
+            state["reason"] = snap.error or ""
+            self._publish(HostStateChanged(project=self.project, at=self.clock(), host=name,
+                                           state=new_state, reason=snap.error or ""))
+            if new_state == "down":
+                self._alert("error", f"{name} is down: {snap.error}", host=name)
+
+    def _host_views(self) -> list[HostView]:
+        views = []
+        for name in self.hosts:
+            snap = self.snapshots.get(name)
+            spec = self._host_specs.get(name)
+            usable = snap is not None and snap.ok and name not in self.stopped_hosts
+            gpus = tuple(GpuView(g.index, g.memory_used_mib) for g in snap.gpus) if snap else ()
+            views.append(HostView(
+                name=name, usable=usable, gpus=gpus,
+                allowed=frozenset(spec.gpus) if spec and spec.gpus is not None else None,
+                max_parallel=spec.max_parallel if spec else 8,
+                quarantined=frozenset(self.quarantine.get(name, ()))))
+        return views
+
+    # ---- judging running jobs --------------------------------------------------------------
+
+    async def _judge_active(self) -> None:
+        now = self.clock()
+        stale_kills = []
+        for job in list(self.jobs.values()):
+            current = job.current
+            if job.status not in ACTIVE or job.host is None or current is None:
+                continue
+            snap = self.snapshots.get(job.host)
+            if snap is None or not snap.ok:
+                continue  # host down: the job lives on in its session; judge it when back
+            probe = snap.attempts.get(job.id)
+            seen = observe(job, probe, now=now, stale_grace_s=self.manifest.stale_grace_s)
+            if probe is not None and probe.last_line and probe.last_line != job.last_line:
+                job.last_line = probe.last_line
+                self._job_changed(job)
+            if isinstance(seen, Running):
+                self._note_running(job, seen, probe.started if probe else None)
+            elif isinstance(seen, NeverStarted):
+                if now - (current.decided_at or 0.0) >= LAUNCH_GRACE_S:
+                    self._never_started(job, "the session never started")
+            elif isinstance(seen, Lost):
+                current.end = now
+                verdict = verdict_for_lost(job)
+                job.lost_requeues += 1
+                self._apply_verdict(job, verdict)
+            elif isinstance(seen, Exited):
+                if seen.stale:
+                    stale_kills.append((job, seen))
+                else:
+                    self._judge_exit(job, seen, probe.exited_at if probe else None)
+        if stale_kills:
+            await asyncio.gather(*(self._clean_stale(job, seen) for job, seen in stale_kills))
+
+    def _note_running(self, job: JobState, seen: Running, started: float | None) -> None:
+        current = job.current
+        changed = job.exited_seen_at != seen.exited_seen_at
+        job.exited_seen_at = seen.exited_seen_at
+        if current is not None and started is not None and current.start != started:
+            current.start = started
+            job.started = started
+            changed = True
+        if job.status == JobStatus.LAUNCHING:
+            self._set_status(job, JobStatus.RUNNING)
+        elif changed:
+            self._job_changed(job)
+
+    def _never_started(self, job: JobState, why: str) -> None:
+        current = job.current
+        if current is not None:
+            current.launched = False
+            current.failure_class = FailureClass.LAUNCH_FAILED
+        failures = sum(1 for a in job.history if not a.launched)
+        job.attempts = max(0, job.attempts - 1)
+        job.host, job.gpus = None, []
+        if failures >= MAX_LAUNCH_FAILURES:
+            job.reason = why
+            self._set_status(job, JobStatus.STUCK, failure_class=FailureClass.LAUNCH_FAILED,
+                             detail=f"{why} ({failures} tries)")
+        else:
+            job.reason = f"launch failed: {why}; trying again"
+            self._set_status(job, JobStatus.PENDING)
+
+    async def _clean_stale(self, job: JobState, seen: Exited) -> None:
+        current = job.current
+        assert current is not None and job.host is not None
+        try:
+            await self.hosts[job.host].kill(current.session, current.attempt_dir,
+                                            self.manifest.launcher)
+        except HostError as exc:
+            self._alert("warning", f"{job.id}: could not clean its stale session: {exc}",
+                        host=job.host, job=job.id)
+            return
+        self._alert("info", f"{job.id}: stale session {current.session} cleaned "
+                    f"(process exited {seen.exit_code})", host=job.host, job=job.id)
+        self._judge_exit(job, seen, None)
+
+    def _judge_exit(self, job: JobState, seen: Exited, exited_at: float | None) -> None:
+        current = job.current
+        assert current is not None
+        now = self.clock()
+        spec = self._specs.get(job.id)
+        verdict = verdict_for_exit(job, seen, self.manifest, now=now,
+                                   has_output_check=bool(spec and spec.output_check))
+        current.exit_code = seen.exit_code
+        current.end = exited_at or now
+        job.exited_seen_at = None
+        self._apply_verdict(job, verdict)
+
+    def _apply_verdict(self, job: JobState, verdict: Verdict) -> None:
+        current = job.current
+        if current is not None:
+            current.failure_class = verdict.failure_class
+        if verdict.failure_class is not None:
+            cls = verdict.failure_class
+            job.retries_by_class[cls] = job.retries_by_class.get(cls, 0) + 1
+        job.retry_at = verdict.retry_at
+        job.exited_seen_at = None
+        if verdict.quarantine_gpus and job.host is not None:
+            self.quarantine.setdefault(job.host, set()).update(job.gpus)
+            self._alert("warning", f"{job.host}: GPU {job.gpus} quarantined after "
+                        f"{verdict.detail}", host=job.host, job=job.id)
+        if verdict.stop_host and job.host is not None:
+            self.stopped_hosts[job.host] = verdict.detail
+            self._alert("error", f"{job.host}: launching stopped ({verdict.detail}); free "
+                        "space, then `resume`", host=job.host, job=job.id)
+        job.reason = verdict.detail if verdict.status == JobStatus.STUCK else None
+        self._set_status(job, verdict.status, failure_class=verdict.failure_class,
+                         detail=verdict.detail)
+
+    # ---- before deciding -------------------------------------------------------------------
+
+    def _apply_output_scan(self) -> None:
+        for name, snap in self.snapshots.items():
+            if not snap.ok or name in self._output_scanned:
+                continue
+            self._output_scanned.add(name)
+            for job_id, exists in snap.output_checks.items():
+                job = self.jobs.get(job_id)
+                if exists and job is not None and job.status in (JobStatus.PENDING,
+                                                                 JobStatus.FAILED_OOM):
+                    job.retry_at = None
+                    self._set_status(job, JobStatus.COMPLETED,
+                                     detail="output already exists; not launched")
+                    job.reason = "output already exists; not launched"
+
+    def _unblock_recovered(self) -> None:
+        """A blocked job whose dependencies are no longer failed (retried) is pending again."""
+        gates = phase_gates(self.manifest, list(self.jobs.values()))
+        for job in self.jobs.values():
+            gate = gates.get(job.phase)
+            recovered = gate is not None and not gate.blocked_reason
+            if (job.status == JobStatus.BLOCKED and recovered and job.failure
+                    and job.failure.cls == FailureClass.DEPENDENCY):
+                    job.reason = None
+                    job.failure = None
+                    self._set_status(job, JobStatus.PENDING)
+
+    # ---- launching -------------------------------------------------------------------------
+
+    async def _log_root(self, host: str) -> str:
+        root = self._log_roots.get(host)
+        if root is None:
+            root = await self.hosts[host].log_root(self.project, self.token)
+            self._log_roots[host] = root
+        return root
+
+    async def _launch(self, launches: list[Any]) -> None:
+        now = self.clock()
+        planned: list[tuple[JobState, LaunchRequest]] = []
+        for launch in launches:
+            job = self.jobs[launch.job_id]
+            spec = self._specs[job.id]
+            try:
+                root = await self._log_root(launch.host)
+            except HostError as exc:
+                self._alert("warning", f"{launch.host}: {exc}", host=launch.host)
+                continue
+            n = len(job.history) + 1
+            session = session_name(self.project, self.token, job.id, n)
+            directory = attempt_dir(root, job.id, n)
+            cmd = substitute(job.cmd, gpus=launch.gpus, run_dir=_shell_path(self._run_dir_value()),
+                             attempt=n, job_id=job.id)
+            job.history.append(Attempt(n=n, host=launch.host, gpus=list(launch.gpus),
+                                       session=session, attempt_dir=directory,
+                                       log=f"{directory}/log", decided_at=now))
+            job.attempts += 1
+            job.host, job.gpus = launch.host, list(launch.gpus)
+            job.log = f"{directory}/log"
+            job.started, job.ended = None, None
+            job.retry_at = None
+            job.reason = None
+            job.last_line = ""
+            job.exited_seen_at = None
+            self._set_status(job, JobStatus.LAUNCHING)
+            planned.append((job, self._launch_request(job, spec, n, session, directory, cmd,
+                                                      launch.host, launch.gpus)))
+        if not planned:
+            return
+        self._persist()  # `launching` is on disk before any session starts
+        results = await asyncio.gather(
+            *(self.hosts[job.host or ""].launch(request) for job, request in planned),
+            return_exceptions=True)
+        for (job, request), result in zip(planned, results, strict=True):
+            if isinstance(result, BaseException):
+                # The probe decides: if the session came up after all it is adopted, else the
+                # attempt is undone after the grace period. Never launch twice on a guess.
+                job.reason = f"launch reported: {result}"
+                self._alert("warning", f"{job.id}: launch on {request.gpus} of {job.host} "
+                            f"reported an error: {result}", host=job.host, job=job.id)
+                current = job.current
+                if current is not None and isinstance(result, HostError):
+                    current.decided_at = (current.decided_at or now) - LAUNCH_GRACE_S + 5.0
+                self._job_changed(job)
+                continue
+            job.started = self.clock()
+            current = job.current
+            if current is not None:
+                current.start = job.started
+            self._set_status(job, JobStatus.RUNNING)
+
+    def _launch_request(self, job: JobState, spec: JobSpec, n: int, session: str,
+                        directory: str, cmd: str, host: str,
+                        gpus: tuple[int, ...]) -> LaunchRequest:
+        env = {name: var.value for name, var in self.manifest.env.items()}
+        env.update({
+            "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)),
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            "PYTHONUNBUFFERED": "1",
+            "EQ_JOB_ID": job.id,
+            "EQ_ATTEMPT": str(n),
+            "EQ_PROJECT": self.project,
+            "EQ_RUN_DIR": self._run_dir_value(),
+        })
+        return LaunchRequest(job_id=job.id, attempt=n, session=session, attempt_dir=directory,
+                             cwd=self._cwd_for(host), cmd=cmd, gpus=gpus, env=env,
+                             conda=self.manifest.conda, conda_hook=self.manifest.conda_hook,
+                             launcher=self.manifest.launcher)
+
+    # ---- finishing -------------------------------------------------------------------------
+
+    def _check_finished(self) -> None:
+        jobs = list(self.jobs.values())
+        done = bool(jobs) and all(job.status in FINISHED for job in jobs)
+        if not jobs:
+            done = True
+        if done and not self._finish_reported:
+            self.finished = True
+            self._finish_reported = True
+            ok = all(job.status == JobStatus.COMPLETED for job in jobs)
+            self.exit_code = 0 if ok else 1
+            self._summary_task = asyncio.ensure_future(self.write_summary())
+            self._publish(QueueFinished(project=self.project, at=self.clock(),
+                                        counts=status_counts(jobs), exit_code=self.exit_code))
+        elif not done and self._finish_reported:
+            self.finished = False
+            self._finish_reported = False
+            self.exit_code = None
+
+    async def write_summary(self) -> None:
+        tails: dict[str, list[str]] = {}
+        needing = [j for j in self.jobs.values()
+                   if j.status in (JobStatus.STUCK, JobStatus.KILLED) and j.current is not None]
+
+        async def fetch(job: JobState) -> None:
+            current = job.current
+            host = self.hosts.get(current.host) if current else None
+            if host is None or current is None:
+                return
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(10):
+                    tails[job.id] = await host.tail(current.attempt_dir, 8)
+
+        await asyncio.gather(*(fetch(job) for job in needing[:50]))
+        text = render_summary(self.project, list(self.jobs.values()), started=self.created,
+                              ended=self.clock(), log_tails=tails)
+        self.run_dir.write_summary(text)
+
+    async def wait_summary(self) -> None:
+        if self._summary_task is not None:
+            await self._summary_task
+
+    # ---- commands --------------------------------------------------------------------------
+
+    async def command(self, name: str, job_ids: list[str] | None = None) -> dict[str, Any]:
+        handlers = {"kill": self._kill, "retry": self._retry, "requeue": self._requeue}
+        if name in ("pause", "resume"):
+            async with self._lock:
+                self.paused = name == "pause"
+                if name == "resume" and self.stopped_hosts:
+                    self._alert("info", "launching resumed on "
+                                + ", ".join(sorted(self.stopped_hosts)))
+                    self.stopped_hosts.clear()
+                self._publish(QueuePaused(project=self.project, at=self.clock(),
+                                          paused=self.paused))
+                self._persist()
+            self.wake()
+            return {"ok": True, "results": {}, "error": None}
+        if name == "shutdown":
+            await self.stop()
+            return {"ok": True, "results": {}, "error": None}
+        handler = handlers.get(name)
+        if handler is None:
+            return {"ok": False, "results": {}, "error": f"unknown command {name!r}"}
+        if not job_ids:
+            return {"ok": False, "results": {}, "error": f"{name} needs at least one job id"}
+        results: dict[str, str] = {}
+        async with self._lock:
+            for job_id in job_ids:
+                job = self.jobs.get(job_id)
+                if job is None:
+                    results[job_id] = "no such job"
+                    continue
+                try:
+                    results[job_id] = await handler(job)
+                except HostError as exc:
+                    results[job_id] = f"host error: {exc}"
+            self._check_finished()
+            if self._dirty:
+                self._persist()
+        self.wake()
+        ok = all(value == "ok" for value in results.values())
+        return {"ok": ok, "results": results, "error": None if ok else "some jobs were not "
+                "changed"}
+
+    async def _stop_session(self, job: JobState) -> None:
+        current = job.current
+        if current is None or job.host is None or job.host not in self.hosts:
+            return
+        await self.hosts[job.host].kill(current.session, current.attempt_dir,
+                                        self.manifest.launcher)
+        current.end = self.clock()
+
+    async def _kill(self, job: JobState) -> str:
+        if job.status in FINISHED:
+            return f"already {job.status}"
+        if job.status in ACTIVE:
+            await self._stop_session(job)
+            current = job.current
+            if current is not None:
+                current.failure_class = FailureClass.KILLED
+        job.retry_at = None
+        job.reason = "killed by the user"
+        self._set_status(job, JobStatus.KILLED, failure_class=FailureClass.KILLED,
+                         detail="killed by the user")
+        return "ok"
+
+    async def _retry(self, job: JobState) -> str:
+        if job.status == JobStatus.FAILED_OOM:
+            job.retry_at = self.clock()
+            self._job_changed(job)
+            return "ok"
+        if job.status in (JobStatus.STUCK, JobStatus.KILLED, JobStatus.BLOCKED):
+            job.attempts = 0
+            job.retries_by_class = {}
+            job.lost_requeues = 0
+            job.retry_at = None
+            job.reason = None
+            job.failure = None
+            self._set_status(job, JobStatus.PENDING)
+            return "ok"
+        return f"cannot retry a {job.status} job"
+
+    async def _requeue(self, job: JobState) -> str:
+        if job.status not in ACTIVE and job.status != JobStatus.FAILED_OOM:
+            return f"cannot requeue a {job.status} job (only running ones)"
+        if job.status in ACTIVE:
+            await self._stop_session(job)
+            current = job.current
+            if current is not None:
+                current.failure_class = "requeued"
+        job.retry_at = None
+        job.reason = "requeued by the user"
+        self._set_status(job, JobStatus.PENDING)
+        return "ok"
+
+    # ---- reads for front ends ----------------------------------------------------------------
+
+    async def tail(self, job_id: str, attempt: int | None = None, lines: int = 200) -> list[str]:
+        job = self.jobs.get(job_id)
+        if job is None or not job.history:
+            return []
+        chosen = job.current if attempt is None else next(
+            (a for a in job.history if a.n == attempt), None)
+        if chosen is None or chosen.host not in self.hosts:
+            return []
+        try:
+            return await self.hosts[chosen.host].tail(chosen.attempt_dir, lines)
+        except HostError as exc:
+            return [f"[eq-tui] log unavailable: {exc}"]
+
+    def snapshot(self) -> dict[str, Any]:
+        now = self.clock()
+        holders = gpu_holders(list(self.jobs.values()))
+        hosts = []
+        for name in self.hosts:
+            spec = self._host_specs.get(name)
+            snap = self.snapshots.get(name)
+            state = self.host_state[name]
+            allowed = frozenset(spec.gpus) if spec and spec.gpus is not None else None
+            views = gpu_views(name, snap.gpus, allowed=allowed, holders=holders,
+                              released_at=self._released_at,
+                              quarantined=frozenset(self.quarantine.get(name, ())),
+                              threshold_mib=self.manifest.gpu_free_threshold_mib,
+                              now=now) if snap else []
+            hosts.append({"name": name, "kind": spec.kind if spec else "local",
+                          "state": state["state"], "reason": state["reason"],
+                          "since": state["since"], "rtt_s": state["rtt_s"],
+                          "stopped": self.stopped_hosts.get(name), "gpus": views})
+        return {
+            "project": self.project, "run_dir": str(self.run_dir.path), "paused": self.paused,
+            "started_at": self.started_at, "created": self.created, "now": now,
+            "finished": self.finished, "exit_code": self.exit_code,
+            "settings": {"max_attempts": self.manifest.oom_retry.max_attempts,
+                         "oom_delay": self.manifest.oom_retry.delay,
+                         "threshold_mib": self.manifest.gpu_free_threshold_mib,
+                         "waves": self.manifest.waves, "poll": self.poll,
+                         "pid": os.getpid()},
+            "jobs": [job.to_json() for job in self.jobs.values()],
+            "hosts": hosts,
+            "alerts": list(self.alerts),
+        }
+
+    # ---- preflight -------------------------------------------------------------------------
+
+    async def _preflight(self) -> None:
+        request = PreflightRequest(cwd=None, conda=self.manifest.conda,
+                                   conda_hook=self.manifest.conda_hook,
+                                   launcher=self.manifest.launcher)
+
+        async def one(name: str, host: Host) -> tuple[str, list[Any] | BaseException]:
+            try:
+                req = PreflightRequest(cwd=self._cwd_for(name), conda=request.conda,
+                                       conda_hook=request.conda_hook, launcher=request.launcher)
+                return name, await host.preflight(req)
+            except Exception as exc:
+                return name, exc
+
+        for name, reason in list(self.stopped_hosts.items()):
+            if reason.startswith("preflight:"):
+                del self.stopped_hosts[name]
+        outcomes = await asyncio.gather(*(one(n, h) for n, h in self.hosts.items()))
+        unusable = []
+        for name, findings in outcomes:
+            if isinstance(findings, BaseException):
+                unusable.append(f"{name}: {findings}")
+                self._alert("error", f"{name}: preflight failed: {findings}", host=name)
+                continue
+            for finding in findings:
+                self._publish(PreflightReported(project=self.project, at=self.clock(),
+                                                host=name, check=finding.check, ok=finding.ok,
+                                                detail=finding.detail, job=finding.job))
+                if not finding.ok and finding.check == "connection":
+                    unusable.append(f"{name}: {finding.detail}")
+                elif not finding.ok and finding.check in ("cwd", "conda", "launcher"):
+                    self.stopped_hosts[name] = f"preflight: {finding.check}: {finding.detail}"
+                    unusable.append(f"{name}: {finding.check}: {finding.detail}")
+                    self._alert("error", f"{name}: preflight {finding.check} failed: "
+                                f"{finding.detail}; no jobs will launch there", host=name)
+                elif not finding.ok:
+                    self._alert("warning", f"{name}: preflight {finding.check}: "
+                                f"{finding.detail}", host=name)
+        unusable_hosts = {entry.split(":")[0] for entry in unusable}
+        if self.hosts and len(unusable_hosts) == len(self.hosts) and not any(
+                job.status in ACTIVE for job in self.jobs.values()):
+            raise HostError("no host can be used: " + "; ".join(unusable))
+        self._persist()

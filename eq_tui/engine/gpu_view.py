@@ -1,0 +1,32 @@
+"""The GPU view front ends draw: each reading plus who holds it (us, someone else, settling)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from eq_tui.hosts.base import GpuReading
+
+SETTLE_WINDOW_S = 60.0  # memory still high this long after our job left it: "settling"
+
+
+def gpu_views(host: str, readings: tuple[GpuReading, ...], *, allowed: frozenset[int] | None,
+              holders: Mapping[tuple[str, int], str], released_at: Mapping[tuple[str, int], float],
+              quarantined: frozenset[int], threshold_mib: int, now: float) -> list[dict[str, Any]]:
+    views = []
+    for gpu in readings:
+        key = (host, gpu.index)
+        job = holders.get(key)
+        busy = gpu.memory_used_mib is not None and gpu.memory_used_mib >= threshold_mib
+        released = released_at.get(key)
+        settling = bool(job is None and busy and released is not None
+                        and now - released < SETTLE_WINDOW_S)
+        views.append({
+            "index": gpu.index, "uuid": gpu.uuid, "name": gpu.name,
+            "memory_used_mib": gpu.memory_used_mib, "memory_total_mib": gpu.memory_total_mib,
+            "utilization_pct": gpu.utilization_pct,
+            "allowed": allowed is None or gpu.index in allowed,
+            "job": job, "other": bool(job is None and busy and not settling),
+            "settling": settling, "quarantined": gpu.index in quarantined,
+        })
+    return views

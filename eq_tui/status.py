@@ -1,0 +1,53 @@
+"""`eq-tui status RUN_DIR`: counts by status and the jobs that need a person (from the state)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from eq_tui.engine.model import NEEDS_PERSON, JobState
+from eq_tui.engine.store import RunDir
+from eq_tui.engine.summary import status_counts
+from eq_tui.errors import RunDirError
+
+
+def load_jobs(run_dir: Path) -> tuple[dict[str, object], list[JobState]]:
+    if not (run_dir / "queue_state.json").exists():
+        raise RunDirError(f"{run_dir}: no queue_state.json here (is this an eq-tui run dir?)")
+    saved = RunDir(run_dir).load_state()
+    assert saved is not None
+    try:
+        jobs = [JobState.from_json(raw) for raw in saved["jobs"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RunDirError(f"{run_dir / 'queue_state.json'}: a job record is unreadable "
+                          f"({exc!r})") from None
+    return saved, jobs
+
+
+def print_status(run_dir: Path, *, as_json: bool = False) -> int:
+    saved, jobs = load_jobs(run_dir)
+    counts = status_counts(jobs)
+    needing = [job for job in jobs if job.status in NEEDS_PERSON]
+    if as_json:
+        print(json.dumps({
+            "project": saved.get("project"), "paused": saved.get("paused", False),
+            "total": len(jobs), "counts": counts,
+            "needs_person": [{"id": j.id, "status": str(j.status),
+                              "failure": j.failure.to_json() if j.failure else None,
+                              "log": j.log} for j in needing]}, indent=1))
+        return 0
+    out = sys.stdout
+    paused = " (launching paused)" if saved.get("paused") else ""
+    out.write(f"{saved.get('project')}: {len(jobs)} jobs{paused}\n")
+    for status, count in counts.items():
+        out.write(f"  {status:<11} {count}\n")
+    if needing:
+        out.write("\nneeds a person:\n")
+        for job in needing:
+            failure = job.failure.cls if job.failure else "-"
+            detail = job.failure.detail if job.failure else (job.reason or "")
+            out.write(f"  {job.id:<28} {job.status!s:<8} {failure:<14} {detail}\n")
+            if job.log:
+                out.write(f"  {'':<28} log: {job.host}:{job.log}\n")
+    return 0

@@ -1,0 +1,93 @@
+"""What a probe says about an attempt, and the status it leads to."""
+
+from eq_tui.engine.judge import (
+    Exited,
+    Lost,
+    NeverStarted,
+    Running,
+    observe,
+    verdict_for_exit,
+    verdict_for_lost,
+)
+from eq_tui.engine.model import JobState, JobStatus
+from eq_tui.hosts.base import AttemptProbe
+from eq_tui.manifest.model import Manifest, OomRetry
+
+M = Manifest(project="p", source="m", oom_retry=OomRetry(delay=10, max_attempts=3))
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+
+
+def probe(**kw: object) -> AttemptProbe:
+    base: dict[str, object] = {"key": "j", "session_alive": False, "pid": 10, "pid_alive": False,
+                               "started": 1.0, "exit_code": None, "exited_at": None,
+                               "log_size": 0, "output_ok": None}
+    base.update(kw)
+    return AttemptProbe(**base)  # type: ignore[arg-type]
+
+
+def job(status: JobStatus = JobStatus.RUNNING, attempts: int = 1) -> JobState:
+    return JobState(id="j", phase="main", cmd="c", status=status, attempts=attempts)
+
+
+def test_running_exited_stale_lost_never_started() -> None:
+    assert isinstance(observe(job(), probe(session_alive=True, pid_alive=True), now=5,
+                              stale_grace_s=5), Running)
+    assert observe(job(), probe(exit_code=0), now=5, stale_grace_s=5) == Exited(0, "", None)
+    # session outlives its process: running during the grace period, stale after it
+    first = observe(job(), probe(exit_code=1, session_alive=True), now=5, stale_grace_s=5)
+    assert first == Running(5)
+    j = job()
+    j.exited_seen_at = 5
+    stale = observe(j, probe(exit_code=1, session_alive=True), now=10, stale_grace_s=5)
+    assert isinstance(stale, Exited) and stale.stale
+    assert isinstance(observe(job(), probe(), now=5, stale_grace_s=5), Lost)
+    assert isinstance(observe(job(JobStatus.LAUNCHING), probe(pid=None), now=5,
+                              stale_grace_s=5), NeverStarted)
+
+
+def test_oom_retries_until_max_attempts_then_stuck() -> None:
+    for attempts, expected in ((1, JobStatus.FAILED_OOM), (2, JobStatus.FAILED_OOM),
+                               (3, JobStatus.STUCK)):
+        v = verdict_for_exit(job(attempts=attempts), Exited(1, OOM, None), M, now=100,
+                             has_output_check=False)
+        assert v.status == expected and v.failure_class == "cuda_oom"
+        if expected == JobStatus.FAILED_OOM:
+            assert v.retry_at == 110
+
+
+def test_exit_zero_needs_the_output_when_checked() -> None:
+    ok = verdict_for_exit(job(), Exited(0, "", True), M, now=0, has_output_check=True)
+    assert ok.status == JobStatus.COMPLETED
+    missing = verdict_for_exit(job(), Exited(0, "", False), M, now=0, has_output_check=True)
+    assert missing.status == JobStatus.STUCK and missing.failure_class == "output_missing"
+
+
+def test_host_oom_is_stuck_not_retried() -> None:
+    v = verdict_for_exit(job(), Exited(137, "epoch 1\n", None), M, now=0,
+                         has_output_check=False)
+    assert v.status == JobStatus.STUCK and v.failure_class == "host_oom"
+
+
+def test_disk_full_stops_the_host_and_gpu_fault_quarantines() -> None:
+    disk = verdict_for_exit(job(), Exited(1, "No space left on device", None), M, now=0,
+                            has_output_check=False)
+    assert disk.status == JobStatus.STUCK and disk.stop_host
+    xid = verdict_for_exit(job(), Exited(1, "Xid 79 GPU has fallen off the bus", None), M,
+                           now=0, has_output_check=False)
+    assert xid.status == JobStatus.PENDING and xid.quarantine_gpus
+
+
+def test_nccl_retried_once() -> None:
+    j = job()
+    assert verdict_for_exit(j, Exited(1, "NCCL timeout", None), M, now=0,
+                            has_output_check=False).status == JobStatus.PENDING
+    j.retries_by_class["nccl"] = 1
+    assert verdict_for_exit(j, Exited(1, "NCCL timeout", None), M, now=0,
+                            has_output_check=False).status == JobStatus.STUCK
+
+
+def test_lost_requeued_once_then_stuck() -> None:
+    j = job()
+    assert verdict_for_lost(j).status == JobStatus.PENDING
+    j.lost_requeues = 1
+    assert verdict_for_lost(j).status == JobStatus.STUCK
