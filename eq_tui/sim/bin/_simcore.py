@@ -1,0 +1,160 @@
+"""Shared state handling for the simulated nvidia-smi and fake-train (stdlib only).
+
+Lives beside the scripts, not in the package proper, so the scripts run under any python3 on a
+host without eq_tui installed: each script puts its own directory first on sys.path.
+
+State directory layout (named by $EQ_SIM_STATE):
+    config.json     {"host", "gpus", "memory_mib", "model", "linger_s", "base_mib", "quirk",
+                     "foreign": [{"gpu", "mib"}]}
+    procs/<pid>.json  {"pid", "gpu", "mib", "linger_until": float|null, ...}
+    runs.jsonl      append-only start/end/oom events from fake-train
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STATE_ENV = "EQ_SIM_STATE"
+DRIVER_FAILURE = (
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+    "Make sure that the latest NVIDIA driver is installed and running."
+)
+FOREIGN_PID_BASE = 4_000_000  # fake pids of "someone else's" processes; never liveness-checked
+
+DEFAULTS: dict[str, Any] = {
+    "host": "sim",
+    "gpus": 4,
+    "memory_mib": 24576,
+    "model": "NVIDIA Simulated GPU",
+    "linger_s": 0.0,
+    "base_mib": 0,
+    "quirk": None,
+    "foreign": [],
+}
+
+
+class ConfigMissing(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class ComputeApp:
+    pid: int
+    gpu: int
+    mib: int
+    alive: bool  # False: the process is gone but its memory lingers (or it is someone else's)
+    foreign: bool = False
+
+
+def load_config(state_dir: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads((state_dir / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigMissing(str(exc)) from exc
+    if not isinstance(raw, dict):
+        raise ConfigMissing("config.json is not an object")
+    return {**DEFAULTS, **raw}
+
+
+def state_dir_from_env() -> Path | None:
+    value = os.environ.get(STATE_ENV, "")
+    return Path(value) if value else None
+
+
+def gpu_uuid(host: str, index: int) -> str:
+    return f"GPU-sim-{host}-{index}"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:
+        return False
+    return True
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def live_records(state_dir: Path, now: float | None = None) -> list[dict[str, Any]]:
+    """Records that still hold memory; stale ones are deleted (a concurrent reader may win)."""
+    now = time.time() if now is None else now
+    records: list[dict[str, Any]] = []
+    for path in sorted((state_dir / "procs").glob("*.json")):
+        rec = _read_json(path)
+        if not isinstance(rec, dict) or "pid" not in rec:
+            continue
+        alive = pid_alive(int(rec["pid"]))
+        linger_until = rec.get("linger_until")
+        if alive or (linger_until is not None and now < float(linger_until)):
+            records.append({**rec, "alive": alive})
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+    return records
+
+
+def compute_apps(state_dir: Path, config: dict[str, Any]) -> list[ComputeApp]:
+    apps = [ComputeApp(int(r["pid"]), int(r["gpu"]), int(r["mib"]), bool(r["alive"]))
+            for r in live_records(state_dir)]
+    seen: dict[int, int] = {}
+    for entry in config["foreign"]:
+        gpu = int(entry["gpu"])
+        nth = seen.get(gpu, 0)
+        seen[gpu] = nth + 1
+        apps.append(ComputeApp(FOREIGN_PID_BASE + gpu + 1000 * nth, gpu, int(entry["mib"]),
+                               alive=True, foreign=True))
+    return sorted(apps, key=lambda a: (a.gpu, a.pid))
+
+
+def used_mib(config: dict[str, Any], apps: list[ComputeApp], gpu: int) -> int:
+    return int(config["base_mib"]) + sum(a.mib for a in apps if a.gpu == gpu)
+
+
+def utilization(apps: list[ComputeApp], gpu: int) -> int:
+    """Busy (90-99 %, stable per pid) while a running process is on the GPU; lingering memory
+    alone computes nothing."""
+    running = [a.pid for a in apps if a.gpu == gpu and a.alive]
+    return 90 + min(running) % 10 if running else 0
+
+
+@contextlib.contextmanager
+def locked(state_dir: Path) -> Iterator[None]:
+    """Serialises check-then-register among fake jobs, as the driver serialises allocations."""
+    fd = os.open(state_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def append_event(state_dir: Path, event: dict[str, Any]) -> None:
+    line = (json.dumps(event) + "\n").encode()
+    fd = os.open(state_dir / "runs.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)

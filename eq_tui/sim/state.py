@@ -1,0 +1,183 @@
+"""Set up and inspect a simulated-GPU state directory (stdlib only).
+
+The directory is what `$EQ_SIM_STATE` names for the sim's `nvidia-smi` and `fake-train`
+(in `sim_bin_dir()`); see `bin/_simcore.py` for its layout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import stat
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+Quirk = Literal["na", "not_supported", "empty", "fail"]
+QUIRKS: tuple[str, ...] = ("na", "not_supported", "empty", "fail")
+CONFIG = "config.json"
+RUNS = "runs.jsonl"
+
+
+@dataclass(frozen=True)
+class RunInterval:
+    """One fake-train attempt that held memory on `gpu` from `start` to `end` (its exit), and
+    until `released` when its memory lingered."""
+
+    job: str
+    attempt: int
+    pid: int
+    gpu: int
+    start: float
+    end: float
+    released: float
+    exit: int | None
+
+
+def _config_path(state_dir: str | os.PathLike[str]) -> Path:
+    return Path(state_dir) / CONFIG
+
+
+def _write_config(state_dir: str | os.PathLike[str], config: Mapping[str, Any]) -> None:
+    path = _config_path(state_dir)
+    tmp = path.with_name(f".{CONFIG}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(config, indent=2))
+    os.replace(tmp, path)
+
+
+def _read_config(state_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    config: dict[str, Any] = json.loads(_config_path(state_dir).read_text())
+    return config
+
+
+def _check_quirk(quirk: str | None) -> None:
+    if quirk is not None and quirk not in QUIRKS:
+        raise ValueError(f"unknown quirk {quirk!r}; expected one of {QUIRKS} or None")
+
+
+def _foreign_list(foreign: Iterable[Mapping[str, int]]) -> list[dict[str, int]]:
+    return [{"gpu": int(f["gpu"]), "mib": int(f["mib"])} for f in foreign]
+
+
+def init_sim_state(
+    state_dir: str | os.PathLike[str],
+    *,
+    host: str,
+    gpus: int,
+    memory_mib: int,
+    model: str = "NVIDIA Simulated GPU",
+    linger_s: float = 0.0,
+    base_mib: int = 0,
+    quirk: Quirk | None = None,
+    foreign: Iterable[Mapping[str, int]] = (),
+    keep_faults: bool = False,
+) -> Path:
+    """Create (or reset the config of) a state directory; returns it as a Path.
+
+    With keep_faults, an existing directory keeps its injected quirk and foreign memory (an
+    engine restarting on it must not wipe what a test or the chaos suite set up)."""
+    _check_quirk(quirk)
+    root = Path(state_dir)
+    (root / "procs").mkdir(parents=True, exist_ok=True)
+    config = {
+        "host": host, "gpus": gpus, "memory_mib": memory_mib, "model": model,
+        "linger_s": linger_s, "base_mib": base_mib, "quirk": quirk,
+        "foreign": _foreign_list(foreign),
+    }
+    if keep_faults and _config_path(root).exists():
+        try:
+            previous = _read_config(root)
+        except (OSError, ValueError):
+            previous = {}
+        config["quirk"] = previous.get("quirk")
+        config["foreign"] = previous.get("foreign") or []
+    _write_config(root, config)
+    return root
+
+
+def set_quirk(state_dir: str | os.PathLike[str], quirk: Quirk | None) -> None:
+    _check_quirk(quirk)
+    config = _read_config(state_dir)
+    config["quirk"] = quirk
+    _write_config(state_dir, config)
+
+
+def set_foreign(state_dir: str | os.PathLike[str], foreign: Iterable[Mapping[str, int]]) -> None:
+    """Memory held by someone else's processes: [{"gpu": index, "mib": amount}, ...]."""
+    config = _read_config(state_dir)
+    config["foreign"] = _foreign_list(foreign)
+    _write_config(state_dir, config)
+
+
+def read_runs(state_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every start/end/oom event fake-train appended, in order."""
+    path = Path(state_dir) / RUNS
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def run_intervals(runs: Iterable[Mapping[str, Any]],
+                  unmatched_end: float = math.inf) -> list[RunInterval]:
+    """Pair start and end events by pid. A start with no end yet (still running, or killed by
+    someone with SIGKILL) lasts until `unmatched_end`."""
+    open_starts: dict[int, Mapping[str, Any]] = {}
+    intervals: list[RunInterval] = []
+
+    def close(start: Mapping[str, Any], end: float, released: float, code: int | None) -> None:
+        intervals.append(RunInterval(
+            job=str(start["job"]), attempt=int(start["attempt"]), pid=int(start["pid"]),
+            gpu=int(start["gpu"]), start=float(start["t"]), end=end, released=released,
+            exit=code))
+
+    for event in runs:
+        kind, pid = event.get("event"), int(event.get("pid", -1))
+        if kind == "start":
+            open_starts[pid] = event
+        elif kind == "end" and pid in open_starts:
+            end = float(event["t"])
+            linger_until = event.get("linger_until")
+            released = max(end, float(linger_until)) if linger_until is not None else end
+            close(open_starts.pop(pid), end, released, event.get("exit"))
+    for start in open_starts.values():
+        close(start, unmatched_end, unmatched_end, None)
+    return sorted(intervals, key=lambda r: (r.gpu, r.start))
+
+
+def find_overlaps(
+    runs: Iterable[Mapping[str, Any]],
+    *,
+    include_linger: bool = False,
+    unmatched_end: float = math.inf,
+) -> list[tuple[RunInterval, RunInterval]]:
+    """Pairs of attempts whose [start, end] on the same GPU overlap. With include_linger, an
+    attempt lasts until its memory was released — a job started on a GPU whose previous
+    memory was still lingering counts as an overlap."""
+    intervals = run_intervals(runs, unmatched_end)
+    overlaps: list[tuple[RunInterval, RunInterval]] = []
+    for i, a in enumerate(intervals):
+        a_end = a.released if include_linger else a.end
+        for b in intervals[i + 1:]:
+            if b.gpu != a.gpu:
+                break
+            if b.start < a_end:
+                overlaps.append((a, b))
+    return overlaps
+
+
+def sim_bin_dir() -> Path:
+    """Directory holding the sim's `nvidia-smi` and `fake-train` (put it first on PATH).
+
+    Wheels do not always keep the executable bit on package data, so it is restored here."""
+    bin_dir = Path(__file__).resolve().parent / "bin"
+    for name in ("nvidia-smi", "fake-train"):
+        exe = bin_dir / name
+        if exe.exists() and not os.access(exe, os.X_OK):
+            with contextlib.suppress(OSError):
+                exe.chmod(exe.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return bin_dir
