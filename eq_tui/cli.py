@@ -101,10 +101,10 @@ def _check_options(options: argparse.Namespace) -> None:
 
 
 def _run(options: argparse.Namespace) -> int:
+    _check_options(options)
     from eq_tui.engine.store import archive_run_dir, default_run_dir
     from eq_tui.manifest.loader import load_manifest
 
-    _check_options(options)
     manifests = [load_manifest(path) for path in options.manifests]
     projects = [m.project for m in manifests]
     run_dirs = [Path(options.run_dir) if options.run_dir else

@@ -1,0 +1,70 @@
+"""The command line: usage errors, status, exit codes — through the real entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eq_tui.cli import main
+from eq_tui.engine.model import Attempt, Failure, JobState, JobStatus
+
+EQ = [sys.executable, "-m", "eq_tui"]
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*EQ, *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_help_lists_the_contract() -> None:
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for flag in ("--no-ui", "--json", "--dry-run", "--run-dir", "--fresh", "--poll", "--theme",
+                 "eq-tui status RUN_DIR", "exit codes"):
+        assert flag in result.stdout
+
+
+@pytest.mark.parametrize("args", [
+    [], ["--no-such-flag", "m.yaml"], ["m.yaml", "--json"], ["m.yaml", "--poll", "-1"],
+    ["a.yaml", "b.yaml", "--run-dir", "x"], ["status"],
+])
+def test_usage_errors_exit_2_without_traceback(args: list[str],
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith("eq-tui")
+
+
+def _write_state(run_dir: Path) -> None:
+    run_dir.mkdir(parents=True)
+    jobs = [JobState(id="a", phase="main", cmd="x", status=JobStatus.COMPLETED),
+            JobState(id="b", phase="main", cmd="x", status=JobStatus.STUCK, attempts=1,
+                     host="h", failure=Failure("exit_nonzero", "ValueError: nan"),
+                     log="/logs/b/a1/log",
+                     history=[Attempt(1, "h", [0], "s", "/logs/b/a1", "/logs/b/a1/log")])]
+    (run_dir / "queue_state.json").write_text(json.dumps(
+        {"version": 1, "project": "p", "jobs": [j.to_json() for j in jobs]}))
+
+
+def test_status_prints_counts_and_who_needs_a_person(tmp_path: Path) -> None:
+    _write_state(tmp_path / "run")
+    result = run_cli("status", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    assert "completed   1" in result.stdout and "stuck       1" in result.stdout
+    assert "b" in result.stdout and "exit_nonzero" in result.stdout
+    as_json = json.loads(run_cli("status", str(tmp_path / "run"), "--json").stdout)
+    assert as_json["counts"] == {"completed": 1, "stuck": 1}
+
+
+def test_status_of_a_missing_or_broken_run_dir_exits_3(tmp_path: Path) -> None:
+    missing = run_cli("status", str(tmp_path / "nope"))
+    assert missing.returncode == 3 and "no queue_state.json" in missing.stderr
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "queue_state.json").write_text('{"jobs": [')
+    result = run_cli("status", str(broken))
+    assert result.returncode == 3 and "unreadable" in result.stderr
+    assert "Traceback" not in result.stderr
