@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from eq_tui.engine.control import ControlServer
 from eq_tui.engine.events import (
     Alert,
     Event,
@@ -83,7 +84,7 @@ class Engine:
 
     def __init__(self, manifest: Manifest, run_dir: Path, hosts: dict[str, Host], *,
                  poll: float = 2.0, clock: Callable[[], float] = time.time,
-                 exit_when_done: bool = False) -> None:
+                 exit_when_done: bool = False, control_socket: bool = True) -> None:
         self.manifest = manifest
         self.project = manifest.project
         self.run_dir = RunDir(Path(run_dir))
@@ -121,6 +122,8 @@ class Engine:
         self._started = False
         self._finish_reported = False
         self._summary_task: asyncio.Task[None] | None = None
+        self.control: ControlServer | None = (
+            ControlServer(self, self.run_dir.path) if control_socket else None)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -139,6 +142,8 @@ class Engine:
             self._persist()
             if preflight:
                 await self._preflight()
+            if self.control is not None:
+                await self.control.start()
         except BaseException:
             self.run_dir.release_lock()
             raise
@@ -177,6 +182,8 @@ class Engine:
             await self.wait_summary()
         with contextlib.suppress(Exception):
             self._persist()
+        if self.control is not None:
+            await self.control.close()
         await asyncio.gather(*(host.close() for host in self.hosts.values()),
                              return_exceptions=True)
         self.run_dir.release_lock()

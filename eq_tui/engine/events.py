@@ -97,3 +97,22 @@ class PreflightReported(Event):
     ok: bool
     detail: str = ""
     job: str | None = None
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls for cls in (JobStateChanged, JobUpdated, HostProbed, HostStateChanged, Alert,
+                              QueuePaused, QueueFinished, PreflightReported)
+}
+
+
+def event_from_json(data: dict[str, Any]) -> Event:
+    """The inverse of Event.to_json (for the control socket client); unknown keys are dropped."""
+    cls = EVENT_TYPES.get(str(data.get("type")))
+    if cls is None:
+        raise ValueError(f"unknown event type {data.get('type')!r}")
+    names = set(cls.__dataclass_fields__) - {"type"}
+    fields = {k: v for k, v in data.items() if k in names}
+    for key in ("gpus", "warnings"):
+        if key in fields and isinstance(fields[key], list):
+            fields[key] = tuple(fields[key])
+    return cls(**fields)

@@ -1,0 +1,315 @@
+"""The control socket: the EngineClient interface over a Unix socket, newline-delimited JSON.
+
+Requests (one JSON object per line, `id` echoed in the reply):
+    {"op": "subscribe"}                            -> {"type": "snapshot", "snapshot": {...}}
+                                                      then every event as its JSON, one a line
+    {"op": "snapshot", "id": 1}                    -> {"type": "reply", "id": 1, "result": {...}}
+    {"op": "command", "id": 2, "name": "kill", "jobs": ["a"]}
+                                                   -> {"type": "reply", "id": 2, "result": {...}}
+    {"op": "tail", "id": 3, "job": "a", "attempt": null, "lines": 200}
+                                                   -> {"type": "reply", "id": 3, "result": [...]}
+A malformed request gets {"type": "error", "id": ..., "error": "..."} and the connection stays.
+The socket lives in the run dir (mode 0600); when that path is too long for a Unix socket it
+lives in a private temp dir and `control.json` in the run dir says where.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Protocol
+
+from eq_tui.engine.events import (
+    Event,
+    HostProbed,
+    HostStateChanged,
+    JobUpdated,
+    QueueFinished,
+    QueuePaused,
+    event_from_json,
+)
+
+SOCKET_NAME = "control.sock"
+POINTER_NAME = "control.json"
+MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux
+MAX_LINE = 1 << 20
+
+
+class ControlledEngine(Protocol):
+    project: str
+
+    def snapshot(self) -> dict[str, Any]: ...
+    def subscribe(self) -> asyncio.Queue[Event]: ...
+    def unsubscribe(self, queue: asyncio.Queue[Event]) -> None: ...
+    async def command(self, name: str, job_ids: list[str] | None = None) -> dict[str, Any]: ...
+    async def tail(self, job_id: str, attempt: int | None = None,
+                   lines: int = 200) -> list[str]: ...
+
+
+def socket_path_for(run_dir: Path) -> Path:
+    path = Path(run_dir).resolve() / SOCKET_NAME
+    if len(str(path)) <= MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    private = Path(tempfile.gettempdir()) / f"eq-tui-{os.getuid()}"
+    private.mkdir(mode=0o700, exist_ok=True)
+    return private / f"{digest}.sock"
+
+
+def find_socket(run_dir: Path) -> Path | None:
+    pointer = Path(run_dir) / POINTER_NAME
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        return Path(json.loads(pointer.read_text())["socket"])
+    return None
+
+
+class ControlServer:
+    def __init__(self, engine: ControlledEngine, run_dir: Path) -> None:
+        self.engine = engine
+        self.run_dir = Path(run_dir)
+        self.path = socket_path_for(self.run_dir)
+        self._server: asyncio.AbstractServer | None = None
+        self._clients: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()  # a dead engine's socket; the run-dir lock says we own it now
+        old_umask = os.umask(0o177)
+        try:
+            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path),
+                                                           limit=MAX_LINE)
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.path, 0o600)
+        pointer = self.run_dir / POINTER_NAME
+        pointer.write_text(json.dumps({"socket": str(self.path), "pid": os.getpid()}))
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._clients):
+                task.cancel()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+            self._server = None
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            (self.run_dir / POINTER_NAME).unlink()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._clients.add(task)
+        lock = asyncio.Lock()
+        queue: asyncio.Queue[Event] | None = None
+        pump: asyncio.Task[None] | None = None
+
+        async def send(data: dict[str, Any]) -> None:
+            async with lock:
+                writer.write(json.dumps(data, default=str).encode() + b"\n")
+                await writer.drain()
+
+        async def forward(events: asyncio.Queue[Event]) -> None:
+            while True:
+                await send((await events.get()).to_json())
+
+        try:
+            while True:
+                try:
+                    line = await reader.readline()
+                except (ValueError, asyncio.LimitOverrunError):
+                    await send({"type": "error", "id": None, "error": "request line too long"})
+                    break
+                if not line:
+                    break
+                request_id = None
+                try:
+                    request = json.loads(line)
+                    if not isinstance(request, dict):
+                        raise ValueError("a request is a JSON object")
+                    request_id = request.get("id")
+                    op = request.get("op")
+                    if op == "subscribe":
+                        if queue is None:
+                            queue = self.engine.subscribe()
+                            await send({"type": "snapshot", "id": request_id,
+                                        "snapshot": self.engine.snapshot()})
+                            pump = asyncio.create_task(forward(queue))
+                    elif op == "snapshot":
+                        await send({"type": "reply", "id": request_id,
+                                    "result": self.engine.snapshot()})
+                    elif op == "command":
+                        jobs = request.get("jobs") or []
+                        if not isinstance(jobs, list) or not all(isinstance(j, str)
+                                                                 for j in jobs):
+                            raise ValueError("jobs must be a list of job ids")
+                        result = await self.engine.command(str(request.get("name")), jobs)
+                        await send({"type": "reply", "id": request_id, "result": result})
+                    elif op == "tail":
+                        attempt = request.get("attempt")
+                        lines = await self.engine.tail(
+                            str(request.get("job")),
+                            int(attempt) if attempt is not None else None,
+                            max(1, min(5000, int(request.get("lines", 200)))))
+                        await send({"type": "reply", "id": request_id, "result": lines})
+                    else:
+                        raise ValueError(f"unknown op {op!r}")
+                except (ValueError, TypeError) as exc:
+                    await send({"type": "error", "id": request_id, "error": str(exc)})
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            if pump is not None:
+                pump.cancel()
+            if queue is not None:
+                self.engine.unsubscribe(queue)
+            with contextlib.suppress(Exception):
+                writer.close()
+            self._clients.discard(task)
+
+
+class ControlClient:
+    """An EngineClient for an engine in another process, reached through its control socket."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.project = ""
+        self._snapshot: dict[str, Any] = {}
+        self._subscribers: list[asyncio.Queue[Event]] = []
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._next_id = 0
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self.connected = False
+
+    @classmethod
+    async def connect(cls, run_dir: Path) -> ControlClient:
+        path = find_socket(run_dir) or socket_path_for(run_dir)
+        client = cls(path)
+        await client._open()
+        return client
+
+    async def _open(self) -> None:
+        self._reader, self._writer = await asyncio.open_unix_connection(str(self.path),
+                                                                        limit=64 * MAX_LINE)
+        first = asyncio.get_running_loop().create_future()
+        self._pending[-1] = first
+        self._listener = asyncio.create_task(self._listen())
+        await self._send({"op": "subscribe", "id": -1})
+        self._snapshot = await first
+        self.project = str(self._snapshot.get("project", ""))
+        self.connected = True
+
+    async def _send(self, data: dict[str, Any]) -> None:
+        assert self._writer is not None
+        self._writer.write(json.dumps(data).encode() + b"\n")
+        await self._writer.drain()
+
+    async def _listen(self) -> None:
+        assert self._reader is not None
+        try:
+            while True:
+                line = await self._reader.readline()
+                if not line:
+                    break
+                data = json.loads(line)
+                kind = data.get("type")
+                if kind == "snapshot":
+                    self._resolve(-1, data["snapshot"])
+                elif kind == "reply":
+                    self._resolve(data.get("id"), data.get("result"))
+                elif kind == "error":
+                    future = self._pending.pop(data.get("id"), None)
+                    if future is not None and not future.done():
+                        future.set_exception(RuntimeError(data.get("error")))
+                else:
+                    event = event_from_json(data)
+                    self._apply(event)
+                    for queue in list(self._subscribers):
+                        queue.put_nowait(event)
+        except (ConnectionError, ValueError):
+            pass
+        finally:
+            self.connected = False
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_exception(ConnectionError("engine connection closed"))
+            self._pending.clear()
+
+    def _resolve(self, request_id: int | None, value: Any) -> None:
+        future = self._pending.pop(request_id if request_id is not None else -2, None)
+        if future is not None and not future.done():
+            future.set_result(value)
+
+    def _apply(self, event: Event) -> None:
+        """Keep the local snapshot current so snapshot() needs no round trip."""
+        snap = self._snapshot
+        if isinstance(event, JobUpdated):
+            jobs = snap.setdefault("jobs", [])
+            for i, job in enumerate(jobs):
+                if job.get("id") == event.job:
+                    jobs[i] = event.state
+                    break
+            else:
+                jobs.append(event.state)
+        elif isinstance(event, HostProbed):
+            for host in snap.get("hosts", []):
+                if host.get("name") == event.host:
+                    host["gpus"] = list(event.gpus)
+                    host["rtt_s"] = event.rtt_s
+        elif isinstance(event, HostStateChanged):
+            for host in snap.get("hosts", []):
+                if host.get("name") == event.host:
+                    host.update(state=event.state, reason=event.reason, since=event.at)
+        elif isinstance(event, QueuePaused):
+            snap["paused"] = event.paused
+        elif isinstance(event, QueueFinished):
+            snap["finished"], snap["exit_code"] = True, event.exit_code
+
+    async def _request(self, data: dict[str, Any]) -> Any:
+        if not self.connected:
+            raise ConnectionError("not connected to the engine")
+        self._next_id += 1
+        data["id"] = self._next_id
+        future = asyncio.get_running_loop().create_future()
+        self._pending[self._next_id] = future
+        await self._send(data)
+        return await future
+
+    def snapshot(self) -> dict[str, Any]:
+        return self._snapshot
+
+    def subscribe(self) -> asyncio.Queue[Event]:
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._subscribers.append(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[Event]) -> None:
+        with contextlib.suppress(ValueError):
+            self._subscribers.remove(queue)
+
+    async def command(self, name: str, job_ids: list[str] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = await self._request({"op": "command", "name": name,
+                                                      "jobs": job_ids or []})
+        return result
+
+    async def tail(self, job_id: str, attempt: int | None = None,
+                   lines: int = 200) -> list[str]:
+        result: list[str] = await self._request({"op": "tail", "job": job_id,
+                                                 "attempt": attempt, "lines": lines})
+        return result
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+        self.connected = False

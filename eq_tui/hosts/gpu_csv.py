@@ -1,0 +1,59 @@
+"""Parse nvidia-smi CSV (`--format=csv,noheader,nounits`): odd values become None + a warning."""
+
+from __future__ import annotations
+
+from eq_tui.hosts.base import GpuProcess, GpuReading
+
+GPU_FIELDS = 6
+APP_FIELDS = 3
+
+
+def _number(value: str) -> int | None:
+    value = value.strip()
+    if value.endswith(("MiB", "%")):
+        value = value.rstrip("MiB%").strip()
+    try:
+        return int(float(value))
+    except ValueError:
+        return None  # [N/A], [Not Supported], [Unknown Error], empty
+
+
+def parse_gpus(text: str) -> tuple[list[GpuReading], list[str]]:
+    readings: list[GpuReading] = []
+    warnings: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != GPU_FIELDS:
+            warnings.append(f"nvidia-smi: unexpected line {line[:120]!r}")
+            continue
+        index = _number(fields[0])
+        if index is None:
+            warnings.append(f"nvidia-smi: no GPU index in {line[:120]!r}")
+            continue
+        reading = GpuReading(index=index, uuid=fields[1], name=fields[2],
+                             memory_used_mib=_number(fields[3]),
+                             memory_total_mib=_number(fields[4]),
+                             utilization_pct=_number(fields[5]))
+        if reading.memory_used_mib is None:
+            warnings.append(f"GPU {index}: memory.used is {fields[3]!r}; no launches on it")
+        readings.append(reading)
+    return readings, warnings
+
+
+def parse_apps(text: str) -> tuple[list[GpuProcess], list[str]]:
+    processes: list[GpuProcess] = []
+    warnings: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.lower().startswith("no running"):
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        pid = _number(fields[0]) if len(fields) == APP_FIELDS else None
+        if pid is None:
+            warnings.append(f"nvidia-smi compute apps: unexpected line {line[:120]!r}")
+            continue
+        processes.append(GpuProcess(pid=pid, gpu_uuid=fields[1], used_mib=_number(fields[2])))
+    return processes, warnings

@@ -1,0 +1,25 @@
+"""Log text for people: ANSI escapes removed, carriage-return progress bars collapsed."""
+
+from __future__ import annotations
+
+import re
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def clean_line(line: str) -> str:
+    """One display line: the text after the last carriage return (what a terminal shows)."""
+    line = _ANSI.sub("", line)
+    if "\r" in line:
+        parts = [part for part in line.split("\r") if part.strip()]
+        line = parts[-1] if parts else ""
+    return _CONTROL.sub("", line).rstrip()
+
+
+def clean_text(data: bytes | str) -> list[str]:
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [clean_line(line) for line in lines]

@@ -1,0 +1,33 @@
+# kill.sh LAUNCHER SESSION ATTEMPT_DIR
+# TERM the attempt's process group, KILL what is left after a grace period, then end the session
+# addressed exactly (screen by PID.NAME, tmux by =NAME): a bare screen name matches by prefix.
+set -u
+launcher=$1 session=$2 dir=$3
+
+pgid=$(tr -d ' \n' < "$dir/pgid" 2>/dev/null)
+mine=$(ps -o pgid= -p $$ | tr -d ' ')
+case $pgid in ''|*[!0-9]*) pgid= ;; esac
+if [ -n "$pgid" ] && [ "$pgid" -gt 1 ] && [ "$pgid" != "$mine" ]; then
+    if kill -TERM -- "-$pgid" 2>/dev/null; then
+        waited=0
+        while kill -0 -- "-$pgid" 2>/dev/null && [ "$waited" -lt 50 ]; do
+            sleep 0.1 2>/dev/null || sleep 1
+            waited=$((waited + 1))
+        done
+        kill -KILL -- "-$pgid" 2>/dev/null
+    fi
+fi
+
+case $launcher in
+    screen)
+        screen -ls 2>/dev/null |
+            sed -n 's/^[[:space:]]*\([0-9][0-9]*\.[^[:space:]]*\).*/\1/p' |
+            while IFS= read -r id; do
+                if [ "${id#*.}" = "$session" ]; then
+                    screen -S "$id" -X quit >/dev/null 2>&1
+                fi
+            done
+        ;;
+    tmux) tmux kill-session -t "=$session" 2>/dev/null ;;
+esac
+exit 0

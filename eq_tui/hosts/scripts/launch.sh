@@ -1,0 +1,102 @@
+# launch.sh LAUNCHER SESSION ATTEMPT_DIR
+# stdin: a line with the number N of environment lines, N lines of `export NAME='value'`,
+# then the command text. The environment reaches the job through a fifo: never a file, never
+# a command line. Exit 3: the attempt dir exists already (an attempt is never launched twice).
+set -u
+launcher=$1 session=$2 dir=$3
+umask 077
+
+mkdir -p "$(dirname "$dir")" 2>/dev/null
+if ! mkdir "$dir" 2>/dev/null; then
+    echo "eq-tui: attempt dir $dir already exists or cannot be created; not launching" >&2
+    exit 3
+fi
+case $launcher in
+    screen|tmux) command -v "$launcher" >/dev/null 2>&1 ||
+        { echo "eq-tui: $launcher is not installed on this host" >&2; exit 4; } ;;
+    *) echo "eq-tui: unknown launcher $launcher" >&2; exit 2 ;;
+esac
+
+IFS= read -r count || count=0
+envtext=
+i=0
+while [ "$i" -lt "$count" ] && IFS= read -r line; do
+    envtext="$envtext$line
+"
+    i=$((i + 1))
+done
+cmd=
+while IFS= read -r line || [ -n "$line" ]; do
+    cmd="$cmd$line
+"
+done
+printf '%s' "$cmd" > "$dir/cmd"
+
+cat > "$dir/run.sh" <<'WRAPPER'
+# eq-tui attempt wrapper: environment from the fifo, pid/pgid/start beside the log, and the
+# command's own exit code (not tee's) written atomically to `exit`.
+dir=$1
+. "$dir/env.fifo"
+rm -f "$dir/env.fifo"
+ps -o pgid= -p $$ | tr -d ' ' > "$dir/pgid"
+{
+    if [ -n "${EQ_CWD:-}" ] && ! cd "$EQ_CWD"; then
+        echo "eq-tui: working directory $EQ_CWD does not exist on $(hostname)"
+        echo 2 > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+        exit 2
+    fi
+    if [ -n "${EQ_CONDA:-}" ]; then
+        if [ -n "${EQ_CONDA_HOOK:-}" ]; then
+            if [ -f "$EQ_CONDA_HOOK" ]; then . "$EQ_CONDA_HOOK"; else eval "$EQ_CONDA_HOOK"; fi
+        elif ! command -v conda >/dev/null 2>&1; then
+            for hook in "$HOME/miniconda3" "$HOME/anaconda3" "$HOME/miniforge3" \
+                        "$HOME/mambaforge" /opt/conda /opt/miniconda3; do
+                if [ -f "$hook/etc/profile.d/conda.sh" ]; then
+                    . "$hook/etc/profile.d/conda.sh"; break
+                fi
+            done
+        fi
+        if ! conda activate "$EQ_CONDA"; then
+            echo "eq-tui: could not activate conda env $EQ_CONDA"
+            echo 2 > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+            exit 2
+        fi
+    fi
+    started=$(date +%s.%N 2>/dev/null)
+    case $started in *N*|"") started=$(date +%s) ;; esac
+    echo "$started" > "$dir/start"
+    sh -c "$(cat "$dir/cmd")" &
+    echo $! > "$dir/pid"
+    wait $!
+    echo $? > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+} 2>&1 | tee -a "$dir/log"
+WRAPPER
+
+mkfifo -m 600 "$dir/env.fifo" || exit 5
+quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+case $launcher in
+    screen) screen -dmS "$session" sh "$dir/run.sh" "$dir" ;;
+    tmux) tmux new-session -d -s "$session" "sh $(quote "$dir/run.sh") $(quote "$dir")" ;;
+esac
+status=$?
+if [ "$status" -ne 0 ]; then
+    rm -f "$dir/env.fifo"
+    echo "eq-tui: $launcher could not start session $session (exit $status)" >&2
+    exit 6
+fi
+
+# The wrapper opens the fifo as soon as it runs: that is the proof the session started.
+( printf '%s' "$envtext" > "$dir/env.fifo" ) &
+writer=$!
+waited=0
+while kill -0 "$writer" 2>/dev/null; do
+    if [ "$waited" -ge 200 ]; then
+        kill "$writer" 2>/dev/null
+        rm -f "$dir/env.fifo"
+        echo "eq-tui: session $session did not start its wrapper within 20 s" >&2
+        exit 7
+    fi
+    sleep 0.1 2>/dev/null || sleep 1
+    waited=$((waited + 1))
+done
+wait "$writer"

@@ -1,0 +1,86 @@
+# probe.sh CWD SESSION_PREFIX QUERY_GPUS BOUNDARY
+# One round trip per host per tick. stdin, one request a line, tab-separated ('-' = none):
+#   A key session attempt_dir output_glob     a watched attempt
+#   O key glob                                an output check (already done?)
+#   P key glob                                a precondition
+# Output: sections that start with a `BOUNDARY name` line. Sessions are listed before any exit
+# record is read, so a job that ends in between is seen as exited, never as lost. Log bytes are
+# hex-encoded so nothing in a log can forge a section.
+set -u
+set -f
+cwd=$1 prefix=$2 query_gpus=$3 b=$4
+tab=$(printf '\t')
+
+[ -n "$cwd" ] && [ "$cwd" != "-" ] && cd "$cwd" 2>/dev/null
+
+matches() {
+    set +f
+    old_ifs=$IFS
+    IFS=
+    for candidate in $1; do
+        if [ -e "$candidate" ]; then IFS=$old_ifs; set -f; return 0; fi
+    done
+    IFS=$old_ifs
+    set -f
+    return 1
+}
+hex() { od -An -v -tx1 | tr -d ' \n'; }
+
+echo "$b sessions"
+if command -v screen >/dev/null 2>&1; then
+    screen -ls 2>/dev/null |
+        sed -n 's/^[[:space:]]*\([0-9][0-9]*\)\.\([^[:space:]]*\).*/screen \1.\2/p' |
+        while IFS= read -r line; do
+            name=${line#screen *.}
+            case $name in "$prefix"*) echo "$line" ;; esac
+        done
+fi
+if command -v tmux >/dev/null 2>&1; then
+    tmux list-sessions -F '#{session_name}' 2>/dev/null | while IFS= read -r name; do
+        case $name in "$prefix"*) echo "tmux $name" ;; esac
+    done
+fi
+
+if [ "$query_gpus" = 1 ]; then
+    echo "$b gpus"
+    nvidia-smi --query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu \
+        --format=csv,noheader,nounits 2>&1
+    echo "$b gpus_rc $?"
+    echo "$b apps"
+    nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits 2>&1
+    echo "$b apps_rc $?"
+fi
+
+echo "$b requests"
+while IFS="$tab" read -r kind key a b2 c; do
+    case $kind in
+        A)
+            dir=$b2 glob=$c
+            pid=$(cat "$dir/pid" 2>/dev/null)
+            alive=0
+            case $pid in ''|*[!0-9]*) pid=- ;; *) kill -0 "$pid" 2>/dev/null && alive=1 ;; esac
+            start=$(cat "$dir/start" 2>/dev/null)
+            code=$(cat "$dir/exit" 2>/dev/null)
+            size=$(wc -c < "$dir/log" 2>/dev/null | tr -d ' ')
+            exited_at=-
+            out=-
+            if [ -n "$code" ]; then
+                exited_at=$(stat -c %Y "$dir/exit" 2>/dev/null || stat -f %m "$dir/exit" 2>/dev/null)
+                if [ "$glob" != "-" ]; then
+                    if matches "$glob"; then out=1; else out=0; fi
+                fi
+            fi
+            echo "A${tab}${key}${tab}${pid:--}${tab}${alive}${tab}${start:--}${tab}${code:--}${tab}${exited_at:--}${tab}${size:-0}${tab}${out}"
+            if [ -n "$code" ]; then
+                echo "T${tab}${key}${tab}$(tail -c 4096 "$dir/log" 2>/dev/null | hex)"
+            else
+                echo "L${tab}${key}${tab}$(tail -c 2048 "$dir/log" 2>/dev/null | tr '\r' '\n' | grep -v '^[[:space:]]*$' | tail -n 1 | hex)"
+            fi
+            ;;
+        O|P)
+            if matches "$a"; then found=1; else found=0; fi
+            echo "${kind}${tab}${key}${tab}${found}"
+            ;;
+    esac
+done
+echo "$b end"

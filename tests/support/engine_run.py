@@ -1,0 +1,126 @@
+"""Run a real engine on simulated hosts (real screen sessions, fake GPUs) inside a test."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eq_tui.engine.engine import Engine
+from eq_tui.engine.events import Event
+from eq_tui.hosts.factory import make_hosts, sim_state_dir
+from eq_tui.manifest.model import HostSpec, JobSpec, Manifest, OomRetry, PhaseSpec, SimulateSpec
+from eq_tui.sim.state import read_runs
+
+FAST_JOB = "fake-train --epochs 2 --epoch-seconds 0.1 --mem 2000"
+
+
+def sim_hosts(*specs: tuple[str, int], memory_mib: int = 24576,
+              linger_s: float = 0.0) -> tuple[HostSpec, ...]:
+    return tuple(HostSpec(name=name, simulate=SimulateSpec(gpus=gpus, memory_mib=memory_mib,
+                                                           model=f"Sim {name}",
+                                                           linger_s=linger_s))
+                 for name, gpus in specs)
+
+
+def make_manifest(tmp: Path, jobs: list[JobSpec], *, hosts: tuple[HostSpec, ...] | None = None,
+                  phases: tuple[PhaseSpec, ...] | None = None, project: str = "t",
+                  **kwargs: Any) -> Manifest:
+    source = tmp / "manifest.yaml"
+    source.touch()
+    return Manifest(project=project, source=str(source), jobs=tuple(jobs),
+                    hosts=hosts or sim_hosts(("sim", 2)),
+                    phases=phases or (PhaseSpec(name="main"),),
+                    oom_retry=kwargs.pop("oom_retry", OomRetry(delay=0.3, max_attempts=3)),
+                    stale_grace_s=kwargs.pop("stale_grace_s", 1.0), **kwargs)
+
+
+def job(id: str, cmd: str = FAST_JOB, **kwargs: Any) -> JobSpec:
+    return JobSpec(id=id, phase=kwargs.pop("phase", "main"), cmd=cmd, **kwargs)
+
+
+@dataclass
+class EngineRun:
+    engine: Engine
+    manifest: Manifest
+    run_dir: Path
+    events: list[Event] = field(default_factory=list)
+    task: asyncio.Task[int] | None = None
+
+    @property
+    def state(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.run_dir / "queue_state.json").read_text())
+        return data
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return next(j for j in self.state["jobs"] if j["id"] == job_id)
+
+    def runs(self, host: str = "sim") -> list[dict[str, Any]]:
+        return read_runs(sim_state_dir(self.run_dir, host))
+
+    def transitions(self, job_id: str) -> list[tuple[str, str]]:
+        return [(e.old, e.new) for e in self.events
+                if getattr(e, "job", None) == job_id and e.type == "job_state_changed"]
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not predicate():
+            if self.task is not None and self.task.done():
+                self.task.result()
+                if not predicate():
+                    raise AssertionError("engine stopped before the expected state")
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                jobs = [(j.id, str(j.status)) for j in self.engine.jobs.values()]
+                raise AssertionError(f"timed out; jobs: {jobs}")
+            await asyncio.sleep(0.05)
+
+    def status(self, job_id: str) -> str:
+        return str(self.engine.jobs[job_id].status)
+
+    async def stop(self) -> None:
+        await self.engine.stop()
+        if self.task is not None:
+            await self.task
+
+
+async def start_engine(manifest: Manifest, run_dir: Path, *, poll: float = 0.2,
+                       exit_when_done: bool = True) -> EngineRun:
+    engine = Engine(manifest, run_dir, make_hosts(manifest, run_dir), poll=poll,
+                    exit_when_done=exit_when_done)
+    run = EngineRun(engine=engine, manifest=manifest, run_dir=run_dir)
+    queue = engine.subscribe()
+
+    async def collect() -> None:
+        while True:
+            run.events.append(await queue.get())
+
+    await engine.start()
+    collector = asyncio.create_task(collect())
+    run.task = asyncio.create_task(engine.run())
+
+    def finished(_: object) -> None:
+        while not queue.empty():
+            run.events.append(queue.get_nowait())
+        collector.cancel()
+
+    run.task.add_done_callback(finished)
+    return run
+
+
+async def run_to_end(manifest: Manifest, run_dir: Path, *, timeout: float = 60.0,
+                     poll: float = 0.2) -> tuple[int, EngineRun]:
+    run = await start_engine(manifest, run_dir, poll=poll)
+    assert run.task is not None
+    try:
+        code = await asyncio.wait_for(asyncio.shield(run.task), timeout)
+    except TimeoutError:
+        await run.stop()
+        raise AssertionError(
+            f"queue did not finish in {timeout}s: "
+            f"{[(j.id, str(j.status)) for j in run.engine.jobs.values()]}") from None
+    await asyncio.sleep(0)  # let the collector take the last events
+    return code, run
