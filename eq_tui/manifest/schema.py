@@ -1,0 +1,120 @@
+"""Typed access to the raw manifest: every problem becomes a ManifestError with key path + line."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Any, NoReturn
+
+from eq_tui.errors import ManifestError
+from eq_tui.manifest.yaml_lines import Path_
+
+TOP_KEYS = frozenset({
+    "project", "cwd", "conda", "conda_hook", "env", "ssh", "hosts", "gpus", "max_parallel",
+    "gpu_free_threshold_mib", "gpus_per_job", "launcher", "waves", "oom_retry", "poll",
+    "stale_grace_s", "retry_delay_s", "default_cmd", "args", "preconditions", "output_check",
+    "jobs", "grid", "template", "phases"})
+HOST_KEYS = frozenset({"name", "ssh", "gpus", "max_parallel", "simulate", "slurm", "log_dir"})
+SIMULATE_KEYS = frozenset({"gpus", "memory_mib", "model", "linger_s"})
+SLURM_KEYS = frozenset({"ssh", "partition", "account", "qos", "time", "mem", "cpus_per_task",
+                        "sbatch_args"})
+OOM_KEYS = frozenset({"delay", "max_attempts"})
+JOB_KEYS = frozenset({"id", "cmd", "args", "output_check", "preconditions", "gpus_per_job"})
+SCOPE_KEYS = frozenset({"jobs", "grid", "template", "default_cmd", "args", "preconditions",
+                        "output_check", "gpus_per_job"})
+PHASE_KEYS = SCOPE_KEYS | {"name", "depends_on", "on_dependency_failure"}
+PRECONDITION_KEYS = frozenset({"type", "path"})
+ENV_KEYS = frozenset({"value", "secret"})
+
+
+def render_path(path: Path_) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+class Context:
+    def __init__(self, source: str, lines: dict[Path_, int]) -> None:
+        self.source = source
+        self.lines = lines
+
+    def line(self, path: Path_) -> int | None:
+        for end in range(len(path), -1, -1):
+            line = self.lines.get(path[:end])
+            if line is not None:
+                return line
+        return None
+
+    def fail(self, message: str, path: Path_ = ()) -> NoReturn:
+        raise ManifestError(message, path=self.source, line=self.line(path),
+                            key_path=render_path(path))
+
+    def check_keys(self, mapping: dict[str, Any], allowed: Iterable[str], path: Path_) -> None:
+        allowed = sorted(allowed)
+        for key in mapping:
+            if not isinstance(key, str):
+                self.fail(f"keys must be strings, not {_type_name(key)} {key!r}", path)
+            if key not in allowed:
+                close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+                hint = f"; did you mean {close[0]!r}?" if close else \
+                    f"; known keys: {', '.join(allowed)}"
+                self.fail(f"unknown key {key!r}{hint}", (*path, key))
+
+    def expect(self, value: Any, kinds: tuple[type, ...], what: str, path: Path_) -> Any:
+        if isinstance(value, bool) and bool not in kinds:
+            self.fail(f"expected {what}, got {_type_name(value)}", path)
+        if not isinstance(value, kinds):
+            self.fail(f"expected {what}, got {_type_name(value)}", path)
+        return value
+
+    def mapping(self, value: Any, path: Path_) -> dict[str, Any]:
+        result: dict[str, Any] = self.expect(value, (dict,), "a mapping", path)
+        return result
+
+    def list_of(self, value: Any, path: Path_) -> list[Any]:
+        result: list[Any] = self.expect(value, (list,), "a list", path)
+        return result
+
+    def string(self, value: Any, path: Path_, *, allow_numbers: bool = False) -> str:
+        if allow_numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        result: str = self.expect(value, (str,), "a string", path)
+        return result
+
+    def integer(self, value: Any, path: Path_, *, minimum: int | None = None) -> int:
+        result: int = self.expect(value, (int,), "an integer", path)
+        if minimum is not None and result < minimum:
+            self.fail(f"must be at least {minimum}, got {result}", path)
+        return result
+
+    def number(self, value: Any, path: Path_, *, minimum: float | None = None,
+               strictly_positive: bool = False) -> float:
+        result = float(self.expect(value, (int, float), "a number", path))
+        if strictly_positive and not result > 0:
+            self.fail(f"must be greater than 0, got {value}", path)
+        if minimum is not None and result < minimum:
+            self.fail(f"must be at least {minimum}, got {value}", path)
+        return result
+
+    def boolean(self, value: Any, path: Path_) -> bool:
+        result: bool = self.expect(value, (bool,), "true or false", path)
+        return result
+
+    def choice(self, value: Any, choices: tuple[str, ...], path: Path_) -> str:
+        text = self.string(value, path)
+        if text not in choices:
+            close = difflib.get_close_matches(text, choices, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            self.fail(f"must be one of {', '.join(choices)}, got {text!r}{hint}", path)
+        return text
