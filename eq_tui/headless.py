@@ -44,12 +44,13 @@ def format_event(event: Event, *, with_project: bool) -> str | None:
         line = f"{prefix}{event.job:<28} {where:<14} {event.old} → {event.new}"
         if event.attempt:
             line += f" (attempt {event.attempt})"
+        detail = event.detail if len(event.detail) <= 110 else event.detail[:107] + "..."
         if event.failure_class:
             line += f" [{event.failure_class}]"
-            if event.detail:
-                line += f" {event.detail}"
-        elif event.detail:
-            line += f" — {event.detail}"
+            if detail:
+                line += f" {detail}"
+        elif detail:
+            line += f" — {detail}"
         return line
     if isinstance(event, HostStateChanged):
         reason = f": {event.reason}" if event.reason else ""
