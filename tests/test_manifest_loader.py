@@ -1,0 +1,240 @@
+"""Manifest loading: seed forms, expansion order, and located errors for bad manifests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eq_tui.errors import ManifestError
+from eq_tui.manifest.loader import load_manifest, load_manifest_text
+
+EXAMPLES = int(os.environ.get("EQ_HYPOTHESIS_EXAMPLES", "200"))
+SAMPLES = Path(__file__).parent.parent / "sample_manifests"
+
+
+def load(text: str, name: str = "m.yaml"):  # type: ignore[no-untyped-def]
+    return load_manifest_text(text, name)
+
+
+def test_seed_jobs_with_args_and_default_cmd() -> None:
+    m = load("project: p\ndefault_cmd: python run.py --lam 0.5\n"
+             "jobs:\n  - {id: s200_N64, args: {seed: 200, n_hidden: 64}}\n")
+    assert [(j.id, j.cmd, j.phase) for j in m.jobs] == [
+        ("s200_N64", "python run.py --lam 0.5 --seed 200 --n_hidden 64", "main")]
+    assert m.hosts[0].name == "local" and m.hosts[0].kind == "local"
+
+
+def test_grid_template_last_key_fastest() -> None:
+    m = load("""
+ssh: me@gpu-box-5:2222
+default_cmd: python run.py
+grid: {N: [64, 128], seed: [42, 200]}
+template: {id: "s${seed}_N${N}", args: {seed: "${seed}", n_hidden: "${N}"},
+           output_check: "out/s${seed}_N${N}.json"}
+""", "sweep.yaml")
+    assert [j.id for j in m.jobs] == ["s42_N64", "s200_N64", "s42_N128", "s200_N128"]
+    assert m.jobs[0].cmd == "python run.py --seed 42 --n_hidden 64"
+    assert m.jobs[0].output_check == "out/s42_N64.json"
+    assert m.project == "sweep" and m.hosts[0].ssh == "me@gpu-box-5:2222"
+    assert m.hosts[0].name == "gpu-box-5"
+
+
+def test_phases_dependencies_string_or_list_and_inherited_defaults() -> None:
+    m = load("""
+project: distill
+default_cmd: python x.py
+phases:
+  - name: teach
+    grid: {N: [1, 2]}
+    template: {id: "t${N}", args: {N: "${N}"}}
+  - name: student
+    depends_on: teach
+    jobs: [{id: s1}]
+  - name: eval
+    depends_on: [teach, student]
+    on_dependency_failure: run
+    jobs: [{id: e1, cmd: "python eval.py --gpu ${GPU} --out ${RUN_DIR}/e1"}]
+""")
+    assert [(p.name, p.depends_on) for p in m.phases] == [
+        ("teach", ()), ("student", ("teach",)), ("eval", ("teach", "student"))]
+    assert m.phases[2].on_dependency_failure == "run"
+    assert [j.phase for j in m.jobs] == ["teach", "teach", "student", "eval"]
+    assert m.jobs[2].cmd == "python x.py"
+    assert m.jobs[3].cmd == "python eval.py --gpu ${GPU} --out ${RUN_DIR}/e1"
+
+
+def test_shell_metacharacters_in_args_are_quoted() -> None:
+    m = load("default_cmd: run\njobs:\n  - id: j\n    args:\n"
+             "      a: '; touch pwned'\n      b: '$(id)'\n      c: '`id`'\n"
+             "      d: \"it's\"\n      e: \"two\\nlines\"\n      f: true\n      g: false\n")
+    assert m.jobs[0].cmd == ("run --a '; touch pwned' --b '$(id)' --c '`id`' "
+                             "--d 'it'\"'\"'s' --e 'two\nlines' --f")
+
+
+def test_every_key_is_read() -> None:
+    m = load("""
+project: full
+cwd: /work/exp
+conda: dllm
+conda_hook: /opt/conda/etc/profile.d/conda.sh
+env: {WANDB_MODE: offline, TOKEN: {value: s3cret, secret: true}}
+hosts:
+  - {name: box1, ssh: box1, gpus: [0, 1], max_parallel: 2, log_dir: ~/eq-logs}
+  - {name: sim, simulate: {gpus: 2, memory_mib: 1000, model: M, linger_s: 1.5}}
+  - {name: cluster, slurm: {ssh: login1, partition: gpu, sbatch_args: [--time=01:00:00]}}
+  - {name: here, gpus: all}
+gpus: [0, 1, 2, 3]
+max_parallel: 4
+gpu_free_threshold_mib: 800
+gpus_per_job: 1
+launcher: tmux
+waves: strict
+oom_retry: {delay: 60, max_attempts: 2}
+poll: 1.5
+stale_grace_s: 2
+retry_delay_s: 10
+default_cmd: python run.py
+args: {lam: 0.5}
+preconditions: [{type: checkpoint_exists, path: "ckpt/${seed}.pt"}]
+output_check: "out/${seed}.json"
+jobs: [{id: "j${seed}", args: {seed: 7}}]
+""")
+    job = m.jobs[0]
+    assert job.id == "j7" and job.cmd == "python run.py --lam 0.5 --seed 7"
+    assert job.output_check == "out/7.json" and job.preconditions[0].path == "ckpt/7.pt"
+    assert m.env["TOKEN"].secret and m.to_json()["env"]["TOKEN"]["value"] == "<secret>"
+    assert [h.kind for h in m.hosts] == ["ssh", "sim", "slurm", "local"]
+    assert m.hosts[0].gpus == (0, 1) and m.hosts[3].gpus is None
+    assert m.launcher == "tmux" and m.waves == "strict" and m.poll == 1.5
+    assert m.oom_retry.delay == 60 and m.oom_retry.max_attempts == 2
+
+
+def test_json_manifest(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"project": "js", "jobs": [{"id": "a", "cmd": "true"}]}))
+    assert load_manifest(path).jobs[0].cmd == "true"
+    path.write_text('{\n  "project": "js",\n  "jobs": [\n    {"id": "a", "cmd": }\n  ]\n}\n')
+    with pytest.raises(ManifestError) as err:
+        load_manifest(path)
+    assert ":4:" in str(err.value)
+
+
+def test_sample_manifests_load() -> None:
+    for path in SAMPLES.glob("*.yaml"):
+        assert load_manifest(path).jobs
+
+
+BAD = [
+    # (yaml text, expected key path, expected line, words in the message)
+    ("jobs: [{id: a, cmd: x}]\nproject: p\nlauncer: tmux\n", "launcer", 3, "did you mean 'launcher'"),
+    ("jobs:\n  - id: a\n    cmd: x\n    output_chek: o\n", "jobs[0].output_chek", 4,
+     "did you mean 'output_check'"),
+    ("gpu_free_threshold_mib: lots\njobs: [{id: a, cmd: x}]\n", "gpu_free_threshold_mib", 1,
+     "expected an integer, got a string"),
+    ("jobs: [{id: a, cmd: x}]\noom_retry: {delay: 5, max_attempts: 0}\n",
+     "oom_retry.max_attempts", 2, "at least 1"),
+    ("jobs: [{id: a, cmd: x}]\noom_retry: {delay: soon}\n", "oom_retry.delay", 2, "a number"),
+    ("jobs:\n  - {id: a, cmd: x}\n  - {id: a, cmd: y}\n", "jobs[1]", 3, "duplicate job id 'a'"),
+    ("default_cmd: x\ngrid: {s: [1, 1]}\ntemplate: {id: 'j${s}'}\n", "grid", 2,
+     "duplicate job id 'j1'"),
+    ("jobs: [{id: 'bad id', cmd: x}]\n", "jobs[0].id", 1, "may only use"),
+    ("jobs: [{id: 'a;rm', cmd: x}]\n", "jobs[0].id", 1, "may only use"),
+    ("phases:\n  - {name: a, jobs: [{id: j, cmd: x}]}\n  - {name: b, depends_on: c, "
+     "jobs: [{id: k, cmd: x}]}\n", "phases[1].depends_on", 3, "unknown phase 'c'"),
+    ("phases:\n  - {name: a, jobs: [{id: j, cmd: x}]}\n  - {name: b, depends_on: [a, aa], "
+     "jobs: [{id: k, cmd: x}]}\n", "phases[1].depends_on[1]", 3, "unknown phase 'aa'"),
+    ("phases:\n  - {name: a, jobs: []}\n  - {name: b, depends_on: a, "
+     "jobs: [{id: k, cmd: x}]}\n", "phases[1].depends_on", 3, "has no jobs"),
+    ("phases:\n  - {name: a, depends_on: b, jobs: [{id: j, cmd: x}]}\n"
+     "  - {name: b, depends_on: a, jobs: [{id: k, cmd: x}]}\n", "phases[1].depends_on", 3,
+     "dependency cycle: a → b → a"),
+    ("phases:\n  - {name: a, depends_on: a, jobs: [{id: j, cmd: x}]}\n",
+     "phases[0].depends_on", 2, "dependency cycle"),
+    ("default_cmd: x\ngrid: {N: [1]}\ntemplate:\n  id: 'j${N}'\n  output_check: 'o/${M}'\n",
+     "template.output_check", 5, "undefined variable ${M}"),
+    ("jobs: [{id: a, cmd: 'echo ${HOME}'}]\n", "jobs[0].cmd", 1, "$${HOME}"),
+    ("jobs: [{id: a}]\n", "jobs[0]", 1, "no 'cmd'"),
+    ("project: p\n", "", None, "no jobs"),
+    ("", "", None, "empty"),
+    ("- a\n- b\n", "", 1, "expected a mapping"),
+    ("jobs: [{id: a, cmd: x}\n", "", None, "invalid YAML"),
+    ("project: p\nproject: q\njobs: [{id: a, cmd: x}]\n", "project", 2, "duplicate key"),
+    ("ssh: a\nhosts: [{name: b}]\njobs: [{id: a, cmd: x}]\n", "ssh", 1, "not both"),
+    ("hosts:\n  - {name: a}\n  - {name: a}\njobs: [{id: a, cmd: x}]\n", "hosts[1].name", 3,
+     "used twice"),
+    ("hosts:\n  - {name: a, gpus: [0, x]}\njobs: [{id: a, cmd: x}]\n", "hosts[0].gpus[1]", 2,
+     "an integer"),
+    ("hosts:\n  - {name: s, simulate: {gpus: 2}}\njobs: [{id: a, cmd: x, gpus_per_job: 3}]\n",
+     "jobs[0]", 3, "needs 3 GPUs"),
+    ("launcher: byobu\njobs: [{id: a, cmd: x}]\n", "launcher", 1, "screen, tmux"),
+    ("waves: strcit\njobs: [{id: a, cmd: x}]\n", "waves", 1, "did you mean 'strict'"),
+    ("env: {'BAD-NAME': x}\njobs: [{id: a, cmd: x}]\n", "env.BAD-NAME", 1, "not a valid"),
+    ("grid: {N: [1]}\njobs: [{id: a, cmd: x}]\nphases: [{name: p, jobs: [{id: b, cmd: y}]}]\n",
+     "jobs", 2, "cannot be combined"),
+    ("template: {id: a, cmd: x}\n", "template", 1, "needs a 'grid'"),
+    ("jobs: [{id: a, cmd: x, args: {'--x; rm': 1}}]\n", "jobs[0].args.--x; rm", 1,
+     "argument name"),
+    ("poll: 0\njobs: [{id: a, cmd: x}]\n", "poll", 1, "greater than 0"),
+    ("project: 'a b'\njobs: [{id: a, cmd: x}]\n", "project", 1, "may only use"),
+]
+
+
+@pytest.mark.parametrize(("text", "key_path", "line", "words"), BAD,
+                         ids=[f"bad{i}" for i in range(len(BAD))])
+def test_bad_manifests_name_the_key_and_line(text: str, key_path: str, line: int | None,
+                                             words: str) -> None:
+    with pytest.raises(ManifestError) as caught:
+        load(text)
+    err = caught.value
+    assert words in err.message, str(err)
+    assert err.key_path == key_path, str(err)
+    if line is not None:
+        assert err.line == line, str(err)
+        assert str(err).startswith(f"m.yaml:{line}:")
+    assert err.exit_code == 2
+
+
+def test_bad_manifest_through_the_binary_exits_2_without_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("jobs: [{id: a, cmd: x}]\nlauncer: tmux\n")
+    result = subprocess.run([sys.executable, "-m", "eq_tui", str(path), "--no-ui"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert f"{path}:2: launcer: unknown key 'launcer'; did you mean 'launcher'?" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+yaml_scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=8),
+                         st.floats(allow_nan=False, allow_infinity=False))
+near_miss_keys = st.sampled_from(["project", "jobs", "grid", "template", "phases", "hosts",
+                                  "ssh", "gpus", "oom_retry", "default_cmd", "args", "id", "cmd",
+                                  "name", "depends_on", "output_check", "simulate", "launcher",
+                                  "waves", "poll", "env", "jbos", "prject", "${x}"])
+trees = st.recursive(yaml_scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(near_miss_keys, inner, max_size=5)),
+    max_leaves=25)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trees)
+def test_arbitrary_structures_give_a_plan_or_a_clean_error(tree: object) -> None:
+    try:
+        load(json.dumps(tree), "m.json")
+    except ManifestError as err:
+        assert err.exit_code == 2 and str(err)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.text(max_size=200))
+def test_arbitrary_text_gives_a_plan_or_a_clean_error(text: str) -> None:
+    try:
+        load(text)
+    except ManifestError as err:
+        assert str(err)
