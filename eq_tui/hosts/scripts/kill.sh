@@ -7,10 +7,14 @@ launcher=$1 session=$2 dir=$3
 pgid=$(tr -d ' \n' < "$dir/pgid" 2>/dev/null)
 mine=$(ps -o pgid= -p $$ | tr -d ' ')
 case $pgid in ''|*[!0-9]*) pgid= ;; esac
+# Members of the group that are still running (zombies left for init to reap do not count).
+running() {
+    ps -eo pgid=,stat= 2>/dev/null | awk -v g="$pgid" '$1 == g && $2 !~ /^Z/ {n++} END {exit n == 0}'
+}
 if [ -n "$pgid" ] && [ "$pgid" -gt 1 ] && [ "$pgid" != "$mine" ]; then
     if kill -TERM -- "-$pgid" 2>/dev/null; then
         waited=0
-        while kill -0 -- "-$pgid" 2>/dev/null && [ "$waited" -lt 50 ]; do
+        while running && [ "$waited" -lt 50 ]; do
             sleep 0.1 2>/dev/null || sleep 1
             waited=$((waited + 1))
         done

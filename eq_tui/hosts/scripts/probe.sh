@@ -52,13 +52,17 @@ if [ "$query_gpus" = 1 ]; then
 fi
 
 echo "$b requests"
+# kill -0 succeeds on a zombie (an orphan that init has not reaped yet): not alive for us
+zombies=" $(ps -eo pid=,stat= 2>/dev/null | awk '$2 ~ /^Z/ {printf "%s ", $1}') "
 while IFS="$tab" read -r kind key a b2 c; do
     case $kind in
         A)
             dir=$b2 glob=$c
             pid=$(cat "$dir/pid" 2>/dev/null)
             alive=0
-            case $pid in ''|*[!0-9]*) pid=- ;; *) kill -0 "$pid" 2>/dev/null && alive=1 ;; esac
+            case $pid in ''|*[!0-9]*) pid=- ;; *) kill -0 "$pid" 2>/dev/null && alive=1
+                   case $zombies in *" $pid "*) alive=0 ;; esac ;;
+            esac
             start=$(cat "$dir/start" 2>/dev/null)
             code=$(cat "$dir/exit" 2>/dev/null)
             size=$(wc -c < "$dir/log" 2>/dev/null | tr -d ' ')
