@@ -1,0 +1,117 @@
+"""The --no-ui front end through the real binary: lines, JSON events, Ctrl-C, dry run."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from eq_tui.engine.events import JobStateChanged
+from eq_tui.headless import format_event
+from tests.support.engine_run import job, make_manifest, run_to_end, start_engine
+
+pytestmark = pytest.mark.integration
+
+MANIFEST = """\
+project: headless
+hosts: [{name: sim, simulate: {gpus: 2}}]
+oom_retry: {delay: 0.2, max_attempts: 2}
+jobs:
+  - {id: ok, cmd: "fake-train --epochs 2 --epoch-seconds 0.1 --mem 1000"}
+  - {id: oom, cmd: "fake-train --epochs 2 --epoch-seconds 0.1 --mem 1000 --oom-attempts 1"}
+  - {id: bad, cmd: "fake-train --epochs 1 --epoch-seconds 0.1 --exit-code 5"}
+"""
+EQ = [sys.executable, "-m", "eq_tui"]
+
+
+def test_status_line_format() -> None:
+    event = JobStateChanged(project="p", at=0.0, job="j1", old="running", new="failed_oom",
+                            host="box", gpus=(2,), attempt=1, failure_class="cuda_oom",
+                            detail="torch.OutOfMemoryError: CUDA out of memory")
+    line = format_event(event, with_project=False)
+    assert line is not None
+    assert "j1" in line and "box:2" in line and "running → failed_oom" in line
+    assert "[cuda_oom]" in line and "(attempt 1)" in line
+
+
+def test_json_events_and_exit_code(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(MANIFEST)
+    result = subprocess.run([*EQ, str(manifest), "--no-ui", "--json", "--poll", "0.2",
+                             "--run-dir", str(tmp_path / "run")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    changes = [(e["job"], e["old"], e["new"]) for e in events
+               if e["type"] == "job_state_changed"]
+    assert ("oom", "running", "failed_oom") in changes
+    assert ("oom", "running", "completed") in changes
+    assert ("bad", "running", "stuck") in changes
+    assert events[-1]["type"] == "queue_finished" and events[-1]["exit_code"] == 1
+    history = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").open()]
+    assert [e for e in history if e["type"] == "job_state_changed"] == [
+        e for e in events if e["type"] == "job_state_changed"]
+
+
+def test_ctrl_c_leaves_jobs_running_and_exits_130(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(MANIFEST.replace("--epochs 2 --epoch-seconds 0.1 --mem 1000\"}",
+                                         "--epochs 40 --epoch-seconds 0.1 --mem 1000\"}", 1))
+    run_dir = tmp_path / "run"
+    engine = subprocess.Popen([*EQ, str(manifest), "--no-ui", "--poll", "0.2", "--run-dir",
+                               str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    deadline = time.monotonic() + 60
+    runs_file = run_dir / "sim" / "sim" / "runs.jsonl"
+    while True:
+        if runs_file.exists() and '"job": "ok"' in runs_file.read_text():
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    engine.send_signal(signal.SIGINT)
+    out, _err = engine.communicate(timeout=30)
+    assert engine.returncode == 130
+    assert "jobs keep running" in out
+    runs = [json.loads(line) for line in (run_dir / "sim" / "sim" / "runs.jsonl").open()]
+    assert not [r for r in runs if r["job"] == "ok" and r["event"] == "end"]
+    # the next run adopts the running job instead of launching it again
+    resumed = subprocess.run([*EQ, str(manifest), "--no-ui", "--json", "--poll", "0.2",
+                              "--run-dir", str(run_dir)], capture_output=True, text=True,
+                             timeout=120)
+    runs = [json.loads(line) for line in (run_dir / "sim" / "sim" / "runs.jsonl").open()]
+    assert sum(1 for r in runs if r["job"] == "ok" and r["event"] == "start") == 1
+    assert resumed.returncode == 1
+
+
+def test_dry_run_prints_the_plan_and_launches_nothing(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(MANIFEST)
+    result = subprocess.run([*EQ, str(manifest), "--dry-run"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "3 jobs" in result.stdout and "sim:0" in result.stdout
+    assert "fake-train" in result.stdout and "ok   sim: launcher" in result.stdout
+    assert not (tmp_path / "experiment_queue").exists()
+
+
+async def test_resume_reconciles_manifest_edits(tmp_path: Path) -> None:
+    failing = "fake-train --exit-code 2 --epochs 1 --epoch-seconds 0.1"
+    first = make_manifest(tmp_path, [job("keep"), job("fix", failing)])
+    code, _run = await run_to_end(first, tmp_path / "run")
+    assert code == 1
+    edited = make_manifest(tmp_path, [job("keep"), job("fix"), job("new")])
+    run = await start_engine(edited, tmp_path / "run", exit_when_done=False)
+    try:
+        await run.wait_for(lambda: run.status("new") == "completed")
+        assert run.status("fix") == "stuck" and run.engine.jobs["fix"].cmd == edited.jobs[1].cmd
+        assert "command changed" in (tmp_path / "run" / "events.jsonl").read_text()
+        assert len(run.engine.jobs["keep"].history) == 1  # completed: not run again
+        await run.engine.command("retry", ["fix"])
+        await run.wait_for(lambda: run.status("fix") == "completed")
+    finally:
+        await run.stop()
