@@ -87,7 +87,7 @@ conda_hook: /opt/conda/etc/profile.d/conda.sh
 env: {WANDB_MODE: offline, TOKEN: {value: s3cret, secret: true}}
 hosts:
   - {name: box1, ssh: box1, gpus: [0, 1], max_parallel: 2, log_dir: ~/eq-logs}
-  - {name: sim, simulate: {gpus: 2, memory_mib: 1000, model: M, linger_s: 1.5}}
+  - {name: sim, gpus: [0, 1], simulate: {gpus: 2, memory_mib: 1000, model: M, linger_s: 1.5}}
   - {name: cluster, slurm: {ssh: login1, partition: gpu, sbatch_args: [--time=01:00:00]}}
   - {name: here, gpus: all}
 gpus: [0, 1, 2, 3]
@@ -133,7 +133,8 @@ def test_sample_manifests_load() -> None:
 
 BAD = [
     # (yaml text, expected key path, expected line, words in the message)
-    ("jobs: [{id: a, cmd: x}]\nproject: p\nlauncer: tmux\n", "launcer", 3, "did you mean 'launcher'"),
+    ("jobs: [{id: a, cmd: x}]\nproject: p\nlauncer: tmux\n", "launcer", 3,
+     "did you mean 'launcher'"),
     ("jobs:\n  - id: a\n    cmd: x\n    output_chek: o\n", "jobs[0].output_chek", 4,
      "did you mean 'output_check'"),
     ("gpu_free_threshold_mib: lots\njobs: [{id: a, cmd: x}]\n", "gpu_free_threshold_mib", 1,
@@ -166,7 +167,7 @@ BAD = [
     ("- a\n- b\n", "", 1, "expected a mapping"),
     ("jobs: [{id: a, cmd: x}\n", "", None, "invalid YAML"),
     ("project: p\nproject: q\njobs: [{id: a, cmd: x}]\n", "project", 2, "duplicate key"),
-    ("ssh: a\nhosts: [{name: b}]\njobs: [{id: a, cmd: x}]\n", "ssh", 1, "not both"),
+    ("ssh: a\nhosts: [{name: b}]\njobs: [{id: a, cmd: x}]\n", "hosts", 2, "not both"),
     ("hosts:\n  - {name: a}\n  - {name: a}\njobs: [{id: a, cmd: x}]\n", "hosts[1].name", 3,
      "used twice"),
     ("hosts:\n  - {name: a, gpus: [0, x]}\njobs: [{id: a, cmd: x}]\n", "hosts[0].gpus[1]", 2,

@@ -11,6 +11,8 @@ from typing import Any
 LAUNCH_TIME_VARS = frozenset({"GPU", "RUN_DIR", "ATTEMPT", "JOB_ID"})
 _VAR = re.compile(r"\$\$|\$\{([^}]*)\}")
 _ARG_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+GRID_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_GRID_POINTS = 100_000
 
 
 class UndefinedVariable(Exception):
@@ -19,15 +21,19 @@ class UndefinedVariable(Exception):
         self.name = name
 
 
-def substitute(text: str, variables: Mapping[str, str]) -> str:
-    """Replace `${name}` from `variables`; launch-time names stay; `$$` is a literal `$`."""
+def substitute(text: str, variables: Mapping[str, str], *, quote: bool = False) -> str:
+    """Replace `${name}` from `variables`; launch-time names stay; `$$` is a literal `$`.
+
+    With `quote` (for commands) each value is shell-quoted, so a grid or args value can never
+    add shell syntax; `shlex.quote` leaves plain values such as `0.1` or `out/x.json` alone.
+    """
 
     def replace(match: re.Match[str]) -> str:
         if match.group(0) == "$$":
             return "$"
         name = match.group(1)
         if name in variables:
-            return variables[name]
+            return shlex.quote(variables[name]) if quote else variables[name]
         if name in LAUNCH_TIME_VARS:
             return match.group(0)
         raise UndefinedVariable(name)
@@ -42,7 +48,11 @@ def scalar_text(value: Any) -> str:
 
 
 def render_args(args: Mapping[str, Any]) -> str:
-    """`{seed: 200, fast: true, ids: [1, 2]}` -> `--seed 200 --fast --ids 1 2` (values quoted)."""
+    """`{seed: 200, fast: true, ids: [1, 2]}` -> `--seed 200 --fast --ids 1 2` (values quoted).
+
+    `false` and null drop the flag (so a job can switch off a default arg); an empty list
+    gives the bare flag.
+    """
     parts: list[str] = []
     for key, value in args.items():
         if value is None or value is False:
@@ -61,8 +71,19 @@ def valid_arg_key(key: str) -> bool:
     return bool(_ARG_KEY.fullmatch(key))
 
 
-def grid_points(grid: Mapping[str, list[Any]]) -> list[dict[str, str]]:
+def grid_size(grid: Mapping[str, list[str]]) -> int:
+    size = 1
+    for values in grid.values():
+        size *= len(values)
+    return size
+
+
+def grid_points(grid: Mapping[str, list[str]]) -> list[dict[str, str]]:
     """The Cartesian product in key order, the last key varying fastest."""
     keys = list(grid)
-    return [dict(zip(keys, (scalar_text(v) for v in combo), strict=True))
+    return [dict(zip(keys, combo, strict=True))
             for combo in itertools.product(*(grid[k] for k in keys))]
+
+
+def describe_point(point: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in point.items())

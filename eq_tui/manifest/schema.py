@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
+from eq_tui.engine.naming import ID_PATTERN
 from eq_tui.errors import ManifestError
-from eq_tui.manifest.yaml_lines import Path_
+from eq_tui.manifest.yaml_lines import Located, Path_
 
 TOP_KEYS = frozenset({
     "project", "cwd", "conda", "conda_hook", "env", "ssh", "hosts", "gpus", "max_parallel",
@@ -40,14 +42,29 @@ def render_path(path: Path_) -> str:
 def _type_name(value: Any) -> str:
     if value is None:
         return "nothing (null)"
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+    name = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
             list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+    if isinstance(value, (bool, int, float, str)):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        return f"{name} ({shown})"
+    return name
 
 
 class Context:
-    def __init__(self, source: str, lines: dict[Path_, int]) -> None:
+    """Where the document came from and where each key is: every failure names both."""
+
+    def __init__(self, source: str, located: Located) -> None:
         self.source = source
-        self.lines = lines
+        self.lines = located.lines
+        self.raw = located.raw
+
+    def scalar_text(self, value: Any, path: Path_) -> str:
+        """A scalar as the user wrote it: `0.10` stays `0.10`, `true` is `true`."""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, str):
+            return value
+        return self.raw.get(path, str(value))
 
     def line(self, path: Path_) -> int | None:
         for end in range(len(path), -1, -1):
@@ -88,7 +105,7 @@ class Context:
 
     def string(self, value: Any, path: Path_, *, allow_numbers: bool = False) -> str:
         if allow_numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)
+            return self.scalar_text(value, path)
         result: str = self.expect(value, (str,), "a string", path)
         return result
 
@@ -101,11 +118,22 @@ class Context:
     def number(self, value: Any, path: Path_, *, minimum: float | None = None,
                strictly_positive: bool = False) -> float:
         result = float(self.expect(value, (int, float), "a number", path))
+        if not math.isfinite(result):
+            self.fail(f"must be a finite number, got {value}", path)
         if strictly_positive and not result > 0:
             self.fail(f"must be greater than 0, got {value}", path)
         if minimum is not None and result < minimum:
             self.fail(f"must be at least {minimum}, got {value}", path)
         return result
+
+    def identifier(self, value: Any, path: Path_, what: str) -> str:
+        text = self.string(value, path, allow_numbers=True)
+        if not ID_PATTERN.fullmatch(text):
+            self.fail(f"{what} {text!r} may only use letters, digits, '_', '.', '-'", path)
+        return text
+
+    def origin(self, path: Path_) -> str:
+        return f"{render_path(path) or 'the top level'} (line {self.line(path)})"
 
     def boolean(self, value: Any, path: Path_) -> bool:
         result: bool = self.expect(value, (bool,), "true or false", path)

@@ -1,0 +1,62 @@
+"""Top-level settings that are neither hosts nor jobs: project, env, oom_retry."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from eq_tui.manifest import schema
+from eq_tui.manifest.model import EnvVar, OomRetry
+from eq_tui.manifest.schema import Context
+from eq_tui.manifest.yaml_lines import Path_
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_project(ctx: Context, top: dict[str, Any]) -> str:
+    if "project" in top:
+        return ctx.identifier(top["project"], ("project",), "project")
+    # No project: the file's stem, made a valid id, names the run dir.
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(ctx.source).stem).strip("-.")
+    return stem or "eq-tui"
+
+
+def parse_env(ctx: Context, raw: Any) -> dict[str, EnvVar]:
+    if raw is None:
+        return {}
+    env: dict[str, EnvVar] = {}
+    for name, value in ctx.mapping(raw, ("env",)).items():
+        path: Path_ = ("env", str(name))
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            ctx.fail(f"{name!r} is not a valid environment variable name", path)
+        env[name] = _env_var(ctx, value, path)
+    return env
+
+
+def _env_var(ctx: Context, value: Any, path: Path_) -> EnvVar:
+    if isinstance(value, dict):
+        ctx.check_keys(value, schema.ENV_KEYS, path)
+        if "value" not in value:
+            ctx.fail("needs a 'value'", path)
+        return EnvVar(value=_env_text(ctx, value["value"], (*path, "value")),
+                      secret=ctx.boolean(value.get("secret", False), (*path, "secret")))
+    return EnvVar(_env_text(ctx, value, path))
+
+
+def _env_text(ctx: Context, value: Any, path: Path_) -> str:
+    if isinstance(value, bool):
+        return ctx.scalar_text(value, path)
+    return ctx.string(value, path, allow_numbers=True)
+
+
+def parse_oom_retry(ctx: Context, raw: Any) -> OomRetry:
+    base = OomRetry()
+    if raw is None:
+        return base
+    oom = ctx.mapping(raw, ("oom_retry",))
+    ctx.check_keys(oom, schema.OOM_KEYS, ("oom_retry",))
+    return OomRetry(
+        delay=ctx.number(oom.get("delay", base.delay), ("oom_retry", "delay"), minimum=0),
+        max_attempts=ctx.integer(oom.get("max_attempts", base.max_attempts),
+                                 ("oom_retry", "max_attempts"), minimum=1))
