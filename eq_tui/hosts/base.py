@@ -54,6 +54,7 @@ class AttemptProbe:
     output_ok: bool | None  # None when not checked (no output_check, or not exited)
     log_tail: str = ""  # the attempt's last bytes, only once it has exited
     last_line: str = ""  # last non-empty log line (cleaned of ANSI / \r), for the job table
+    detail: str = ""  # what the host says about a waiting attempt, e.g. "PENDING (Resources)"
 
 
 @dataclass(frozen=True)
