@@ -24,6 +24,8 @@ resume after a crash. Full-screen UI by default; --no-ui for scripts and nohup."
 EPILOG = """\
 other commands:
   eq-tui status RUN_DIR        counts by status, and the jobs that need a person
+  eq-tui attach RUN_DIR        the UI on an engine that is already running
+  eq-tui stop RUN_DIR          stop a running engine (its jobs keep running)
 
 exit codes: 0 every job completed; 1 finished with jobs stuck, killed or blocked;
 2 invalid manifest or usage; 3 a host or the run dir could not be used; 130 interrupted
@@ -55,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="probe interval (default: the manifest's poll, else 2)")
     parser.add_argument("--theme", metavar="NAME", help="UI theme (eq-dark, eq-light, eq-ansi, "
                         "or one of yours in the config dir)")
+    parser.add_argument("--detach", action="store_true",
+                        help="start the engine in the background, print how to attach, return")
     parser.add_argument("--ssh-config", metavar="PATH",
                         help="ssh config file to use instead of ~/.ssh/config")
     parser.add_argument("--version", action="version", version=f"eq-tui {__version__}")
@@ -69,6 +73,14 @@ def build_status_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def build_run_dir_parser(command: str, description: str) -> argparse.ArgumentParser:
+    parser = _Parser(prog=f"eq-tui {command}", description=description)
+    parser.add_argument("run_dir", metavar="RUN_DIR")
+    if command == "attach":
+        parser.add_argument("--theme", metavar="NAME", help="UI theme")
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -77,6 +89,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             status_args = build_status_parser().parse_args(args[1:])
             return print_status(Path(status_args.run_dir), as_json=status_args.json)
+        if args and args[0] == "stop":
+            from eq_tui.detach import stop_engine
+
+            stop_args = build_run_dir_parser("stop", "Stop a running engine; its jobs keep "
+                                             "running and the next run resumes them."
+                                             ).parse_args(args[1:])
+            return stop_engine(Path(stop_args.run_dir))
+        if args and args[0] == "attach":
+            from eq_tui.attach import attach
+
+            attach_args = build_run_dir_parser("attach", "The UI on an engine that is already "
+                                               "running.").parse_args(args[1:])
+            return attach(Path(attach_args.run_dir), theme=attach_args.theme)
         options = build_parser().parse_args(args)
         return _run(options)
     except EqTuiError as exc:
@@ -122,6 +147,12 @@ def _run(options: argparse.Namespace) -> int:
             moved = archive_run_dir(run_dir)
             if moved is not None:
                 print(f"eq-tui: archived the previous run dir to {moved}", file=sys.stderr)
+    if options.detach:
+        from eq_tui.detach import start_detached
+
+        for run_dir in run_dirs:
+            _refuse_if_locked(run_dir)
+        return start_detached(options.manifests, run_dirs, options.poll)
     return asyncio.run(_run_engines(options, manifests, run_dirs))
 
 

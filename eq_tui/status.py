@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from eq_tui.engine.model import NEEDS_PERSON, JobState
 from eq_tui.engine.store import RunDir
@@ -12,7 +14,7 @@ from eq_tui.engine.summary import status_counts
 from eq_tui.errors import RunDirError
 
 
-def load_jobs(run_dir: Path) -> tuple[dict[str, object], list[JobState]]:
+def load_jobs(run_dir: Path) -> tuple[dict[str, Any], list[JobState]]:
     if not (run_dir / "queue_state.json").exists():
         raise RunDirError(f"{run_dir}: no queue_state.json here (is this an eq-tui run dir?)")
     saved = RunDir(run_dir).load_state()
@@ -25,13 +27,35 @@ def load_jobs(run_dir: Path) -> tuple[dict[str, object], list[JobState]]:
     return saved, jobs
 
 
+async def _live_snapshot(run_dir: Path) -> dict[str, Any] | None:
+    from eq_tui.engine.control import ControlClient, find_socket
+
+    if find_socket(run_dir) is None and not (run_dir / "control.sock").exists():
+        return None
+    try:
+        async with asyncio.timeout(5):
+            client = await ControlClient.connect(run_dir)
+    except (OSError, ConnectionError, RuntimeError, TimeoutError):
+        return None
+    snapshot = client.snapshot()
+    await client.close()
+    return snapshot
+
+
 def print_status(run_dir: Path, *, as_json: bool = False) -> int:
-    saved, jobs = load_jobs(run_dir)
+    live = asyncio.run(_live_snapshot(run_dir))
+    if live is not None:
+        saved: dict[str, Any] = {"project": live["project"], "paused": live["paused"],
+                                 "live_pid": live["settings"].get("pid")}
+        jobs = [JobState.from_json(raw) for raw in live["jobs"]]
+    else:
+        saved, jobs = load_jobs(run_dir)
     counts = status_counts(jobs)
     needing = [job for job in jobs if job.status in NEEDS_PERSON]
     if as_json:
         print(json.dumps({
             "project": saved.get("project"), "paused": saved.get("paused", False),
+            "live": bool(saved.get("live_pid")),
             "total": len(jobs), "counts": counts,
             "needs_person": [{"id": j.id, "status": str(j.status),
                               "failure": j.failure.to_json() if j.failure else None,
@@ -39,7 +63,9 @@ def print_status(run_dir: Path, *, as_json: bool = False) -> int:
         return 0
     out = sys.stdout
     paused = " (launching paused)" if saved.get("paused") else ""
-    out.write(f"{saved.get('project')}: {len(jobs)} jobs{paused}\n")
+    source = (f"live from the running engine, pid {saved['live_pid']}" if saved.get("live_pid")
+              else "from the state file; no engine is running")
+    out.write(f"{saved.get('project')}: {len(jobs)} jobs{paused} ({source})\n")
     for status, count in counts.items():
         out.write(f"  {status:<11} {count}\n")
     if needing:

@@ -1,0 +1,89 @@
+"""`--detach`: start each manifest's engine in the background, wait until it answers on its
+control socket, say how to attach and stop it, and return."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from eq_tui.engine.control import ControlClient
+from eq_tui.errors import RunDirError
+
+HEALTHY_WITHIN_S = 60.0
+
+
+def engine_command(manifest: str, run_dir: Path, poll: float | None) -> list[str]:
+    command = [sys.executable, "-m", "eq_tui", manifest, "--no-ui", "--run-dir", str(run_dir)]
+    if poll is not None:
+        command += ["--poll", str(poll)]
+    return command
+
+
+async def _wait_healthy(process: subprocess.Popen[bytes], run_dir: Path) -> bool:
+    deadline = time.monotonic() + HEALTHY_WITHIN_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            client = await ControlClient.connect(run_dir)
+        except (OSError, ConnectionError, RuntimeError):
+            await asyncio.sleep(0.1)
+            continue
+        await client.close()
+        return True
+    return False
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no engine log)"
+
+
+def start_detached(manifests: list[str], run_dirs: list[Path], poll: float | None) -> int:
+    for manifest, run_dir in zip(manifests, run_dirs, strict=True):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        log = run_dir / "engine.log"
+        with open(log, "ab") as out:
+            process = subprocess.Popen(
+                engine_command(manifest, run_dir, poll), stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True, cwd=os.getcwd())
+        if not asyncio.run(_wait_healthy(process, run_dir)):
+            code = process.poll()
+            if code is None:
+                process.terminate()
+            raise RunDirError(f"the engine for {manifest} did not come up "
+                              f"(exit {code}); last lines of {log}:\n{_log_tail(log)}")
+        print(f"eq-tui: engine for {manifest} is running in the background (pid "
+              f"{process.pid}); run dir {run_dir}\n"
+              f"  watch:  eq-tui attach {run_dir}\n"
+              f"  status: eq-tui status {run_dir}\n"
+              f"  stop:   eq-tui stop {run_dir}   (jobs keep running; the next run resumes)\n"
+              f"  log:    {log}")
+    return 0
+
+
+async def _send_stop(run_dir: Path) -> bool:
+    try:
+        client = await ControlClient.connect(run_dir)
+    except (OSError, ConnectionError, RuntimeError):
+        return False
+    try:
+        await client.command("shutdown")
+    except ConnectionError:
+        pass
+    finally:
+        await client.close()
+    return True
+
+
+def stop_engine(run_dir: Path) -> int:
+    if not asyncio.run(_send_stop(run_dir)):
+        raise RunDirError(f"no engine is running for {run_dir}")
+    print(f"eq-tui: asked the engine of {run_dir} to stop; its jobs keep running")
+    return 0
