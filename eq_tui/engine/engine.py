@@ -122,6 +122,7 @@ class Engine:
         self._started = False
         self._finish_reported = False
         self._summary_task: asyncio.Task[None] | None = None
+        self.ticks = 0
         self.control: ControlServer | None = (
             ControlServer(self, self.run_dir.path) if control_socket else None)
 
@@ -303,6 +304,7 @@ class Engine:
 
     async def tick(self) -> None:
         async with self._lock:
+            self.ticks += 1
             await self._probe_all()
             await self._judge_active()
             self._apply_output_scan()
@@ -466,10 +468,6 @@ class Engine:
             seen = observe(job, probe, now=now, stale_grace_s=self.manifest.stale_grace_s)
             if probe is not None and probe.last_line and probe.last_line != job.last_line:
                 job.last_line = probe.last_line
-                self._job_changed(job)
-            if probe is not None and (probe.detail or None) != job.reason and not (
-                    job.reason or "").startswith("launch"):
-                job.reason = probe.detail or None
                 self._job_changed(job)
             if isinstance(seen, Running):
                 self._note_running(job, seen, probe.started if probe else None)
