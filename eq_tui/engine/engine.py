@@ -469,6 +469,10 @@ class Engine:
             if probe is not None and probe.last_line and probe.last_line != job.last_line:
                 job.last_line = probe.last_line
                 self._job_changed(job)
+            if probe is not None and (probe.detail or None) != job.reason and not (
+                    job.reason or "").startswith("launch"):
+                job.reason = probe.detail or None
+                self._job_changed(job)
             if isinstance(seen, Running):
                 self._note_running(job, seen, probe.started if probe else None)
             elif isinstance(seen, NeverStarted):
