@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import shutil
 from collections import Counter
 from collections.abc import Iterator
@@ -119,8 +120,8 @@ MANIFEST = """\
 project: sshsweep
 cwd: {work}
 hosts:
-  - {{name: alpha, ssh: alpha}}
-  - {{name: beta, ssh: beta}}
+  - {{name: alpha, ssh: alpha, log_dir: {work}/logs}}
+  - {{name: beta, ssh: beta, log_dir: {work}/logs}}
 oom_retry: {{delay: 0.3, max_attempts: 3}}
 stale_grace_s: 1
 phases:
@@ -230,7 +231,7 @@ async def test_preflight_names_the_host_and_what_is_missing(bed: SshBed) -> None
 async def test_launch_over_ssh_quotes_everything(bed: SshBed) -> None:
     alpha = ShellHost("alpha", runner(bed, "alpha"))
     try:
-        root = await alpha.log_root("inj", "t1")
+        root = await alpha.log_root("inj", secrets.token_hex(3))
         request = LaunchRequest(
             job_id="inj", attempt=1, session="eq_inj_t1_inj_a1", attempt_dir=f"{root}/inj/a1",
             cwd=str(bed.work), cmd='printf "%s" "$V" > out_inj.txt', gpus=(0,),
