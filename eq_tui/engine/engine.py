@@ -136,6 +136,7 @@ class Engine:
             saved = self.run_dir.load_state()
             if saved is not None:
                 self._restore(saved)
+                await self._replay_launches(float(saved.get("updated") or 0.0))
             self._reconcile_manifest()
             self.run_dir.write_manifest(self.manifest.to_json())
             if note:
@@ -205,6 +206,37 @@ class Engine:
                 raise RunDirError(f"{self.run_dir.state_file}: a job record is unreadable "
                                   f"({exc!r}); fix or move the file") from None
             self.jobs[job.id] = job
+
+    async def _replay_launches(self, saved_at: float) -> None:
+        """Launches the journal (events.jsonl) knows of but the loaded state does not — it was
+        recovered from the previous copy — are restored as `launching` attempts, so the probe
+        adopts or judges them and nothing is launched twice."""
+        for event in self.run_dir.read_events(since=saved_at - 1.0):
+            if event.get("type") != "job_state_changed" or event.get("new") != "launching":
+                continue
+            job = self.jobs.get(str(event.get("job")))
+            host = event.get("host")
+            n = int(event.get("attempt") or 0)
+            if job is None or host not in self.hosts or n <= len(job.history):
+                continue
+            try:
+                root = await self.hosts[host].log_root(self.project, self.token)
+            except HostError:
+                root = None
+            if root is None:
+                continue
+            directory = attempt_dir(root, job.id, n)
+            job.history.append(Attempt(
+                n=n, host=host, gpus=list(event.get("gpus") or []),
+                session=session_name(self.project, self.token, job.id, n),
+                attempt_dir=directory, log=f"{directory}/log",
+                decided_at=float(event.get("at") or 0.0)))
+            job.attempts += 1
+            job.host, job.gpus = host, list(event.get("gpus") or [])
+            job.log = f"{directory}/log"
+            job.status = JobStatus.LAUNCHING
+            self._alert("warning", f"{job.id}: attempt {n} on {host} was missing from the "
+                        "state file; restored from the event journal", host=host, job=job.id)
 
     def state_json(self) -> dict[str, Any]:
         return {

@@ -147,5 +147,21 @@ class RunDir:
         self._events.write(json.dumps(data, default=str) + "\n")
         self._events.flush()
 
+    def read_events(self, *, since: float = 0.0) -> list[dict[str, Any]]:
+        """Journal entries at or after `since`; a torn last line (a crash mid-write) is skipped."""
+        events: list[dict[str, Any]] = []
+        try:
+            with open(self.events_file, encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(event, dict) and float(event.get("at") or 0.0) >= since:
+                        events.append(event)
+        except FileNotFoundError:
+            pass
+        return events
+
     def write_summary(self, text: str) -> None:
         write_atomic(self.summary_file, text)
