@@ -1,0 +1,41 @@
+"""The command palette's eq-tui commands (ctrl+p): theme, bulk retry, summary, pause."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, cast
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:
+    from eq_tui.tui.app import EqTuiApp
+
+
+class EqCommands(Provider):
+    def _commands(self) -> list[tuple[str, Callable[[], object], str]]:
+        app = cast("EqTuiApp", self.app)
+        pause = ("Resume launching" if app.view.paused else "Pause launching")
+        commands: list[tuple[str, Callable[[], object], str]] = [
+            ("Retry every OOM-stuck job", app.action_retry_oom_stuck,
+             "stuck jobs whose last failure was a CUDA OOM go back to pending"),
+            ("Open summary", app.action_open_summary, "summary.md of the run, if written"),
+            (pause, app.action_toggle_pause, "launching only; running jobs are untouched"),
+            ("Help", app.action_help, "every key"),
+        ]
+        for name in sorted(app.available_themes):
+            if name.startswith("eq-") or name in app.user_themes:
+                commands.append((f"Switch theme: {name}", partial(app.switch_theme, name),
+                                 "remembered for the next start"))
+        return commands
+
+    async def discover(self) -> Hits:
+        for name, callback, help_text in self._commands():
+            yield DiscoveryHit(name, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, callback, help_text in self._commands():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), callback, help=help_text)

@@ -1,0 +1,132 @@
+"""Every host side by side: its link state and round trip, and one line per GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from textual.containers import Horizontal
+from textual.content import Content
+from textual.widgets import Static
+
+from eq_tui.tui.rows import row_key
+from eq_tui.tui.run_view import RunView
+
+MEMORY_BAR_WIDTH = 10
+_MODEL_NOISE = ("NVIDIA ", "GeForce ", "Tesla ", " (sim)")
+
+
+def short_model(name: str | None) -> str:
+    text = name or "?"
+    for noise in _MODEL_NOISE:
+        text = text.replace(noise, "")
+    return text[:20]
+
+
+def memory_bar(used: float | None, total: float | None, threshold: float,
+               width: int = MEMORY_BAR_WIDTH) -> Content:
+    """A bar of memory used, with `│` where the free threshold lies (a GPU is free left of it)."""
+    if not total or used is None:
+        return Content.styled("?" * width, "dim")
+    filled = max(0, min(width, round(used / total * width)))
+    mark = max(0, min(width - 1, int(threshold / total * width)))
+    style = "$success" if used < threshold else "$primary"
+    cells: list[tuple[str, str]] = []
+    for i in range(width):
+        if i == mark and i >= filled:
+            cells.append(("│", "$warning"))
+        elif i < filled:
+            cells.append(("█", style))
+        else:
+            cells.append(("░", "dim"))
+    return Content.assemble(*cells)
+
+
+def gib(mib: float | None) -> str:
+    return "?" if mib is None else f"{mib / 1024:.1f}"
+
+
+def gpu_line(gpu: Mapping[str, Any], threshold: float) -> Content:
+    used, total = gpu.get("memory_used_mib"), gpu.get("memory_total_mib")
+    util = gpu.get("utilization_pct")
+    if gpu.get("quarantined"):
+        holder: tuple[str, str] = ("quarantined", "bold $error")
+    elif gpu.get("job"):
+        holder = (str(gpu["job"]), "$primary")
+    elif gpu.get("settling"):
+        holder = ("settling", "$warning")
+    elif gpu.get("other"):
+        holder = ("other process", "$warning")
+    elif not gpu.get("allowed", True):
+        holder = ("not ours", "dim")
+    else:
+        holder = ("free", "$success")
+    return Content.assemble(
+        (f"{gpu.get('index', '?')} ", "bold"), memory_bar(used, total, threshold),
+        f" {gib(used):>5}/{gib(total):<5}G ",
+        (f"{util:>3}%" if util is not None else "  ?%", "dim"), " ", holder)
+
+
+def models_text(gpus: list[dict[str, Any]]) -> str:
+    """`RTX 4090 x4`, or the distinct models when a host mixes them."""
+    names = [short_model(g.get("name")) for g in gpus]
+    distinct = sorted(set(names))
+    if len(distinct) == 1:
+        return f"{distinct[0]} x{len(names)}"
+    return ", ".join(distinct)
+
+
+def host_title(name: str, host: Mapping[str, Any]) -> Content:
+    state = str(host.get("state", "connecting"))
+    style = {"up": "$success", "down": "bold $error"}.get(state, "$warning")
+    rtt = host.get("rtt_s")
+    rtt_text = f" {rtt * 1000:.0f}ms" if isinstance(rtt, (int, float)) and state == "up" else ""
+    return Content.assemble((name, "bold"), " ", (state, style), rtt_text)
+
+
+def host_body(host: Mapping[str, Any], threshold: float) -> Content:
+    lines: list[Content] = []
+    if host.get("state") == "down":
+        lines.append(Content.styled(f"down: {host.get('reason') or 'unreachable'}",
+                                    "bold $error"))
+    if host.get("stopped"):
+        lines.append(Content.styled(f"launching stopped: {host['stopped']}", "$warning"))
+    gpus = host.get("gpus") or []
+    lines.extend(gpu_line(gpu, threshold) for gpu in gpus)
+    if not gpus and host.get("state") != "down":
+        lines.append(Content.styled("waiting for the first probe…", "dim"))
+    return Content("\n").join(lines)
+
+
+class HostPanel(Static):
+    """One host's column in the grid."""
+
+    def show(self, name: str, host: Mapping[str, Any], threshold: float) -> None:
+        self.border_title = host_title(name, host)
+        gpus = host.get("gpus") or []
+        self.border_subtitle = models_text(gpus) if gpus else ""
+        self.set_class(host.get("state") == "down", "-down")
+        self.update(host_body(host, threshold))
+
+
+class GpuGrid(Horizontal, can_focus=True):
+    """The hosts of every project, one panel each, in snapshot order."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._panels: dict[str, HostPanel] = {}
+
+    def show(self, view: RunView, keys: set[str] | None = None) -> None:
+        """Redraw the given host keys (all when None), adding panels for new hosts."""
+        multi = len(view.projects) > 1
+        for project in view.projects.values():
+            for name, host in project.hosts.items():
+                key = row_key(project.project, name)
+                if keys is not None and key not in keys:
+                    continue
+                panel = self._panels.get(key)
+                if panel is None:
+                    panel = self._panels[key] = HostPanel(classes="host")
+                    self.mount(panel)
+                label = f"{project.project}/{name}" if multi else name
+                panel.show(label, host, project.threshold_mib)

@@ -1,0 +1,81 @@
+"""Jobs waiting to retry (with a countdown), then the ones that need a person, then alerts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Static
+
+from eq_tui.tui.palette import status_markup_style
+from eq_tui.tui.rows import attempt_text, failure_class, format_duration, single_line
+from eq_tui.tui.run_view import RunView
+
+MAX_LISTED = 100
+ALERTS_SHOWN = 8
+ALERT_STYLE = {"error": "bold $error", "warning": "$warning", "info": "dim"}
+
+
+def countdown(seconds: float) -> str:
+    seconds = max(0, int(seconds + 0.999))
+    minutes, secs = divmod(seconds, 60)
+    return f"{minutes}:{secs:02d}"
+
+
+def _job_line(key: str, job: Mapping[str, Any], multi: bool) -> str:
+    return key if multi else str(job.get("id", ""))
+
+
+def retry_content(view: RunView, now: float) -> Content:
+    multi = len(view.projects) > 1
+    lines: list[Content] = []
+    waiting = []
+    for key in view.keys_with_status("failed_oom"):
+        found = view.job(key)
+        if found is not None:
+            waiting.append((found[1].get("retry_at") or now, key, found))
+    waiting.sort()
+    lines.append(Content.styled(f"retrying ({len(waiting)})", "bold $warning"))
+    for retry_at, key, (project, job) in waiting[:MAX_LISTED]:
+        lines.append(Content.assemble(
+            f"  {_job_line(key, job, multi)} ",
+            (f"in {countdown(float(retry_at) - now)}", "bold"),
+            f"  attempt {attempt_text(job, project.max_attempts) or '-'}",
+            (f"  {failure_class(job)}", "dim")))
+    needing = []
+    for key in view.keys_with_status("stuck", "blocked", "killed"):
+        found = view.job(key)
+        if found is not None:
+            needing.append((key, found))
+    needing.sort(key=lambda item: item[0])
+    lines.append(Content.styled(f"needs a person ({len(needing)})", "bold $error"))
+    for key, (_, job) in needing[:MAX_LISTED]:
+        status = str(job.get("status"))
+        failure = job.get("failure") or {}
+        detail = failure.get("detail") or job.get("reason") or ""
+        lines.append(Content.assemble(
+            f"  {_job_line(key, job, multi)} ", (status, status_markup_style(status)),
+            (f" {failure.get('class', '')}", "dim"), f" {single_line(str(detail), 70)}"))
+    if view.alerts:
+        lines.append(Content.styled("alerts", "bold"))
+        for alert in list(view.alerts)[-ALERTS_SHOWN:][::-1]:
+            age = format_duration(now - float(alert.get("at") or now)) or "0s"
+            level = str(alert.get("level", "info"))
+            lines.append(Content.assemble(
+                (f"  {age:>6} ago ", "dim"), (level, ALERT_STYLE.get(level, "")),
+                f" {single_line(str(alert.get('message', '')), 90)}"))
+    return Content("\n").join(lines)
+
+
+class RetryPane(VerticalScroll, can_focus=True):
+    def compose(self) -> ComposeResult:
+        yield Static(id="retry-body")
+
+    def on_mount(self) -> None:
+        self.border_title = "retry queue · needs a person · alerts"
+
+    def show(self, view: RunView, now: float) -> None:
+        self.query_one("#retry-body", Static).update(retry_content(view, now))

@@ -1,0 +1,138 @@
+"""Job JSON → the cells of its job-table row. Pure and cheap: it runs for every changed job."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+LAST_LINE_WIDTH = 50
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    width: int | None = None
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("id", "id", 24),
+    Column("project", "project", 12),
+    Column("phase", "phase", 10),
+    Column("status", "status", 10),
+    Column("where", "host:gpu", 12),
+    Column("attempt", "try", 5),
+    Column("duration", "time", 8),
+    Column("failure", "failure", 12),
+    Column("last_line", "last log line", LAST_LINE_WIDTH),
+)
+COLUMN_KEYS: tuple[str, ...] = tuple(c.key for c in COLUMNS)
+LIVE_STATUSES = frozenset({"launching", "running"})
+Cells = tuple[str, ...]
+
+
+def row_key(project: str, job_id: str) -> str:
+    return f"{project}/{job_id}"
+
+
+def split_row_key(key: str) -> tuple[str, str]:
+    project, _, job_id = key.partition("/")
+    return project, job_id
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None or seconds < 0:
+        return ""
+    total = int(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def job_duration(job: Mapping[str, Any], now: float) -> float | None:
+    """How long the current attempt has run (or ran)."""
+    started = job.get("started")
+    if started is None:
+        return None
+    ended = job.get("ended")
+    if job.get("status") in LIVE_STATUSES or ended is None:
+        return now - float(started)
+    return float(ended) - float(started)
+
+
+def where(job: Mapping[str, Any]) -> str:
+    host = job.get("host")
+    if not host:
+        return ""
+    gpus = job.get("gpus") or []
+    return f"{host}:{','.join(str(g) for g in gpus)}" if gpus else str(host)
+
+
+def attempt_text(job: Mapping[str, Any], max_attempts: int) -> str:
+    n = int(job.get("attempts") or 0)
+    return f"{n}/{max_attempts}" if n else ""
+
+
+def failure_class(job: Mapping[str, Any]) -> str:
+    failure = job.get("failure")
+    return str(failure.get("class") or "") if isinstance(failure, Mapping) else ""
+
+
+def single_line(text: str, width: int = LAST_LINE_WIDTH) -> str:
+    """One printable line: control characters (and markup brackets' effect) kept out."""
+    clean = "".join(ch if ch.isprintable() else " " for ch in text.strip())
+    return clean if len(clean) <= width else clean[: width - 1] + "…"
+
+
+def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts: int) -> Cells:
+    """The row's plain-text cells, in COLUMNS order."""
+    last = job.get("last_line") or job.get("reason") or ""
+    return (
+        str(job.get("id", "")),
+        project,
+        str(job.get("phase", "")),
+        str(job.get("status", "")),
+        where(job),
+        attempt_text(job, max_attempts),
+        format_duration(job_duration(job, now)),
+        failure_class(job),
+        single_line(str(last)),
+    )
+
+
+def changed_columns(old: Cells | None, new: Cells) -> list[int]:
+    """Indexes of the cells that differ (all of them for a new row)."""
+    if old is None:
+        return list(range(len(new)))
+    return [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
+
+
+STATUS_ORDER = {name: i for i, name in enumerate(
+    ("running", "launching", "failed_oom", "stuck", "blocked", "killed", "pending", "completed"))}
+
+
+def sort_value(column: str, job: Mapping[str, Any], now: float,
+               project: str = "") -> tuple[Any, ...]:
+    """A key that sorts a column the way a person expects (durations by length, statuses by
+    urgency), with the id as a tie-breaker."""
+    job_id = str(job.get("id", ""))
+    if column == "project":
+        return (project, job_id)
+    if column == "status":
+        return (STATUS_ORDER.get(str(job.get("status")), 99), job_id)
+    if column == "duration":
+        return (job_duration(job, now) or -1.0, job_id)
+    if column == "attempt":
+        return (int(job.get("attempts") or 0), job_id)
+    if column == "where":
+        return (str(job.get("host") or "~"), tuple(job.get("gpus") or ()), job_id)
+    if column == "failure":
+        return (failure_class(job) or "~", job_id)
+    if column == "last_line":
+        return (str(job.get("last_line") or ""), job_id)
+    return (str(job.get(column, "")), job_id)

@@ -1,0 +1,143 @@
+"""`enter`: one job in full — command, where it ran, every attempt, and any attempt's log."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.content import Content
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Log, Static
+from textual.worker import Worker
+
+from eq_tui.tui.log_pane import MAX_LOG_LINES, TAIL_LINES, TailFetcher, sanitise
+from eq_tui.tui.palette import status_markup_style
+from eq_tui.tui.rows import format_duration, where
+
+ATTEMPT_COLUMNS = ("#", "host:gpu", "start", "end", "time", "exit", "failure", "log")
+
+
+def clock_text(stamp: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(stamp)) if stamp is not None else ""
+
+
+def job_summary(job: Mapping[str, Any], max_attempts: int) -> Content:
+    status = str(job.get("status", ""))
+    failure = job.get("failure") or {}
+    lines = [
+        Content.assemble(("job ", "dim"), (str(job.get("id")), "bold"), ("  phase ", "dim"),
+                         str(job.get("phase", "")), ("  status ", "dim"),
+                         (status, f"bold {status_markup_style(status)}"),
+                         ("  attempts ", "dim"), f"{job.get('attempts', 0)}/{max_attempts}"),
+        Content.assemble(("command ", "dim"), str(job.get("cmd", ""))),
+        Content.assemble(("host ", "dim"), where(job) or "-", ("  log ", "dim"),
+                         str(job.get("log") or "-")),
+    ]
+    if failure:
+        lines.append(Content.assemble(("failure ", "dim"), (str(failure.get("class")),
+                                                            "$error"),
+                                      f" {failure.get('detail', '')}"))
+    if job.get("reason"):
+        lines.append(Content.assemble(("reason ", "dim"), str(job["reason"])))
+    if job.get("retry_at"):
+        lines.append(Content.assemble(("retry at ", "dim"), clock_text(job["retry_at"])))
+    return Content("\n").join(lines)
+
+
+def attempt_cells(attempt: Mapping[str, Any]) -> tuple[Text, ...]:
+    start, end = attempt.get("start"), attempt.get("end")
+    gpus = ",".join(str(g) for g in attempt.get("gpus") or [])
+    exit_code = attempt.get("exit_code")
+    values = (str(attempt.get("n", "")), f"{attempt.get('host', '')}:{gpus}",
+              clock_text(start), clock_text(end),
+              format_duration(end - start) if start is not None and end is not None else "",
+              "" if exit_code is None else str(exit_code), str(attempt.get("failure_class") or ""),
+              str(attempt.get("log", "")))
+    return tuple(Text(v, no_wrap=True, end="") for v in values)
+
+
+class JobDetailsScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "close", "Close"),
+        Binding("left_square_bracket", "attempt(-1)", "Earlier attempt"),
+        Binding("right_square_bracket", "attempt(1)", "Later attempt"),
+    ]
+
+    def __init__(self, key: str, job: Mapping[str, Any], *, max_attempts: int,
+                 fetch: TailFetcher) -> None:
+        super().__init__()
+        self.key = key
+        self.job = dict(job)
+        self.max_attempts = max_attempts
+        self.fetch = fetch
+        self.attempt: int | None = None
+        self._log_worker: Worker[None] | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="details"):
+            yield Static(id="details-summary")
+            yield DataTable(id="attempts", cursor_type="row")
+            yield Log(max_lines=MAX_LOG_LINES, id="details-log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#details").border_title = f"job {self.job.get('id')}"
+        table = self.query_one("#attempts", DataTable)
+        for label in ATTEMPT_COLUMNS:
+            table.add_column(label, key=label)
+        self.show_job(self.job)
+        history = self.job.get("history") or []
+        if history:
+            table.move_cursor(row=len(history) - 1)
+            self.show_attempt(int(history[-1].get("n", len(history))))
+        table.focus()
+
+    def show_job(self, job: Mapping[str, Any]) -> None:
+        """Redraw with the job's latest record (the app calls this on JobUpdated)."""
+        self.job = dict(job)
+        self.query_one("#details-summary", Static).update(job_summary(job, self.max_attempts))
+        table = self.query_one("#attempts", DataTable)
+        history = list(job.get("history") or [])
+        table.clear()
+        for attempt in history:
+            table.add_row(*attempt_cells(attempt), key=str(attempt.get("n")))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        if event.row_key.value is not None and int(event.row_key.value) != self.attempt:
+            self.show_attempt(int(event.row_key.value))
+
+    def action_attempt(self, delta: int) -> None:
+        table = self.query_one("#attempts", DataTable)
+        if table.row_count:
+            table.move_cursor(row=max(0, min(table.row_count - 1, table.cursor_row + delta)))
+
+    def show_attempt(self, n: int) -> None:
+        self.attempt = n
+        log = self.query_one("#details-log", Log)
+        log.border_title = f"log of attempt {n}"
+
+        async def load() -> None:  # created lazily: a cancelled worker leaves no coroutine
+            await self._load(n)
+
+        self._log_worker = self.run_worker(load, group="details-log", exclusive=True,
+                                           exit_on_error=False)
+
+    async def _load(self, n: int) -> None:
+        try:
+            lines = [sanitise(line) for line in await self.fetch(self.key, n)]
+        except Exception as exc:
+            lines = [f"[eq-tui] log unavailable: {exc}"]
+        if n != self.attempt:
+            return
+        log = self.query_one("#details-log", Log)
+        log.clear()
+        log.write_lines(lines[-TAIL_LINES * 5:] or ["(empty log)"])
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,157 @@
+"""An in-memory EngineClient: a hand-built snapshot, events pushed by the test, commands recorded
+and answered with simple state changes (for deterministic UI tests and snapshots)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+from eq_tui.engine.events import Event, JobUpdated, QueuePaused
+
+T0 = 1_700_000_000.0  # the fixed clock the sample data is built around
+
+
+def attempt(n: int, host: str, gpu: int, start: float, end: float | None = None,
+            exit_code: int | None = None, failure_class: str | None = None) -> dict[str, Any]:
+    directory = f"/logs/attempt{n}"
+    return {"n": n, "host": host, "gpus": [gpu], "session": f"eq_s{n}", "attempt_dir": directory,
+            "log": f"{directory}/log", "start": start, "end": end, "exit_code": exit_code,
+            "failure_class": failure_class, "decided_at": start, "launched": True}
+
+
+def job(job_id: str, status: str, *, phase: str = "train", history: list[dict[str, Any]] | None
+        = None, failure: tuple[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    history = history or []
+    last = history[-1] if history else None
+    record: dict[str, Any] = {
+        "id": job_id, "phase": phase, "cmd": f"fake-train --id {job_id}", "status": status,
+        "attempts": len(history), "host": last["host"] if last else None,
+        "gpus": last["gpus"] if last else [], "started": last["start"] if last else None,
+        "ended": last["end"] if last else None, "log": last["log"] if last else None,
+        "failure": {"class": failure[0], "detail": failure[1]} if failure else None,
+        "history": history, "retry_at": None, "reason": None, "lost_requeues": 0,
+        "retries_by_class": {}, "exited_seen_at": None, "last_line": ""}
+    record.update(extra)
+    return record
+
+
+def gpu(index: int, used: int, total: int, *, job_id: str | None = None, util: int = 0,
+        other: bool = False, settling: bool = False, quarantined: bool = False,
+        name: str = "NVIDIA GeForce RTX 4090 (sim)") -> dict[str, Any]:
+    return {"index": index, "uuid": f"GPU-{index}", "name": name, "memory_used_mib": used,
+            "memory_total_mib": total, "utilization_pct": util, "allowed": True, "job": job_id,
+            "other": other, "settling": settling, "quarantined": quarantined}
+
+
+def sample_snapshot(project: str = "demo") -> dict[str, Any]:
+    jobs = [
+        job("train_lr0.1_s1", "completed",
+            history=[attempt(1, "rtx-box", 0, T0 - 600, T0 - 480, 0)]),
+        job("train_lr0.1_s2", "completed",
+            history=[attempt(1, "rtx-box", 1, T0 - 600, T0 - 420, 0)]),
+        job("train_lr0.03_s1", "running", history=[attempt(1, "rtx-box", 0, T0 - 95)],
+            last_line="epoch 3/6 loss 0.412"),
+        job("train_lr0.03_s2", "running", history=[attempt(1, "a100-box", 0, T0 - 30)],
+            last_line="epoch 1/6 loss 0.833"),
+        job("student_s2", "failed_oom", phase="distill",
+            history=[attempt(1, "rtx-box", 2, T0 - 70, T0 - 50, 1, "cuda_oom")],
+            failure=("cuda_oom", "torch.OutOfMemoryError: CUDA out of memory"),
+            retry_at=T0 + 7),
+        job("student_nan", "stuck", phase="distill",
+            history=[attempt(1, "a100-box", 1, T0 - 200, T0 - 150, 3, "exit_nonzero")],
+            failure=("exit_nonzero", "exit 3: ValueError: lr too high for this seed"),
+            reason="exit 3: ValueError: lr too high for this seed"),
+        job("student_big", "stuck", phase="distill",
+            history=[attempt(n, "rtx-box", 3, T0 - 400 + 60 * n, T0 - 380 + 60 * n, 1,
+                             "cuda_oom") for n in (1, 2, 3)],
+            failure=("cuda_oom", "torch.OutOfMemoryError: CUDA out of memory")),
+        job("student_s7", "blocked", phase="eval",
+            failure=("dependency", "distill has a stuck job"),
+            reason="distill has a stuck job"),
+        job("student_s8", "pending", phase="distill", reason="waiting for a free GPU"),
+        job("student_s9", "pending", phase="distill"),
+    ]
+    return {
+        "project": project, "run_dir": "/nonexistent/run", "paused": False,
+        "started_at": T0 - 620, "created": T0 - 620, "now": T0, "finished": False,
+        "exit_code": None,
+        "settings": {"max_attempts": 3, "oom_delay": 8, "threshold_mib": 500, "waves": "rolling",
+                     "poll": 1.0, "pid": 1},
+        "jobs": jobs,
+        "hosts": [
+            {"name": "rtx-box", "kind": "sim", "state": "up", "reason": "", "since": T0 - 620,
+             "rtt_s": 0.012, "stopped": None,
+             "gpus": [gpu(0, 9000, 24576, job_id="train_lr0.03_s1", util=87),
+                      gpu(1, 0, 24576),
+                      gpu(2, 6000, 24576, settling=True),
+                      gpu(3, 4000, 24576, other=True, util=12)]},
+            {"name": "a100-box", "kind": "sim", "state": "up", "reason": "", "since": T0 - 620,
+             "rtt_s": 0.034, "stopped": None,
+             "gpus": [gpu(0, 12000, 81920, job_id="train_lr0.03_s2", util=64,
+                          name="NVIDIA A100-SXM4-80GB (sim)"),
+                      gpu(1, 0, 81920, quarantined=True, name="NVIDIA A100-SXM4-80GB (sim)")]},
+        ],
+        "alerts": [{"type": "alert", "project": project, "at": T0 - 150, "level": "warning",
+                    "message": "a100-box: GPU [1] quarantined after Xid 79", "host": "a100-box",
+                    "job": "student_nan"}],
+    }
+
+
+class FakeClient:
+    """Implements EngineClient over a snapshot; `publish` pushes events to subscribers."""
+
+    def __init__(self, snapshot: dict[str, Any] | None = None, *, clock: Any = lambda: T0,
+                 tails: dict[tuple[str, int | None], list[str]] | None = None) -> None:
+        self.state = copy.deepcopy(snapshot or sample_snapshot())
+        self.project: str = self.state["project"]
+        self.clock = clock
+        self.tails = tails if tails is not None else {}
+        self.commands: list[tuple[str, list[str] | None]] = []
+        self.tail_calls: list[tuple[str, int | None]] = []
+        self.fail_commands = False
+        self._queues: list[asyncio.Queue[Event]] = []
+
+    def snapshot(self) -> dict[str, Any]:
+        return copy.deepcopy(self.state)
+
+    def subscribe(self) -> asyncio.Queue[Event]:
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._queues.append(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[Event]) -> None:
+        if queue in self._queues:
+            self._queues.remove(queue)
+
+    def publish(self, event: Event) -> None:
+        for queue in self._queues:
+            queue.put_nowait(event)
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return next(j for j in self.state["jobs"] if j["id"] == job_id)
+
+    def set_job(self, job_id: str, **changes: Any) -> None:
+        record = self.job(job_id)
+        record.update(changes)
+        self.publish(JobUpdated(project=self.project, at=self.clock(), job=job_id,
+                                state=copy.deepcopy(record)))
+
+    async def command(self, name: str, job_ids: list[str] | None = None) -> dict[str, Any]:
+        self.commands.append((name, job_ids))
+        if self.fail_commands:
+            raise ConnectionError("control socket closed")
+        if name in ("pause", "resume"):
+            self.state["paused"] = name == "pause"
+            self.publish(QueuePaused(project=self.project, at=self.clock(),
+                                     paused=self.state["paused"]))
+            return {"ok": True, "results": {}, "error": None}
+        new_status = {"kill": "killed", "retry": "pending", "requeue": "pending"}[name]
+        for job_id in job_ids or []:
+            self.set_job(job_id, status=new_status)
+        return {"ok": True, "results": {j: "ok" for j in job_ids or []}, "error": None}
+
+    async def tail(self, job_id: str, attempt: int | None = None, lines: int = 200) -> list[str]:
+        self.tail_calls.append((job_id, attempt))
+        return list(self.tails.get((job_id, attempt), [f"{job_id} attempt {attempt} line 1",
+                                                       f"{job_id} attempt {attempt} line 2"]))
