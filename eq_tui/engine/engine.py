@@ -63,6 +63,7 @@ from eq_tui.hosts.base import (
     PreflightRequest,
     ProbeRequest,
 )
+from eq_tui.hosts.logclean import clean_text
 from eq_tui.manifest.model import HostSpec, JobSpec, Manifest
 
 LAUNCH_GRACE_S = 45.0  # a `launching` attempt with no trace after this long never started
@@ -358,6 +359,7 @@ class Engine:
                     self._job_changed(job)
             if decision.launches:
                 await self._launch(decision.launches)
+                self._publish_gpu_views({launch.host for launch in decision.launches})
             self._check_finished()
             if self._dirty:
                 self._persist()
@@ -452,6 +454,24 @@ class Engine:
                 if snap.preconditions.get(f"{job_id}#{i}"):
                     met[i] = True
         return all(met)
+
+    def _publish_gpu_views(self, names: set[str]) -> None:
+        """The grid's view right after launches: the new jobs on their GPUs, no new probe."""
+        now = self.clock()
+        holders = gpu_holders(list(self.jobs.values()))
+        for name in names:
+            snap = self.snapshots.get(name)
+            if snap is None or not snap.ok:
+                continue
+            spec = self._host_specs.get(name)
+            allowed = frozenset(spec.gpus) if spec and spec.gpus is not None else None
+            views = gpu_views(name, snap.gpus, allowed=allowed, holders=holders,
+                              released_at=self._released_at,
+                              quarantined=frozenset(self.quarantine.get(name, ())),
+                              threshold_mib=self.manifest.gpu_free_threshold_mib, now=now)
+            self._publish(HostProbed(project=self.project, at=now, host=name, ok=True,
+                                     rtt_s=snap.rtt_s, gpus=tuple(views),
+                                     warnings=snap.warnings))
 
     def _update_link(self, name: str, snap: HostSnapshot) -> None:
         state = self.host_state[name]
@@ -576,6 +596,9 @@ class Engine:
         current.exit_code = seen.exit_code
         current.end = exited_at or now
         job.exited_seen_at = None
+        final = [line for line in clean_text(seen.log_tail) if line.strip()]
+        if final:
+            job.last_line = final[-1][:300]
         self._apply_verdict(job, verdict)
 
     def _apply_verdict(self, job: JobState, verdict: Verdict) -> None:

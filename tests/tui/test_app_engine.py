@@ -24,7 +24,7 @@ SIZE = (160, 48)
 
 
 async def wait_until(pilot: Pilot[int], predicate: Callable[[], bool],
-                     timeout: float = 20.0, what: str = "") -> None:
+                     timeout: float = 45.0, what: str = "") -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate():
         if asyncio.get_running_loop().time() > deadline:
