@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from eq_tui.engine.events import (
@@ -159,8 +158,8 @@ def test_run_view_folds_events_and_reports_what_changed() -> None:
     assert changes.alerts[0]["message"] == "queue finished (exit 1): completed 9, stuck 1"
 
 
-def test_applying_a_tick_of_50_changes_among_5000_jobs_is_cheap() -> None:
-    """The pure part of one engine tick on the UI (the bench target is < 30 ms in total)."""
+def test_applying_a_tick_of_50_changes_among_5000_jobs_touches_only_those() -> None:
+    """The pure part of one engine tick on the UI; its cost is measured in bench/ui.py."""
     view = RunView()
     snapshot = sample_snapshot()
     snapshot["jobs"] = [job(f"j{i}", "running", history=[attempt(1, "h", i % 8, T0 - i)])
@@ -171,7 +170,6 @@ def test_applying_a_tick_of_50_changes_among_5000_jobs_is_cheap() -> None:
     events = [JobUpdated(project="demo", at=T0, job=f"j{i}",
                          state=dict(snapshot["jobs"][i], status="completed", ended=T0))
               for i in range(0, 5000, 100)]
-    start = time.perf_counter()
     changed = 0
     for event in events:
         for key in view.apply(event).jobs:
@@ -180,6 +178,5 @@ def test_applying_a_tick_of_50_changes_among_5000_jobs_is_cheap() -> None:
             cells = job_cells(found[1], project="demo", now=T0, max_attempts=3)
             changed += len(changed_columns(cache[key], cells))
             cache[key] = cells
-    elapsed = time.perf_counter() - start
     assert changed >= 50
-    assert elapsed < 0.03, f"{elapsed * 1000:.1f} ms"
+    assert sum(1 for key, _, j in view.iter_jobs() if j["status"] == "completed") == 50
