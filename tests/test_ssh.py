@@ -244,3 +244,22 @@ async def test_launch_over_ssh_quotes_everything(bed: SshBed) -> None:
         assert not (bed.work / "pwned").exists()
     finally:
         await alpha.close()
+
+
+async def test_a_changed_host_key_is_refused() -> None:
+    lone = SshBed.create([("gamma", 1, 8192, "Sim")])
+    try:
+        first = runner(lone, "gamma")
+        assert (await first.run("echo ok")).stdout == b"ok\n"
+        await first.close()
+        lone.rotate_host_key("gamma")  # known_hosts still has the old key
+        states: list[HostLinkState] = []
+        second = runner(lone, "gamma", on_state=states.append)
+        try:
+            with pytest.raises(HostError, match=r"not trusted.*ssh-keygen -R"):
+                await second.run("true")
+            assert states[-1].state == "refused"
+        finally:
+            await second.close()
+    finally:
+        lone.close()

@@ -68,6 +68,8 @@ from eq_tui.manifest.model import HostSpec, JobSpec, Manifest
 
 LAUNCH_GRACE_S = 45.0  # a `launching` attempt with no trace after this long never started
 MAX_LAUNCH_FAILURES = 3
+HURRY_POLL_S = 0.25  # tick interval while a released GPU drains (memory release is not polled)
+HURRY_WINDOW_S = 10.0
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
 MAX_ALERTS = 200
 PERSISTED_EVENTS = (JobStateChanged, HostStateChanged, Alert, QueuePaused, QueueFinished,
@@ -124,6 +126,7 @@ class Engine:
         self._finish_reported = False
         self._summary_task: asyncio.Task[None] | None = None
         self.ticks = 0
+        self._hurry_until = 0.0
         self.control: ControlServer | None = (
             ControlServer(self, self.run_dir.path) if control_socket else None)
 
@@ -163,11 +166,19 @@ class Engine:
                     break
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.poll):
+                    async with asyncio.timeout(self._next_wait()):
                         await self._wake.wait()
         finally:
             await self._shutdown()
         return self.exit_code if self.finished and self.exit_code is not None else 130
+
+    def _next_wait(self) -> float:
+        """Seconds to the next tick: the poll interval, or much less while a GPU we just
+        released is draining and a job is waiting for it (its memory drops between polls)."""
+        if self.clock() < self._hurry_until and not self.paused and any(
+                job.status == JobStatus.PENDING for job in self.jobs.values()):
+            return min(self.poll, HURRY_POLL_S)
+        return self.poll
 
     async def stop(self) -> None:
         self.request_stop()
@@ -318,6 +329,7 @@ class Engine:
         if old in ACTIVE and new not in ACTIVE and job.host is not None:
             for gpu in job.gpus:
                 self._released_at[(job.host, gpu)] = now
+            self._hurry_until = now + HURRY_WINDOW_S
         job.status = new
         if new in FINISHED:
             job.ended = now
