@@ -112,7 +112,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _check_paths(values: Sequence[str | None]) -> None:
+    for value in values:
+        if value is not None and "\0" in value:
+            raise UsageError(f"{value!r}: a path cannot contain a NUL byte")
+
+
 def _check_options(options: argparse.Namespace) -> None:
+    _check_paths([*options.manifests, options.run_dir, options.ssh_config])
     if options.json and not options.no_ui and not options.dry_run:
         raise UsageError("--json needs --no-ui")
     if options.run_dir and len(options.manifests) > 1:

@@ -15,6 +15,8 @@ from eq_tui.errors import RunDirError
 
 
 def load_jobs(run_dir: Path) -> tuple[dict[str, Any], list[JobState]]:
+    if "\0" in str(run_dir):
+        raise RunDirError(f"{str(run_dir)!r}: a path cannot contain a NUL byte")
     if not (run_dir / "queue_state.json").exists():
         raise RunDirError(f"{run_dir}: no queue_state.json here (is this an eq-tui run dir?)")
     saved = RunDir(run_dir).load_state()
@@ -43,7 +45,7 @@ async def _live_snapshot(run_dir: Path) -> dict[str, Any] | None:
 
 
 def print_status(run_dir: Path, *, as_json: bool = False) -> int:
-    live = asyncio.run(_live_snapshot(run_dir))
+    live = None if "\0" in str(run_dir) else asyncio.run(_live_snapshot(run_dir))
     if live is not None:
         saved: dict[str, Any] = {"project": live["project"], "paused": live["paused"],
                                  "live_pid": live["settings"].get("pid")}

@@ -42,7 +42,7 @@ def load_manifest(path: str | Path) -> Manifest:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ManifestError("no such file", path=source) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL in the path
         raise ManifestError(f"cannot read the manifest: {exc}", path=source) from None
     return load_manifest_text(text, source)
 
