@@ -79,8 +79,9 @@ def test_the_binary_in_tmux_shows_hosts_and_jobs_quits_and_resumes(tmp_path: Pat
         tmux("kill-session", "-t", session)
         rc_file = tmp_path / "rc2"
         start(session, tmp_path, rc_file)
-        screen = wait_for_screen(session, lambda s: "4/4 (100%)" in s, timeout=60)
-        assert "FINISHED" in screen and "completed 4" in screen
+        # the header settles a frame after the last job: wait for the whole finished picture
+        wait_for_screen(session, lambda s: "4/4 (100%)" in s and "FINISHED" in s
+                        and "completed 4" in s, timeout=60)
         assert quit_app(session, rc_file) == 0
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
