@@ -22,8 +22,9 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from eq_tui.engine.client import EngineClient
 from eq_tui.engine.events import (
     Event,
     HostProbed,
@@ -38,17 +39,6 @@ SOCKET_NAME = "control.sock"
 POINTER_NAME = "control.json"
 MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux
 MAX_LINE = 1 << 20
-
-
-class ControlledEngine(Protocol):
-    project: str
-
-    def snapshot(self) -> dict[str, Any]: ...
-    def subscribe(self) -> asyncio.Queue[Event]: ...
-    def unsubscribe(self, queue: asyncio.Queue[Event]) -> None: ...
-    async def command(self, name: str, job_ids: list[str] | None = None) -> dict[str, Any]: ...
-    async def tail(self, job_id: str, attempt: int | None = None,
-                   lines: int = 200) -> list[str]: ...
 
 
 def socket_path_for(run_dir: Path) -> Path:
@@ -69,7 +59,7 @@ def find_socket(run_dir: Path) -> Path | None:
 
 
 class ControlServer:
-    def __init__(self, engine: ControlledEngine, run_dir: Path) -> None:
+    def __init__(self, engine: EngineClient, run_dir: Path) -> None:
         self.engine = engine
         self.run_dir = Path(run_dir)
         self.path = socket_path_for(self.run_dir)

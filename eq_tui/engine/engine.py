@@ -440,12 +440,7 @@ class Engine:
             if snap.ok:
                 for key, ok in snap.preconditions.items():
                     precondition_parts.setdefault(key.split("#", 1)[0], []).append(ok)
-            spec = self._host_specs.get(name)
-            allowed = frozenset(spec.gpus) if spec and spec.gpus is not None else None
-            views = gpu_views(name, snap.gpus, allowed=allowed, holders=holders,
-                              released_at=self._released_at,
-                              quarantined=frozenset(self.quarantine.get(name, ())),
-                              threshold_mib=self.manifest.gpu_free_threshold_mib, now=now)
+            views = self._gpu_views(name, snap, holders, now)
             self._publish(HostProbed(project=self.project, at=now, host=name, ok=snap.ok,
                                      rtt_s=snap.rtt_s, gpus=tuple(views), error=snap.error,
                                      warnings=snap.warnings))
@@ -467,6 +462,15 @@ class Engine:
                     met[i] = True
         return all(met)
 
+    def _gpu_views(self, name: str, snap: HostSnapshot, holders: dict[tuple[str, int], str],
+                   now: float) -> list[dict[str, Any]]:
+        spec = self._host_specs.get(name)
+        return gpu_views(name, snap.gpus,
+                         allowed=frozenset(spec.gpus) if spec and spec.gpus is not None else None,
+                         holders=holders, released_at=self._released_at,
+                         quarantined=frozenset(self.quarantine.get(name, ())),
+                         threshold_mib=self.manifest.gpu_free_threshold_mib, now=now)
+
     def _publish_gpu_views(self, names: set[str]) -> None:
         """The grid's view right after launches: the new jobs on their GPUs, no new probe."""
         now = self.clock()
@@ -475,12 +479,7 @@ class Engine:
             snap = self.snapshots.get(name)
             if snap is None or not snap.ok:
                 continue
-            spec = self._host_specs.get(name)
-            allowed = frozenset(spec.gpus) if spec and spec.gpus is not None else None
-            views = gpu_views(name, snap.gpus, allowed=allowed, holders=holders,
-                              released_at=self._released_at,
-                              quarantined=frozenset(self.quarantine.get(name, ())),
-                              threshold_mib=self.manifest.gpu_free_threshold_mib, now=now)
+            views = self._gpu_views(name, snap, holders, now)
             self._publish(HostProbed(project=self.project, at=now, host=name, ok=True,
                                      rtt_s=snap.rtt_s, gpus=tuple(views),
                                      warnings=snap.warnings))
@@ -903,12 +902,7 @@ class Engine:
             spec = self._host_specs.get(name)
             snap = self.snapshots.get(name)
             state = self.host_state[name]
-            allowed = frozenset(spec.gpus) if spec and spec.gpus is not None else None
-            views = gpu_views(name, snap.gpus, allowed=allowed, holders=holders,
-                              released_at=self._released_at,
-                              quarantined=frozenset(self.quarantine.get(name, ())),
-                              threshold_mib=self.manifest.gpu_free_threshold_mib,
-                              now=now) if snap else []
+            views = self._gpu_views(name, snap, holders, now) if snap else []
             hosts.append({"name": name, "kind": spec.kind if spec else "local",
                           "state": state["state"], "reason": state["reason"],
                           "since": state["since"], "rtt_s": state["rtt_s"],

@@ -6,6 +6,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from eq_tui.engine.durations import format_duration
 from eq_tui.engine.model import NEEDS_PERSON, FailureClass, JobState, JobStatus
 
 
@@ -15,17 +16,6 @@ def _when(stamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None or seconds < 0:
-        return "-"
-    total = round(seconds)
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m{secs:02d}s"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
 
 
 def oom_retries(job: JobState) -> int:
@@ -47,7 +37,7 @@ def render_summary(project: str, jobs: Sequence[JobState], *, started: float | N
         "",
         f"- start: {_when(started)}",
         f"- end: {_when(ended)}",
-        f"- wall-clock: {_duration(wall)}",
+        f"- wall-clock: {format_duration(wall, '-')}",
         f"- jobs: {len(jobs)}",
     ]
     for status, count in counts.items():
@@ -65,7 +55,8 @@ def render_summary(project: str, jobs: Sequence[JobState], *, started: float | N
         span = (max(ends) - min(starts)) if starts and ends else None
         done = sum(1 for j in members if j.status == JobStatus.COMPLETED)
         retries = sum(oom_retries(j) for j in members)
-        lines.append(f"| {phase} | {len(members)} | {done} | {retries} | {_duration(span)} |")
+        duration = format_duration(span, "-")
+        lines.append(f"| {phase} | {len(members)} | {done} | {retries} | {duration} |")
     needing = [j for j in jobs if j.status in NEEDS_PERSON]
     lines += ["", "## Needs a person", ""]
     if not needing:

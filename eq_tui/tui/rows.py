@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from eq_tui.engine.durations import format_duration
+
 LAST_LINE_WIDTH = 50
 
 
@@ -39,19 +41,6 @@ def row_key(project: str, job_id: str) -> str:
 def split_row_key(key: str) -> tuple[str, str]:
     project, _, job_id = key.partition("/")
     return project, job_id
-
-
-def format_duration(seconds: float | None) -> str:
-    if seconds is None or seconds < 0:
-        return ""
-    total = int(seconds)
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
 
 
 def job_duration(job: Mapping[str, Any], now: float) -> float | None:
