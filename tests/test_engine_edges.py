@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,23 @@ def test_nvml_is_used_only_with_a_driver() -> None:
     except Exception:
         has_driver = False
     assert (reader is not None) == has_driver
+
+
+@pytest.mark.integration
+async def test_secret_env_values_never_reach_the_run_dir(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from eq_tui.manifest.model import EnvVar
+
+    secret = "hunter2-eq-tui-secret"
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    check = f'test "$(printf %s "$API_KEY" | sha256sum | cut -c1-64)" = {digest}'
+    manifest = make_manifest(tmp_path, [job("uses_secret", f"{check} && {FAST_JOB}")])
+    manifest = replace(manifest, env={"API_KEY": EnvVar(secret, secret=True)})
+    run = await start_engine(manifest, tmp_path / "run")
+    assert run.task is not None
+    assert await run.task == 0  # the job saw the value...
+    for path in (tmp_path / "run").rglob("*"):  # ...and no file of the run holds it
+        if path.is_file() and not path.is_socket():
+            assert secret.encode() not in path.read_bytes(), path
+    assert "<secret>" in (tmp_path / "run" / "manifest.json").read_text()

@@ -364,7 +364,10 @@ class Engine:
                 job.reason = reason
                 self._set_status(job, JobStatus.BLOCKED, failure_class=FailureClass.DEPENDENCY,
                                  detail=reason)
+            unusable = "; ".join(f"{host}: {why}" for host, why in self.stopped_hosts.items())
             for job_id, reason in decision.waiting.items():
+                if unusable and "free GPU" in reason:
+                    reason = f"{reason} (not launching on {unusable})"
                 job = self.jobs[job_id]
                 if job.reason != reason:
                     job.reason = reason

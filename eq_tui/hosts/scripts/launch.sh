@@ -4,7 +4,6 @@
 # a command line. Exit 3: the attempt dir exists already (an attempt is never launched twice).
 set -u
 launcher=$1 session=$2 dir=$3
-umask 077
 
 mkdir -p "$(dirname "$dir")" 2>/dev/null
 if ! mkdir "$dir" 2>/dev/null; then
