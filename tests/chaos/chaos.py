@@ -141,27 +141,37 @@ class Driver:
         return self.engine is not None and self.engine.poll() is not None
 
 
-def fill_disk(bed: SshBed, work: Path, host: str) -> Path:
-    """Mount a tiny tmpfs over the host's log dir and fill it."""
-    logs = work / f"logs-{host}"
-    moved = work / f"logs-{host}.real"
-    if logs.exists():
-        logs.rename(moved)
-    logs.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0777", "tmpfs", str(logs)],
-                   check=True)
-    with contextlib.suppress(OSError), open(logs / "filler", "wb") as filler:
-        filler.write(b"\0" * 200_000)
-    return moved
+def mount_log_disks(bed: SshBed, work: Path) -> list[Path]:
+    """Each host's logs live on their own small disk (a tmpfs), so one can fill up."""
+    mounts = []
+    for name in bed.hosts:
+        logs = work / f"logs-{name}"
+        logs.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m,mode=0777", "tmpfs", str(logs)],
+                       check=True)
+        shutil.chown(logs, USER, USER)
+        mounts.append(logs)
+    return mounts
 
 
-def free_disk(work: Path, host: str, moved: Path) -> None:
-    logs = work / f"logs-{host}"
-    subprocess.run(["umount", "-l", str(logs)], check=False)
-    with contextlib.suppress(OSError):
-        logs.rmdir()
-    if moved.exists():
-        moved.rename(logs)
+def fill_disk(work: Path, host: str) -> Path:
+    """Fill the host's log disk to the last byte, as a runaway job would."""
+    filler = work / f"logs-{host}" / "filler"
+    with contextlib.suppress(OSError), open(filler, "wb") as out:
+        chunk = b"\0" * (1 << 20)
+        while True:
+            out.write(chunk)
+            out.flush()
+    return filler
+
+
+def free_disk(filler: Path) -> None:
+    filler.unlink(missing_ok=True)
+
+
+def unmount(mounts: list[Path]) -> None:
+    for mount in mounts:
+        subprocess.run(["umount", "-l", str(mount)], check=False, capture_output=True)
 
 
 def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Report:
@@ -175,6 +185,7 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Report:
     work = bed.work / "chaos"
     work.mkdir()
     shutil.chown(work, USER, USER)
+    mounts = mount_log_disks(bed, work)
     root = Path(f"/tmp/eqchaos-{os.getpid()}")
     root.mkdir(exist_ok=True)
     manifest = root / "chaos.yaml"
@@ -220,9 +231,9 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Report:
                 shutil.copy(run_dir / "queue_state.prev.json", state_file)  # as it advises
                 driver.start_engine()
             elif fault == "disk_full":
-                moved = fill_disk(bed, work, target_host)
+                filler = fill_disk(work, target_host)
                 time.sleep(3)
-                free_disk(work, target_host, moved)
+                free_disk(filler)
             report.faults[fault] += 1
         assert driver.engine is not None
         driver.engine.wait(timeout=600)
@@ -234,6 +245,7 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Report:
         if driver.engine is not None and driver.engine.poll() is None:
             driver.kill_engine()
         if not keep:
+            unmount(mounts)
             bed.close()
             shutil.rmtree(root, ignore_errors=True)
     return report

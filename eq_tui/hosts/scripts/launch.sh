@@ -29,7 +29,11 @@ while IFS= read -r line || [ -n "$line" ]; do
     cmd="$cmd$line
 "
 done
-printf '%s' "$cmd" > "$dir/cmd"
+fail_write() {
+    echo "eq-tui: cannot write $1 in $dir (disk full?); not launching" >&2
+    exit 8
+}
+printf '%s' "$cmd" > "$dir/cmd" || fail_write cmd
 
 cat > "$dir/run.sh" <<'WRAPPER'
 # eq-tui attempt wrapper: environment from the fifo, pid/pgid/start beside the log, and the
@@ -64,12 +68,18 @@ ps -o pgid= -p $$ | tr -d ' ' > "$dir/pgid"
     started=$(date +%s.%N 2>/dev/null)
     case $started in *N*|"") started=$(date +%s) ;; esac
     echo "$started" > "$dir/start"
-    sh -c "$(cat "$dir/cmd")" &
+    if ! command_text=$(cat "$dir/cmd") || [ -z "$command_text" ]; then
+        echo "eq-tui: cannot read the command from $dir/cmd"
+        echo 2 > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+        exit 2
+    fi
+    sh -c "$command_text" &
     echo $! > "$dir/pid"
     wait $!
     echo $? > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
 } 2>&1 | tee -a "$dir/log"
 WRAPPER
+[ -s "$dir/run.sh" ] || fail_write run.sh
 
 mkfifo -m 600 "$dir/env.fifo" || exit 5
 quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
