@@ -186,3 +186,19 @@ async def test_tail_and_follow_clean_ansi_and_progress_bars(sim) -> None:  # typ
     assert lines == ["green", "100%", "last"] and offset > 0
     assert await host.follow(ref.attempt_dir, offset) == (offset, [])
     assert clean_text(b"caf\xe9\n") == ["caf\ufffd"]
+
+
+async def test_a_launch_request_cut_off_on_the_way_never_launches(sim) -> None:  # type: ignore[no-untyped-def]
+    from eq_tui.hosts.shell_host import script
+
+    host, tmp, _started = sim
+    full = b"1\nexport A=1\nfake-train --epochs 1\nEQ_LAUNCH_END\n"
+    for cut in (0, 3, 14, len(full) - 5, len(full) - 1):
+        directory = tmp / "logs" / "cut" / f"a{cut}"
+        result = await host.runner.run(script("launch.sh"),
+                                       ["screen", f"eq_t_cut_{cut}", str(directory)],
+                                       stdin=full[:cut])
+        assert result.returncode == 9, (cut, result.stderr)
+        assert b"cut off" in result.stderr and not directory.exists()
+    snap = await host.probe(ProbeRequest())
+    assert not [s for s in snap.sessions if s.startswith("eq_t_cut_")]

@@ -159,7 +159,7 @@ class ShellHost:
                 raise HostError(f"environment variable name {name!r} is not valid")
             exports.append(f"export {name}={shlex.quote(value)}\n")
         env_text = "".join(exports)
-        stdin = f"{env_text.count(chr(10))}\n{env_text}{request.cmd}\n".encode()
+        stdin = f"{env_text.count(chr(10))}\n{env_text}{request.cmd}\nEQ_LAUNCH_END\n".encode()
         args = [request.launcher, _field(request.session, "session"),
                 _field(request.attempt_dir, "attempt dir")]
         code, _out, err = await self._run("launch.sh", args, stdin=stdin, timeout=40)
