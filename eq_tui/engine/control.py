@@ -27,6 +27,7 @@ from typing import Any
 from eq_tui.engine.client import EngineClient
 from eq_tui.engine.events import (
     Event,
+    Fanout,
     HostProbed,
     HostStateChanged,
     JobUpdated,
@@ -171,7 +172,7 @@ class ControlClient:
         self.path = path
         self.project = ""
         self._snapshot: dict[str, Any] = {}
-        self._subscribers: list[asyncio.Queue[Event]] = []
+        self._subscribers = Fanout()
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0
         self._reader: asyncio.StreamReader | None = None
@@ -222,8 +223,7 @@ class ControlClient:
                 else:
                     event = event_from_json(data)
                     self._apply(event)
-                    for queue in list(self._subscribers):
-                        queue.put_nowait(event)
+                    self._subscribers.publish(event)
         except (ConnectionError, ValueError):
             pass
         finally:
@@ -277,13 +277,10 @@ class ControlClient:
         return self._snapshot
 
     def subscribe(self) -> asyncio.Queue[Event]:
-        queue: asyncio.Queue[Event] = asyncio.Queue()
-        self._subscribers.append(queue)
-        return queue
+        return self._subscribers.subscribe()
 
     def unsubscribe(self, queue: asyncio.Queue[Event]) -> None:
-        with contextlib.suppress(ValueError):
-            self._subscribers.remove(queue)
+        self._subscribers.unsubscribe(queue)
 
     async def command(self, name: str, job_ids: list[str] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = await self._request({"op": "command", "name": name,

@@ -20,6 +20,7 @@ from eq_tui.engine.control import ControlServer
 from eq_tui.engine.events import (
     Alert,
     Event,
+    Fanout,
     HostProbed,
     HostStateChanged,
     JobStateChanged,
@@ -117,7 +118,7 @@ class Engine:
         self._output_scanned: set[str] = set()
         self._precondition_results: dict[str, bool] = {}
         self._want_preconditions: set[str] = set()
-        self._subscribers: list[asyncio.Queue[Event]] = []
+        self._subscribers = Fanout()
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
@@ -295,19 +296,15 @@ class Engine:
     # ---- events ----------------------------------------------------------------------------
 
     def subscribe(self) -> asyncio.Queue[Event]:
-        queue: asyncio.Queue[Event] = asyncio.Queue()
-        self._subscribers.append(queue)
-        return queue
+        return self._subscribers.subscribe()
 
     def unsubscribe(self, queue: asyncio.Queue[Event]) -> None:
-        with contextlib.suppress(ValueError):
-            self._subscribers.remove(queue)
+        self._subscribers.unsubscribe(queue)
 
     def _publish(self, event: Event) -> None:
         if isinstance(event, PERSISTED_EVENTS):
             self.run_dir.append_event(event.to_json())
-        for queue in list(self._subscribers):
-            queue.put_nowait(event)
+        self._subscribers.publish(event)
 
     def _alert(self, level: str, message: str, *, host: str | None = None,
                job: str | None = None) -> None:

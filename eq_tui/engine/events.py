@@ -6,6 +6,8 @@ control socket.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -97,6 +99,26 @@ class PreflightReported(Event):
     ok: bool
     detail: str = ""
     job: str | None = None
+
+
+class Fanout:
+    """Subscriber queues: every event published goes to each queue subscribed at the time."""
+
+    def __init__(self) -> None:
+        self._queues: list[asyncio.Queue[Event]] = []
+
+    def subscribe(self) -> asyncio.Queue[Event]:
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._queues.append(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[Event]) -> None:
+        with contextlib.suppress(ValueError):
+            self._queues.remove(queue)
+
+    def publish(self, event: Event) -> None:
+        for queue in list(self._queues):
+            queue.put_nowait(event)
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
