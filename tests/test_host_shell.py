@@ -202,3 +202,16 @@ async def test_a_launch_request_cut_off_on_the_way_never_launches(sim) -> None: 
         assert b"cut off" in result.stderr and not directory.exists()
     snap = await host.probe(ProbeRequest())
     assert not [s for s in snap.sessions if s.startswith("eq_t_cut_")]
+
+
+async def test_a_working_directory_with_shell_metacharacters_is_only_a_path(sim) -> None:  # type: ignore[no-untyped-def]
+    host, tmp, started = sim
+    nasty = tmp / "d; touch pwned5 $(touch pwned6) `touch pwned7` 'q'"
+    nasty.mkdir()
+    req = request(tmp, "cwdjob", "pwd > where.txt")
+    req = LaunchRequest(**{**req.__dict__, "cwd": str(nasty)})
+    ref = await launch(host, started, req)
+    _snap, probe = await until_exited(host, ref)
+    assert probe.exit_code == 0
+    assert (nasty / "where.txt").read_text().strip() == str(nasty)
+    assert not list(tmp.rglob("pwned*")) and not list(Path.cwd().glob("pwned*"))
