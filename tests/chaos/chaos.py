@@ -53,6 +53,7 @@ class Report:
     left_running: int = 0
     retried: int = 0  # stuck because of an injected fault (lost twice, disk full): retried
     reboots: dict[str, list[float]] = field(default_factory=dict)
+    overlap_details: list[str] = field(default_factory=list)
     wall_s: float = 0.0
 
     def line(self) -> str:
@@ -218,8 +219,7 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Report:
                 time.sleep(rng.uniform(2, 4))
                 bed.start(target_host)
             elif fault == "reboot":
-                report.reboots.setdefault(target_host, []).append(time.time())
-                bed.reboot(target_host)
+                report.reboots.setdefault(target_host, []).append(bed.reboot(target_host))
             elif fault == "corrupt_state":
                 driver.kill_engine()
                 state_file = run_dir / "queue_state.json"
@@ -311,13 +311,14 @@ def check(report: Report, driver: Driver, bed: SshBed, behaviours: dict[str, str
         starts = Counter(int(r.get("attempt", 0)) for r in seen)
         report.duplicate_launches += sum(n - 1 for n in starts.values() if n > 1)
     for host in bed.hosts.values():
-        report.overlaps += gpu_overlaps(read_runs(host.sim_state),
-                                        report.reboots.get(host.name, []))
+        found = gpu_overlaps(read_runs(host.sim_state), report.reboots.get(host.name, []))
+        report.overlaps += len(found)
+        report.overlap_details += [f"{host.name} {line}" for line in found]
     report.duplicate_launches += concurrent_runs(records)
     report.left_running = left_running(bed)
 
 
-def gpu_overlaps(runs: list[dict[str, Any]], reboots: list[float]) -> int:
+def gpu_overlaps(runs: list[dict[str, Any]], reboots: list[float]) -> list[str]:
     """Attempts of ours whose time on one GPU overlapped. A process a reboot killed wrote no
     end record: it ended at that reboot."""
     intervals = []
@@ -325,15 +326,18 @@ def gpu_overlaps(runs: list[dict[str, Any]], reboots: list[float]) -> int:
         end = interval.end
         if end == float("inf"):
             end = min((t for t in reboots if t >= interval.start), default=end)
-        intervals.append((interval.gpu, interval.start, end))
+        intervals.append((interval.gpu, interval.start, end, f"{interval.job}/a{interval.attempt}"))
     intervals.sort()
-    overlapping = 0
-    busy_until: dict[int, float] = {}
-    for gpu, start, end in intervals:
-        if start < busy_until.get(gpu, float("-inf")):
-            overlapping += 1
-        busy_until[gpu] = max(end, busy_until.get(gpu, float("-inf")))
-    return overlapping
+    found = []
+    busy: dict[int, tuple[float, str]] = {}
+    for gpu, start, end, name in intervals:
+        until, holder = busy.get(gpu, (float("-inf"), ""))
+        if start < until:
+            found.append(f"GPU {gpu}: {name} started at {start:.2f} while {holder} held it "
+                         f"until {until:.2f}")
+        if end > until:
+            busy[gpu] = (end, name)
+    return found
 
 
 def concurrent_runs(records: list[dict[str, Any]]) -> int:
@@ -380,7 +384,7 @@ def main() -> None:
     args = parser.parse_args()
     report = run(args.jobs, args.faults, args.seed, keep=args.keep)
     print(report.line())
-    for problem in report.wrong_status + report.unaccounted:
+    for problem in report.wrong_status + report.unaccounted + report.overlap_details:
         print("  " + problem)
     sys.exit(0 if report.ok else 1)
 

@@ -245,15 +245,18 @@ ForceCommand {self.root / 'count.sh'}
             for child in children:
                 _kill(child)
 
-    def reboot(self, name: str) -> None:
-        """Like a reboot: connections cut and every process and session on the host gone."""
+    def reboot(self, name: str) -> float:
+        """Like a reboot: connections cut and every process and session on the host gone.
+        Returns when everything on it had been killed (before it comes back up)."""
         self.take_down(name)
         self._kill_marked(f"EQ_BED_HOST_DIR={self.hosts[name].dir}".encode())
+        killed_at = time.time()
         for sub in ("screen", "tmux"):
             for entry in (self.hosts[name].dir / sub).iterdir():
                 with contextlib.suppress(OSError):
                     shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
         self.start(name)
+        return killed_at
 
     def rotate_host_key(self, name: str) -> None:
         """A new host key (a reinstalled box, or a man in the middle); known_hosts keeps the old."""
