@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true",
                         help="with --no-ui: one JSON event per line on stdout")
     parser.add_argument("--dry-run", action="store_true",
-                        help="validate, expand and print the plan; launch nothing")
+                        help="validate, expand, preflight the hosts and print the plan; "
+                             "launch nothing")
     parser.add_argument("--run-dir", metavar="DIR",
                         help="where run state lives (default: experiment_queue/<project>/ "
                              "beside the manifest); one manifest only")
