@@ -71,5 +71,50 @@ def main() -> None:
     (out / "scale.json").write_text(json.dumps(rows, indent=1))
 
 
+
+
+def engine_figures(n_jobs: int = 10_000) -> dict[str, float]:
+    """A whole engine with n_jobs on one simulated 8-GPU host: resident memory, a paused
+    tick (probe + judge + decide + persist) and the state file's size."""
+    import asyncio
+    import resource
+    import tempfile
+
+    from eq_tui.engine.engine import Engine
+    from eq_tui.hosts.factory import make_hosts
+    from eq_tui.manifest.model import HostSpec, SimulateSpec
+
+    async def run(scratch: Path) -> dict[str, float]:
+        specs = tuple(JobSpec(id=f"j{i}", phase="main", cmd=f"python run.py --seed {i}")
+                      for i in range(n_jobs))
+        manifest = Manifest(project="bench", source=str(scratch / "m.yaml"), jobs=specs,
+                            hosts=(HostSpec(name="sim", simulate=SimulateSpec(gpus=8)),))
+        engine = Engine(manifest, scratch / "run", make_hosts(manifest, scratch / "run"),
+                        control_socket=False)
+        await engine.start(preflight=False)
+        await engine.command("pause")
+        samples = []
+        for _ in range(10):
+            start = time.perf_counter()
+            await engine.tick()
+            samples.append((time.perf_counter() - start) * 1000)
+        await engine.stop()
+        await engine.run()
+        return {"jobs": n_jobs, "tick_median_ms": statistics.median(samples),
+                "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "state_kb": (scratch / "run" / "queue_state.json").stat().st_size / 1024}
+
+    with tempfile.TemporaryDirectory() as scratch:
+        return asyncio.run(run(Path(scratch)))
+
+
+def print_engine_figures() -> None:
+    row = engine_figures()
+    print(f"whole engine, {row['jobs']:,} jobs on one simulated host: paused tick "
+          f"{row['tick_median_ms']:.0f} ms median, peak RSS {row['rss_mb']:.0f} MB "
+          f"(target < 150 MB), state file {row['state_kb']:.0f} KB")
+
+
 if __name__ == "__main__":
     main()
+    print_engine_figures()
