@@ -168,7 +168,10 @@ class RunView:
                 if (host_name, index) in after:
                     gpu.update(job=job_id, other=False, settling=False)
                 elif gpu.get("job") == job_id:
-                    gpu["job"] = None
+                    # its memory drains until the next probe says otherwise
+                    used = gpu.get("memory_used_mib")
+                    gpu.update(job=None, settling=used is not None
+                               and used >= view.threshold_mib)
                 touched.add(row_key(view.project, host_name))
         return touched
 
