@@ -37,7 +37,12 @@ def make_host(spec: HostSpec, run_dir: Path) -> Host:
         assert spec.ssh is not None
         runner = SshRunner(spec.name, spec.ssh, config_path=os.environ.get("EQ_TUI_SSH_CONFIG"))
         return ShellHost(spec.name, runner, log_dir=spec.log_dir)
-    raise UsageError(f"host {spec.name}: slurm hosts are not supported by this version yet")
+    if spec.kind == "slurm":
+        from eq_tui.hosts.slurm import make_slurm_host
+
+        assert spec.slurm is not None
+        return make_slurm_host(spec, logs)
+    raise UsageError(f"host {spec.name}: unknown host kind")
 
 
 def make_hosts(manifest: Manifest, run_dir: Path) -> dict[str, Host]:

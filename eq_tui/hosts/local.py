@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import signal
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,8 +38,10 @@ class LocalRunner:
             async with asyncio.timeout(timeout):
                 out, err = await process.communicate(stdin)
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
+            # the whole group: a hung nvidia-smi or ps under the script goes too (screen and
+            # tmux servers start their own sessions, so running jobs are never in it)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
             await process.wait()
             raise HostError(f"a local command took longer than {timeout} s") from None
         return CommandResult(process.returncode or 0, out, err)

@@ -108,12 +108,13 @@ class ShellHost:
     def _probe_stdin(self, request: ProbeRequest) -> bytes:
         lines = []
         for ref in request.attempts:
-            lines.append("\t".join(("A", ref.key, _field(ref.session, "session"),
+            lines.append("\t".join(("A", _field(ref.key, "key"), _field(ref.session, "session"),
                                     _field(ref.attempt_dir, "attempt dir"),
                                     _field(ref.output_check or "-", "output_check"))))
         for kind, checks in (("O", request.output_checks), ("P", request.preconditions)):
             for check in checks:
-                lines.append("\t".join((kind, check.key, _field(check.pattern, "path"))))
+                lines.append("\t".join((kind, _field(check.key, "key"),
+                                        _field(check.pattern, "path"))))
         return ("\n".join(lines) + "\n").encode() if lines else b""
 
     async def probe(self, request: ProbeRequest) -> HostSnapshot:
@@ -200,15 +201,23 @@ class ShellHost:
         args = [request.cwd or "-", request.launcher, "1" if self.query_gpus else "0",
                 request.conda or "-", request.conda_hook or "-"]
         try:
-            code, out, err = await self._run("preflight.sh", args, timeout=60)
+            stdin = "".join(f"P\t{_field(check.key, 'key')}\t{_field(check.pattern, 'path')}\n"
+                            for check in request.preconditions).encode()
+            code, out, err = await self._run("preflight.sh", args, stdin=stdin, timeout=60)
         except HostError as exc:
             return [PreflightFinding(self.name, "connection", False, str(exc))]
         findings = []
         for line in out.decode(errors="replace").splitlines():
             parts = line.split("\t", 2)
-            if len(parts) == 3:
-                findings.append(PreflightFinding(self.name, parts[0], parts[1] == "ok",
-                                                 clean_line(parts[2])))
+            if len(parts) != 3:
+                continue
+            check, state, detail = parts
+            job = None
+            if check == "precondition":
+                job, _, pattern = detail.partition("\t")
+                detail = f"{pattern} exists" if state == "ok" else f"nothing matches {pattern}"
+            findings.append(PreflightFinding(self.name, check, state == "ok", clean_line(detail),
+                                             job=job))
         if not findings:
             findings.append(PreflightFinding(self.name, "connection", False,
                                              f"preflight exited {code}: "

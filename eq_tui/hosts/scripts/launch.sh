@@ -72,6 +72,10 @@ ps -o pgid= -p $$ | tr -d ' ' > "$dir/pgid"
                 fi
             done
         fi
+        # conda as a bare executable (not the shell function) cannot `activate`: hook it in
+        case $(command -v conda 2>/dev/null) in
+            /*) eval "$(conda shell.posix hook 2>/dev/null)" ;;
+        esac
         if ! conda activate "$EQ_CONDA"; then
             echo "eq-tui: could not activate conda env $EQ_CONDA"
             echo 2 > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
@@ -107,16 +111,31 @@ if [ "$status" -ne 0 ]; then
     exit 6
 fi
 
+session_exists() {
+    case $launcher in
+        screen) screen -ls 2>/dev/null </dev/null |
+                    sed -n 's/^[[:space:]]*[0-9][0-9]*\.\([^[:space:]]*\).*/\1/p' |
+                    grep -qxF -e "$session" ;;
+        tmux) tmux has-session -t "=$session" 2>/dev/null </dev/null ;;
+    esac
+}
+give_up() {
+    kill "$writer" 2>/dev/null
+    rm -f "$dir/env.fifo"
+    echo "eq-tui: $1" >&2
+    exit 7
+}
+
 # The wrapper opens the fifo as soon as it runs: that is the proof the session started.
 ( printf '%s' "$envtext" > "$dir/env.fifo" ) &
 writer=$!
 waited=0
 while kill -0 "$writer" 2>/dev/null; do
-    if [ "$waited" -ge 200 ]; then
-        kill "$writer" 2>/dev/null
-        rm -f "$dir/env.fifo"
-        echo "eq-tui: session $session did not start its wrapper within 20 s" >&2
-        exit 7
+    [ "$waited" -ge 200 ] && give_up "session $session did not start its wrapper within 20 s"
+    # a session that is gone while the environment is still unread died before its wrapper ran
+    if [ "$waited" -ge 10 ] && [ $((waited % 5)) -eq 0 ] && ! session_exists &&
+       [ -p "$dir/env.fifo" ] && [ ! -e "$dir/pgid" ] && kill -0 "$writer" 2>/dev/null; then
+        give_up "session $session ended before its wrapper started"
     fi
     sleep 0.1 2>/dev/null || sleep 1
     waited=$((waited + 1))

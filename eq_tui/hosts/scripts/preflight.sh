@@ -1,27 +1,32 @@
 # preflight.sh CWD LAUNCHER QUERY_GPUS CONDA CONDA_HOOK   ('-' = not set)
-# One line per check: `check<TAB>ok|fail<TAB>detail`.
+# stdin: preconditions, one `P<TAB>key<TAB>glob` a line (globs relative to CWD).
+# One line per check: `check<TAB>ok|fail<TAB>detail`; a precondition's detail is `key<TAB>glob`.
 set -u
+set -f
 cwd=$1 launcher=$2 query_gpus=$3 conda_env=$4 conda_hook=$5
 tab=$(printf '\t')
 report() { printf '%s\t%s\t%s\n' "$1" "$2" "$3"; }
 
 report connection ok "$(hostname 2>/dev/null) $(uname -sr 2>/dev/null)"
+relative_ok=0
 if [ "$cwd" = "-" ]; then
     report cwd ok "home directory"
+    cd && relative_ok=1
 elif [ -d "$cwd" ]; then
     report cwd ok "$cwd"
+    cd "$cwd" && relative_ok=1
 else
     report cwd fail "working directory $cwd does not exist"
 fi
 if command -v "$launcher" >/dev/null 2>&1; then
-    report launcher ok "$($launcher -V 2>/dev/null | head -n 1)"
+    report launcher ok "$("$launcher" -V 2>/dev/null </dev/null | head -n 1)"
 else
     report launcher fail "$launcher is not installed (apt-get install $launcher)"
 fi
 if [ "$query_gpus" = 1 ]; then
     if ! command -v nvidia-smi >/dev/null 2>&1; then
         report nvidia-smi fail "nvidia-smi is not on PATH"
-    elif out=$(nvidia-smi -L 2>&1); then
+    elif out=$(nvidia-smi -L 2>&1 </dev/null); then
         report nvidia-smi ok "$(printf '%s\n' "$out" | grep -c '^GPU') GPU(s)"
     else
         report nvidia-smi fail "$(printf '%s' "$out" | head -n 1)"
@@ -29,22 +34,41 @@ if [ "$query_gpus" = 1 ]; then
 fi
 if [ "$conda_env" != "-" ]; then
     if [ "$conda_hook" != "-" ]; then
-        if [ -f "$conda_hook" ]; then . "$conda_hook" >/dev/null 2>&1
-        else eval "$conda_hook" >/dev/null 2>&1; fi
+        if [ -f "$conda_hook" ]; then . "$conda_hook" >/dev/null 2>&1 </dev/null
+        else eval "$conda_hook" >/dev/null 2>&1 </dev/null; fi
     elif ! command -v conda >/dev/null 2>&1; then
         for hook in "$HOME/miniconda3" "$HOME/anaconda3" "$HOME/miniforge3" \
                     "$HOME/mambaforge" /opt/conda /opt/miniconda3; do
             if [ -f "$hook/etc/profile.d/conda.sh" ]; then
-                . "$hook/etc/profile.d/conda.sh"; break
+                . "$hook/etc/profile.d/conda.sh" </dev/null; break
             fi
         done
     fi
     if ! command -v conda >/dev/null 2>&1; then
         report conda fail "conda not found (set conda_hook to your conda.sh)"
-    elif conda env list 2>/dev/null | awk '{print $1}' | grep -qx "$conda_env" ||
+    elif conda env list 2>/dev/null </dev/null | awk '{print $1}' | grep -qxF -e "$conda_env" ||
          [ -d "$conda_env" ]; then
         report conda ok "$conda_env"
     else
         report conda fail "conda env $conda_env does not exist"
     fi
 fi
+
+matches() {
+    case $1 in /*) ;; *) [ "$relative_ok" = 1 ] || return 1 ;; esac
+    set +f
+    old_ifs=$IFS
+    IFS=
+    for candidate in $1; do
+        if [ -e "$candidate" ]; then IFS=$old_ifs; set -f; return 0; fi
+    done
+    IFS=$old_ifs
+    set -f
+    return 1
+}
+while IFS="$tab" read -r kind key glob; do
+    [ "$kind" = P ] || continue
+    if matches "$glob"; then state=ok; else state=fail; fi
+    report precondition "$state" "$key$tab$glob"
+done
+exit 0

@@ -5,15 +5,19 @@
 #   P key glob                                a precondition
 # Output: sections that start with a `BOUNDARY name` line. Sessions are listed before any exit
 # record is read, so a job that ends in between is seen as exited, never as lost. Log bytes are
-# hex-encoded so nothing in a log can forge a section.
+# hex-encoded so nothing in a log can forge a section. Commands before the request loop read
+# /dev/null: stdin holds the requests.
 set -u
 set -f
 cwd=$1 prefix=$2 query_gpus=$3 b=$4
 tab=$(printf '\t')
 
-[ -n "$cwd" ] && [ "$cwd" != "-" ] && cd "$cwd" 2>/dev/null
+relative_ok=1
+if [ -n "$cwd" ] && [ "$cwd" != "-" ]; then cd "$cwd" 2>/dev/null || relative_ok=0; fi
 
 matches() {
+    # a relative glob must not be matched against wherever we happen to be
+    case $1 in /*) ;; *) [ "$relative_ok" = 1 ] || return 1 ;; esac
     set +f
     old_ifs=$IFS
     IFS=
@@ -28,7 +32,7 @@ hex() { od -An -v -tx1 | tr -d ' \n'; }
 
 echo "$b sessions"
 if command -v screen >/dev/null 2>&1; then
-    screen -ls 2>/dev/null |
+    screen -ls 2>/dev/null </dev/null |
         sed -n 's/^[[:space:]]*\([0-9][0-9]*\)\.\([^[:space:]]*\).*/screen \1.\2/p' |
         while IFS= read -r line; do
             name=${line#screen *.}
@@ -36,7 +40,7 @@ if command -v screen >/dev/null 2>&1; then
         done
 fi
 if command -v tmux >/dev/null 2>&1; then
-    tmux list-sessions -F '#{session_name}' 2>/dev/null | while IFS= read -r name; do
+    tmux list-sessions -F '#{session_name}' 2>/dev/null </dev/null | while IFS= read -r name; do
         case $name in "$prefix"*) echo "tmux $name" ;; esac
     done
 fi
@@ -44,16 +48,17 @@ fi
 if [ "$query_gpus" = 1 ]; then
     echo "$b gpus"
     nvidia-smi --query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu \
-        --format=csv,noheader,nounits 2>&1
+        --format=csv,noheader,nounits 2>&1 </dev/null
     echo "$b gpus_rc $?"
     echo "$b apps"
-    nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits 2>&1
+    nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits \
+        2>&1 </dev/null
     echo "$b apps_rc $?"
 fi
 
 echo "$b requests"
 # kill -0 succeeds on a zombie (an orphan that init has not reaped yet): not alive for us
-zombies=" $(ps -eo pid=,stat= 2>/dev/null | awk '$2 ~ /^Z/ {printf "%s ", $1}') "
+zombies=" $(ps -eo pid=,stat= 2>/dev/null </dev/null | awk '$2 ~ /^Z/ {printf "%s ", $1}') "
 while IFS="$tab" read -r kind key a b2 c; do
     case $kind in
         A)

@@ -1,0 +1,103 @@
+# slurm_submit.sh JOB_NAME ATTEMPT_DIR [SBATCH_ARG ...]
+# stdin: as launch.sh (a line with the number N of env lines, N `export NAME='value'` lines, the
+# command text, then EQ_LAUNCH_END). The environment reaches the job through sbatch's
+# --export=ALL (Slurm keeps it with the job), never a file or a command line.
+# Prints the Slurm job id. Exit 3: the attempt dir exists already; a job of this name that Slurm
+# still knows is the attempt itself, so nothing is submitted twice.
+set -u
+name=$1 dir=$2
+shift 2
+
+sbatch_bin=$(command -v sbatch) || { echo "eq-tui: sbatch is not installed here" >&2; exit 4; }
+existing=$(squeue -h -t all -u "$(id -un)" --name="$name" -o %i 2>/dev/null </dev/null | head -n 1)
+if [ -n "$existing" ]; then
+    [ -d "$dir" ] && [ ! -s "$dir/slurm_job_id" ] && echo "$existing" > "$dir/slurm_job_id"
+    echo "$existing"
+    exit 0
+fi
+mkdir -p "$(dirname "$dir")" 2>/dev/null
+if ! mkdir "$dir" 2>/dev/null; then
+    echo "eq-tui: attempt dir $dir already exists or cannot be created; not submitting" >&2
+    exit 3
+fi
+
+cut_off() {
+    rmdir "$dir" 2>/dev/null
+    echo "eq-tui: the launch request was cut off; not submitting" >&2
+    exit 9
+}
+IFS= read -r count || cut_off
+case $count in ''|*[!0-9]*) cut_off ;; esac
+envtext=
+i=0
+while [ "$i" -lt "$count" ]; do
+    IFS= read -r line || cut_off
+    envtext="$envtext$line
+"
+    i=$((i + 1))
+done
+cmd=
+last=
+while IFS= read -r line; do
+    [ -n "$last" ] && cmd="$cmd$pending
+"
+    pending=$line
+    last=1
+done
+[ -n "$last" ] && [ "$pending" = "EQ_LAUNCH_END" ] || cut_off
+fail_write() {
+    echo "eq-tui: cannot write $1 in $dir (disk full?); not submitting" >&2
+    exit 8
+}
+printf '%s' "$cmd" > "$dir/cmd" || fail_write cmd
+
+cat > "$dir/run.sh" <<'WRAPPER'
+#!/bin/sh
+# eq-tui attempt wrapper (Slurm batch script): pid/pgid/start beside the log, and the command's
+# own exit code written atomically to `exit`. Slurm writes stdout/stderr to the log.
+dir=$1
+ps -o pgid= -p $$ | tr -d ' ' > "$dir/pgid"
+fail() {
+    echo "eq-tui: $1"
+    echo 2 > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+    exit 2
+}
+if [ -n "${EQ_CWD:-}" ] && ! cd "$EQ_CWD"; then
+    fail "working directory $EQ_CWD does not exist on $(hostname)"
+fi
+if [ -n "${EQ_CONDA:-}" ]; then
+    if [ -n "${EQ_CONDA_HOOK:-}" ]; then
+        if [ -f "$EQ_CONDA_HOOK" ]; then . "$EQ_CONDA_HOOK"; else eval "$EQ_CONDA_HOOK"; fi
+    elif ! command -v conda >/dev/null 2>&1; then
+        for hook in "$HOME/miniconda3" "$HOME/anaconda3" "$HOME/miniforge3" \
+                    "$HOME/mambaforge" /opt/conda /opt/miniconda3; do
+            if [ -f "$hook/etc/profile.d/conda.sh" ]; then
+                . "$hook/etc/profile.d/conda.sh"; break
+            fi
+        done
+    fi
+    conda activate "$EQ_CONDA" || fail "could not activate conda env $EQ_CONDA"
+fi
+started=$(date +%s.%N 2>/dev/null)
+case $started in *N*|"") started=$(date +%s) ;; esac
+echo "$started" > "$dir/start"
+if ! command_text=$(cat "$dir/cmd") || [ -z "$command_text" ]; then
+    fail "cannot read the command from $dir/cmd"
+fi
+sh -c "$command_text" &
+echo $! > "$dir/pid"
+wait $!
+echo $? > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+WRAPPER
+[ -s "$dir/run.sh" ] || fail_write run.sh
+
+eval "$envtext"
+if ! id=$("$sbatch_bin" --parsable --job-name="$name" --output="$dir/log" --open-mode=append \
+              --export=ALL "$@" "$dir/run.sh" "$dir" 2>"$dir/sbatch.err" </dev/null); then
+    cat "$dir/sbatch.err" >&2
+    exit 6
+fi
+id=${id%%;*}
+[ -s "$dir/sbatch.err" ] || rm -f "$dir/sbatch.err"
+echo "$id" > "$dir/slurm_job_id.tmp" && mv "$dir/slurm_job_id.tmp" "$dir/slurm_job_id"
+echo "$id"

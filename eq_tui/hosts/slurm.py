@@ -1,0 +1,283 @@
+"""A Slurm cluster as a host: sbatch / squeue / sacct / scancel through any CommandRunner
+(a local subprocess, or an ssh login node).
+
+Slurm owns placement. The engine sees `max_parallel` virtual GPU slots (always free), so it
+hands this host at most that many jobs at once; each becomes `sbatch --gres=gpu:N` and Slurm
+sets CUDA_VISIBLE_DEVICES on the node. The attempt directory (shared between the login node and
+the compute nodes) holds the same files as on other hosts — log, pid, pgid, start, exit, cmd,
+run.sh — plus `slurm_job_id`. Job names are the engine's session names, so a job is found again
+by name after an engine crash and never submitted twice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shlex
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+
+from eq_tui.errors import HostError
+from eq_tui.hosts.base import (
+    AttemptProbe,
+    GpuReading,
+    HostSnapshot,
+    LauncherName,
+    LaunchRequest,
+    PreflightFinding,
+    PreflightRequest,
+    ProbeRequest,
+)
+from eq_tui.hosts.runner import CommandRunner
+from eq_tui.hosts.shell_host import PROBE_TIMEOUT_S, ShellHost, parse_probe, script
+from eq_tui.hosts.slurm_parse import (
+    SlurmJob,
+    attempt_from_slurm,
+    needs_lookup,
+    parse_nodes,
+    parse_sacct,
+    parse_scontrol_jobs,
+    parse_squeue,
+)
+from eq_tui.manifest.model import HostSpec, SlurmSpec
+
+# Set per job by Slurm on the node; the engine's value names a virtual slot.
+_SLURM_OWNED_ENV = frozenset({"CUDA_VISIBLE_DEVICES"})
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def sbatch_options(spec: SlurmSpec, gpus: int) -> list[str]:
+    options = [f"--gres=gpu:{gpus}"]
+    for flag, value in (("--partition", spec.partition), ("--account", spec.account),
+                        ("--qos", spec.qos), ("--time", spec.time), ("--mem", spec.mem)):
+        if value:
+            options.append(f"{flag}={value}")
+    if spec.cpus_per_task:
+        options.append(f"--cpus-per-task={spec.cpus_per_task}")
+    return [*options, *spec.sbatch_args]
+
+
+def _sections(text: str, boundary: str) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.split("\n"):
+        if line.startswith(boundary + " "):
+            current = sections.setdefault(line[len(boundary) + 1:].strip(), [])
+        elif current is not None:
+            current.append(line)
+    return sections
+
+
+def _common_prefix(names: Sequence[str], default: str) -> str:
+    """The job names' shared start (eq_<project>_<token>_ in practice): squeue output is
+    filtered by it, so other jobs of the same user cost nothing."""
+    if not names:
+        return default
+    prefix = min(names)
+    last = max(names)
+    while not last.startswith(prefix):
+        prefix = prefix[:-1]
+    return prefix or default
+
+
+class SlurmHost:
+    """The engine's Host for a Slurm cluster (see the module docstring)."""
+
+    def __init__(self, name: str, runner: CommandRunner, spec: SlurmSpec, *,
+                 slots: Sequence[int], log_dir: str | None = None,
+                 name_prefix: str = "eq_") -> None:
+        self.name = name
+        self.runner = runner
+        self.spec = spec
+        self.slots = tuple(slots)
+        self.name_prefix = name_prefix
+        # The attempt-file side (log root, tail, follow) is exactly a shell host's.
+        self._files = ShellHost(name, runner, log_dir=log_dir, query_gpus=False)
+        self.submissions = 0
+        self.lookups = 0
+
+    async def log_root(self, project: str, token: str) -> str:
+        return await self._files.log_root(project, token)
+
+    # ---- probe -------------------------------------------------------------------------------
+
+    def _virtual_gpus(self) -> tuple[GpuReading, ...]:
+        label = f"Slurm slot ({self.spec.partition or 'default partition'})"
+        return tuple(GpuReading(index=i, uuid=f"slurm-{self.name}-{i}", name=label,
+                                memory_used_mib=0, memory_total_mib=1, utilization_pct=None)
+                     for i in self.slots)
+
+    async def probe(self, request: ProbeRequest) -> HostSnapshot:
+        boundary = f"@@eq-{secrets.token_hex(8)}"
+        prefix = _common_prefix([ref.session for ref in request.attempts], self.name_prefix)
+        args = [request.cwd or "-", prefix, "0", boundary]
+        started = time.monotonic()
+        taken_at = time.time()
+        try:
+            result = await self.runner.run(
+                script("slurm_queue.sh") + "\n" + script("probe.sh"), args,
+                stdin=self._files._probe_stdin(request), timeout=PROBE_TIMEOUT_S)
+        except HostError as exc:
+            return HostSnapshot(host=self.name, ok=False, taken_at=taken_at, error=str(exc))
+        text = result.stdout.decode("utf-8", errors="replace")
+        sections = _sections(text, boundary)
+        if "slurm_rc 0" not in sections:  # the `BOUNDARY slurm_rc N` line, N = squeue's exit
+            detail = " ".join(line.strip() for line in sections.get("slurm", []) if line)
+            return HostSnapshot(host=self.name, ok=False, taken_at=taken_at,
+                                error=f"squeue failed: {detail[:300] or 'no answer'}")
+        files = parse_probe(self.name, text, boundary, request, taken_at=taken_at,
+                            rtt_s=time.monotonic() - started)
+        if not files.ok:
+            return files
+        queue = parse_squeue("\n".join(sections.get("slurm", [])), prefix)
+        sessions = {ref.key: ref.session for ref in request.attempts}
+        jobs = {key: queue.get(session) for key, session in sessions.items()}
+        ended = [key for key, probe in files.attempts.items() if needs_lookup(jobs[key], probe)]
+        tails: dict[str, str] = {}
+        unanswered: set[str] = set()
+        if ended:
+            looked_up = await self._lookup(
+                [(key, sessions[key]) for key in ended],
+                {ref.key: ref.attempt_dir for ref in request.attempts})
+            if looked_up is None:
+                unanswered = {key for key in ended if jobs[key] is None}
+            else:
+                found, tails = looked_up
+                jobs.update({key: found.get(sessions[key]) or jobs[key] for key in ended})
+        attempts: dict[str, AttemptProbe] = {}
+        for key, probe in files.attempts.items():
+            if key in unanswered:
+                # Unknown this tick is not "vanished": never requeue on a failed lookup.
+                attempts[key] = replace(probe, session_alive=True, pid_alive=False,
+                                        detail="waiting for Slurm's record of this job")
+            else:
+                attempts[key] = attempt_from_slurm(probe, jobs[key],
+                                                   log_tail=tails.get(key, ""))
+        alive = {sessions[key] for key, probe in attempts.items() if probe.session_alive}
+        return replace(files, gpus=self._virtual_gpus(), processes=(),
+                       sessions=frozenset(alive), attempts=attempts,
+                       rtt_s=time.monotonic() - started)
+
+    async def _lookup(self, ended: list[tuple[str, str]],
+                      dirs: dict[str, str]) -> tuple[dict[str, SlurmJob], dict[str, str]] | None:
+        """How attempts without an exit record ended: sacct, `sacct -c`, or scontrol; plus
+        their log tails. Only runs when such an attempt exists (a second round trip).
+        None when the lookup itself failed (cut off, host unreachable)."""
+        self.lookups += 1
+        boundary = f"@@eq-{secrets.token_hex(8)}"
+        stdin = "".join(f"{key}\t{dirs[key]}\n" for key, _name in ended).encode()
+        try:
+            result = await self.runner.run(script("slurm_finished.sh"),
+                                           [boundary, *(name for _key, name in ended)],
+                                           stdin=stdin, timeout=PROBE_TIMEOUT_S)
+        except HostError:
+            return None
+        sections = _sections(result.stdout.decode("utf-8", errors="replace"), boundary)
+        if "end" not in sections:
+            return None
+        names = frozenset(name for _key, name in ended)
+        found = parse_scontrol_jobs("\n".join(sections.get("scontrol", [])), names)
+        found.update(parse_sacct("\n".join(sections.get("sacct", [])), names))
+        tails = {}
+        for line in sections.get("tails", []):
+            parts = line.split("\t")
+            if len(parts) == 3 and parts[0] == "T":
+                try:
+                    tails[parts[1]] = bytes.fromhex(parts[2]).decode("utf-8", errors="replace")
+                except ValueError:
+                    continue
+        return found, tails
+
+    # ---- launch, kill, tail ----------------------------------------------------------------
+
+    async def launch(self, request: LaunchRequest) -> None:
+        env = {k: v for k, v in request.env.items() if k not in _SLURM_OWNED_ENV}
+        files_request = replace(request, env=env)
+        stdin = launch_stdin(files_request)
+        args = [request.session, request.attempt_dir,
+                *sbatch_options(self.spec, max(1, len(request.gpus)))]
+        self.submissions += 1
+        result = await self.runner.run(script("slurm_submit.sh"), args, stdin=stdin, timeout=60)
+        if result.returncode != 0:
+            message = result.stderr.decode(errors="replace").strip()
+            raise HostError(f"{self.name}: {message or f'sbatch exited {result.returncode}'}")
+
+    async def kill(self, session: str, attempt_dir: str, launcher: LauncherName) -> None:
+        result = await self.runner.run(script("slurm_cancel.sh"), [session, attempt_dir],
+                                       timeout=30)
+        if result.returncode != 0:
+            raise HostError(f"{self.name}: scancel failed: "
+                            f"{result.stderr.decode(errors='replace')[:300]}")
+
+    async def tail(self, attempt_dir: str, lines: int) -> list[str]:
+        return await self._files.tail(attempt_dir, lines)
+
+    async def follow(self, attempt_dir: str, offset: int) -> tuple[int, list[str]]:
+        return await self._files.follow(attempt_dir, offset)
+
+    # ---- the cluster -------------------------------------------------------------------------
+
+    async def node_gpus(self) -> list[dict[str, object]]:
+        """The partition's nodes with their GPUs allocated / total, for the GPU grid."""
+        result = await self.runner.run("scontrol show node -o -d", timeout=30)
+        if result.returncode != 0:
+            raise HostError(f"{self.name}: scontrol show node failed: "
+                            f"{result.stderr.decode(errors='replace')[:300]}")
+        nodes = parse_nodes(result.stdout.decode(errors="replace"), self.spec.partition)
+        return [asdict(node) for node in nodes]
+
+    async def preflight(self, request: PreflightRequest) -> list[PreflightFinding]:
+        check = ("for c in sbatch squeue scancel sacct; do command -v \"$c\" >/dev/null || "
+                 "{ echo \"$c is not installed\"; exit 1; }; done; "
+                 "sinfo -h -o '%P %a %D' ${1:+-p \"$1\"} 2>&1")
+        try:
+            result = await self.runner.run(check, [self.spec.partition or ""], timeout=60)
+        except HostError as exc:
+            return [PreflightFinding(self.name, "connection", False, str(exc))]
+        out = result.stdout.decode(errors="replace").strip()
+        if result.returncode != 0 or not out:
+            return [PreflightFinding(self.name, "connection", False,
+                                     out or result.stderr.decode(errors="replace")[:300]
+                                     or "sinfo listed no partition")]
+        return [PreflightFinding(self.name, "connection", True, "slurm"),
+                PreflightFinding(self.name, "slurm", True, out.splitlines()[0][:200])]
+
+    async def close(self) -> None:
+        await self.runner.close()
+
+
+def launch_stdin(request: LaunchRequest) -> bytes:
+    """The request in launch.sh's format: env line count, export lines, command, end marker."""
+    env = dict(request.env)
+    env["EQ_CWD"] = request.cwd or ""
+    env["EQ_CONDA"] = request.conda or ""
+    env["EQ_CONDA_HOOK"] = request.conda_hook or ""
+    exports = []
+    for name, value in env.items():
+        if not _ENV_NAME.fullmatch(name):
+            raise HostError(f"environment variable name {name!r} is not valid")
+        exports.append(f"export {name}={shlex.quote(value)}\n")
+    text = "".join(exports)
+    return f"{text.count(chr(10))}\n{text}{request.cmd}\nEQ_LAUNCH_END\n".encode()
+
+
+def make_slurm_host(spec: HostSpec, local_log_dir: str) -> SlurmHost:
+    """A local Slurm client writes attempt logs under the run dir (a shared filesystem on a
+    real cluster); through a login node they go under $HOME/.eq-tui like any ssh host."""
+    assert spec.slurm is not None
+    runner: CommandRunner
+    if spec.slurm.ssh is None:
+        from eq_tui.hosts.local import LocalRunner
+
+        runner = LocalRunner()
+        log_dir: str | None = spec.log_dir or local_log_dir
+    else:
+        from eq_tui.hosts.ssh import SshRunner
+
+        runner = SshRunner(spec.name, spec.slurm.ssh,
+                           config_path=os.environ.get("EQ_TUI_SSH_CONFIG"))
+        log_dir = spec.log_dir
+    slots = spec.gpus if spec.gpus is not None else range(spec.max_parallel)
+    return SlurmHost(spec.name, runner, spec.slurm, slots=slots, log_dir=log_dir)
