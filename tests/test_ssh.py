@@ -167,7 +167,7 @@ async def test_two_hosts_run_a_phased_sweep_with_one_probe_per_host_per_tick(
                if j["id"].startswith("train") for a in j["history"][:1])
     # server-side count: exactly one probe command per host per tick, whatever the job count
     for name, host in bed.hosts.items():
-        assert len(host.commands("probe.sh")) - before[name] == run.engine.ticks
+        assert len(host.commands("probe.sh")) - before[name] == run.engine.probes_by_host[name]
     for host in bed.hosts.values():
         assert find_overlaps(read_runs(host.sim_state)) == []
 

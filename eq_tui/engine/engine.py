@@ -51,9 +51,17 @@ from eq_tui.engine.model import (
     JobStatus,
 )
 from eq_tui.engine.naming import attempt_dir, new_run_token, session_name
-from eq_tui.engine.scheduler import GpuView, HostView, decide, gpu_holders, phase_gates
+from eq_tui.engine.scheduler import (
+    GpuView,
+    HostView,
+    decide,
+    free_gpus,
+    gpu_holders,
+    phase_gates,
+)
 from eq_tui.engine.store import STATE_VERSION, RunDir
 from eq_tui.engine.summary import render_summary, status_counts
+from eq_tui.engine.watchers import HostWatchers
 from eq_tui.errors import HostError, RunDirError
 from eq_tui.hosts.base import (
     AttemptRef,
@@ -65,6 +73,7 @@ from eq_tui.hosts.base import (
     ProbeRequest,
 )
 from eq_tui.hosts.logclean import clean_text
+from eq_tui.hosts.watch import WatchedAttempt, WatchEvent, WatchRequest
 from eq_tui.manifest.model import HostSpec, JobSpec, Manifest
 
 LAUNCH_GRACE_S = 45.0  # a `launching` attempt with no trace after this long never started
@@ -127,7 +136,14 @@ class Engine:
         self._finish_reported = False
         self._summary_task: asyncio.Task[None] | None = None
         self.ticks = 0
+        self.full_ticks = 0
+        self.watch_wakeups = 0
+        self.probes_by_host: dict[str, int] = dict.fromkeys(hosts, 0)
         self._hurry_until = 0.0
+        self._full_due = True
+        self._last_full_tick = 0.0
+        self._due_hosts: set[str] = set()
+        self.watchers = HostWatchers(hosts, self._on_watch_event)
         self.control: ControlServer | None = (
             ControlServer(self, self.run_dir.path) if control_socket else None)
 
@@ -157,15 +173,21 @@ class Engine:
         self._started = True
 
     async def run(self) -> int:
-        """Tick until stopped (or, with exit_when_done, until every job has finished)."""
+        """Tick until stopped (or, with exit_when_done, until every job has finished).
+
+        Every `poll` seconds a full tick probes every host. In between, a host's watcher
+        reporting an exit or a released GPU (or a retry coming due) starts a tick that probes
+        just the hosts concerned — a freed GPU gets its next job in well under a second."""
         if not self._started:
             await self.start()
         try:
             while not self._stop.is_set():
-                await self.tick()
+                self._wake.clear()
+                only = self._hosts_due()
+                if only is None or only:
+                    await self.tick(only=only)
                 if self.finished and self.exit_when_done:
                     break
-                self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self._next_wait()):
                         await self._wake.wait()
@@ -173,13 +195,83 @@ class Engine:
             await self._shutdown()
         return self.exit_code if self.finished and self.exit_code is not None else 130
 
+    def _hosts_due(self) -> set[str] | None:
+        """The hosts the next tick probes: None for all of them (a full tick)."""
+        now = time.monotonic()
+        if self._full_due or now - self._last_full_tick >= self.poll * 0.95:
+            self._full_due = False
+            self._due_hosts.clear()
+            return None
+        due = set(self._due_hosts)
+        self._due_hosts.clear()
+        if self.paused or not self._any_job_due():
+            return due
+        due |= self._hurry_hosts()
+        # a job that came due (an OOM retry's delay is up) may fit a GPU that already
+        # looked free: probe that host again before launching there
+        due |= self._hosts_with_free_gpus()
+        return due
+
+    def _any_job_due(self) -> bool:
+        now = self.clock()
+        for job in self.jobs.values():
+            if job.status == JobStatus.PENDING and (job.retry_at is None or job.retry_at <= now):
+                return True
+            if job.status == JobStatus.FAILED_OOM and job.retry_at is not None \
+                    and job.retry_at <= now:
+                return True
+        return False
+
+    def _draining(self) -> dict[str, list[int]]:
+        """GPUs we released recently whose last reading still shows their memory in use."""
+        now = self.clock()
+        threshold = self.manifest.gpu_free_threshold_mib
+        draining: dict[str, list[int]] = {}
+        holders = gpu_holders(list(self.jobs.values()))
+        for (host, gpu), released in self._released_at.items():
+            if now - released > HURRY_WINDOW_S or (host, gpu) in holders:
+                continue
+            snap = self.snapshots.get(host)
+            reading = next((g for g in snap.gpus if g.index == gpu), None) if snap else None
+            if (reading is None or snap is None or snap.taken_at < released
+                    or reading.memory_used_mib is None
+                    or reading.memory_used_mib >= threshold):
+                draining.setdefault(host, []).append(gpu)
+        return draining
+
+    def _hurry_hosts(self) -> set[str]:
+        """Hosts with a draining GPU whose release no watcher will report: probed quickly."""
+        return {host for host in self._draining() if not self.watchers.covers_gpus(host)}
+
+    def _hosts_with_free_gpus(self) -> set[str]:
+        holders = gpu_holders(list(self.jobs.values()))
+        threshold = self.manifest.gpu_free_threshold_mib
+        return {view.name for view in self._host_views(None)
+                if free_gpus(view, holders, threshold)}
+
     def _next_wait(self) -> float:
-        """Seconds to the next tick: the poll interval, or much less while a GPU we just
-        released is draining and a job is waiting for it (its memory drops between polls)."""
-        if self.clock() < self._hurry_until and not self.paused and any(
-                job.status == JobStatus.PENDING for job in self.jobs.values()):
-            return min(self.poll, HURRY_POLL_S)
-        return self.poll
+        """Seconds to the next tick: the rest of the poll interval; less while a GPU we just
+        released drains with no watcher to report it, or when an OOM retry comes due."""
+        wait = max(0.0, self._last_full_tick + self.poll - time.monotonic())
+        if self.paused:
+            return wait
+        now = self.clock()
+        if self.clock() < self._hurry_until and self._hurry_hosts() and self._any_job_due():
+            wait = min(wait, HURRY_POLL_S)
+        retries = [job.retry_at for job in self.jobs.values()
+                   if job.status == JobStatus.FAILED_OOM and job.retry_at is not None
+                   and job.retry_at > now]
+        if retries:
+            wait = min(wait, max(0.0, min(retries) - now) + 0.01)
+        return wait
+
+    def _on_watch_event(self, host: str, event: WatchEvent) -> None:
+        if event.kind in ("exited", "released"):
+            self._due_hosts.add(host)
+            self.watch_wakeups += 1
+            self._wake.set()
+        elif event.kind == "error":
+            self._alert("warning", f"{host}: watcher: {event.detail}", host=host)
 
     async def stop(self) -> None:
         self.request_stop()
@@ -190,9 +282,12 @@ class Engine:
         self._wake.set()
 
     def wake(self) -> None:
+        self._full_due = True
         self._wake.set()
 
     async def _shutdown(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.watchers.close()
         with contextlib.suppress(Exception):
             await self.wait_summary()
         with contextlib.suppress(Exception):
@@ -344,15 +439,21 @@ class Engine:
 
     # ---- the tick --------------------------------------------------------------------------
 
-    async def tick(self) -> None:
+    async def tick(self, only: set[str] | None = None) -> None:
+        """Probe the hosts (all of them, or `only` these), judge what they hold, decide and
+        launch. Jobs are judged and launched only on hosts probed in this very tick."""
         async with self._lock:
             self.ticks += 1
-            await self._probe_all()
-            await self._judge_active()
+            if only is None:
+                self.full_ticks += 1
+                self._last_full_tick = time.monotonic()
+            probed = set(self.hosts) if only is None else only & set(self.hosts)
+            await self._probe_all(probed)
+            await self._judge_active(probed)
             self._apply_output_scan()
             self._unblock_recovered()
-            decision = decide(self.manifest, list(self.jobs.values()), self._host_views(),
-                              now=self.clock(), paused=self.paused,
+            decision = decide(self.manifest, list(self.jobs.values()),
+                              self._host_views(probed), now=self.clock(), paused=self.paused,
                               preconditions=self._precondition_results)
             self._precondition_results = {}
             self._want_preconditions = set(decision.check_preconditions)
@@ -362,7 +463,8 @@ class Engine:
                 self._set_status(job, JobStatus.BLOCKED, failure_class=FailureClass.DEPENDENCY,
                                  detail=reason)
             unusable = "; ".join(f"{host}: {why}" for host, why in self.stopped_hosts.items())
-            for job_id, reason in decision.waiting.items():
+            # a partial tick sees only some hosts: its reasons for waiting are not the whole story
+            for job_id, reason in decision.waiting.items() if only is None else ():
                 if unusable and "free GPU" in reason:
                     reason = f"{reason} (not launching on {unusable})"
                 job = self.jobs[job_id]
@@ -375,6 +477,23 @@ class Engine:
             self._check_finished()
             if self._dirty:
                 self._persist()
+            self.watchers.sync(self._watch_requests())
+
+    def _watch_requests(self) -> dict[str, WatchRequest]:
+        """Per host: the attempts whose exit we wait for and the GPUs whose memory we wait to
+        see released (only worth watching while a job could use them)."""
+        attempts: dict[str, list[WatchedAttempt]] = {}
+        for job in self.jobs.values():
+            current = job.current
+            if job.status in ACTIVE and job.host is not None and current is not None:
+                attempts.setdefault(job.host, []).append(
+                    WatchedAttempt(job.id, current.attempt_dir, tuple(job.gpus)))
+        draining = self._draining() if not self.paused and self._any_job_due() else {}
+        threshold = self.manifest.gpu_free_threshold_mib
+        return {host: WatchRequest(attempts=tuple(attempts.get(host, ())),
+                                   draining=tuple(sorted(draining.get(host, ()))),
+                                   threshold_mib=threshold)
+                for host in self.hosts}
 
     def _cwd_for(self, host: str) -> str | None:
         if self.manifest.cwd:
@@ -428,8 +547,10 @@ class Engine:
             return HostSnapshot(host=name, ok=False, taken_at=self.clock(),
                                 error=f"probe failed: {exc!r}")
 
-    async def _probe_all(self) -> None:
-        names = list(self.hosts)
+    async def _probe_all(self, probed: set[str]) -> None:
+        names = [name for name in self.hosts if name in probed]
+        for name in names:
+            self.probes_by_host[name] += 1
         results = await asyncio.gather(*(self._probe_one(n, self.hosts[n]) for n in names))
         precondition_parts: dict[str, list[bool]] = {}
         now = self.clock()
@@ -501,12 +622,14 @@ class Engine:
             if new_state == "down":
                 self._alert("error", f"{name} is down: {snap.error}", host=name)
 
-    def _host_views(self) -> list[HostView]:
+    def _host_views(self, probed: set[str] | None) -> list[HostView]:
+        """What decide() may use; with `probed`, hosts not probed this tick take no launch."""
         views = []
         for name in self.hosts:
             snap = self.snapshots.get(name)
             spec = self._host_specs.get(name)
-            usable = snap is not None and snap.ok and name not in self.stopped_hosts
+            usable = (snap is not None and snap.ok and name not in self.stopped_hosts
+                      and (probed is None or name in probed))
             gpus = tuple(GpuView(g.index, g.memory_used_mib) for g in snap.gpus) if snap else ()
             views.append(HostView(
                 name=name, usable=usable, gpus=gpus,
@@ -517,13 +640,15 @@ class Engine:
 
     # ---- judging running jobs --------------------------------------------------------------
 
-    async def _judge_active(self) -> None:
+    async def _judge_active(self, probed: set[str]) -> None:
         now = self.clock()
         stale_kills = []
         for job in list(self.jobs.values()):
             current = job.current
             if job.status not in ACTIVE or job.host is None or current is None:
                 continue
+            if job.host not in probed:
+                continue  # its host's last snapshot was judged already
             snap = self.snapshots.get(job.host)
             if snap is None or not snap.ok:
                 continue  # host down: the job lives on in its session; judge it when back

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from eq_tui.errors import HostError
-from eq_tui.hosts.runner import CommandResult
+from eq_tui.hosts.runner import CommandResult, LineStream
 from eq_tui.hosts.shell_host import ShellHost
 
 
@@ -46,8 +46,42 @@ class LocalRunner:
             raise HostError(f"a local command took longer than {timeout} s") from None
         return CommandResult(process.returncode or 0, out, err)
 
+    async def stream(self, script: str, args: Sequence[str] = (), *,
+                     stdin: bytes = b"") -> LineStream:
+        try:
+            process = await asyncio.create_subprocess_exec(
+                "sh", "-c", script, "eq-tui", *args, stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=self.env,
+                start_new_session=True)
+        except OSError as exc:
+            raise HostError(f"cannot run sh: {exc}") from exc
+        assert process.stdin is not None
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            process.stdin.write(stdin)
+            await process.stdin.drain()
+        process.stdin.close()
+        return _ProcessStream(process)
+
     async def close(self) -> None:
         return None
+
+
+class _ProcessStream:
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self._process = process
+
+    async def readline(self) -> bytes:
+        assert self._process.stdout is not None
+        try:
+            return await self._process.stdout.readline()
+        except (ValueError, asyncio.LimitOverrunError):  # an over-long line: not ours
+            return b""
+
+    async def close(self) -> None:
+        if self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+        await self._process.wait()
 
 
 def _private_dir(kind: str, key: str) -> str:

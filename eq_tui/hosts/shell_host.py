@@ -28,7 +28,8 @@ from eq_tui.hosts.base import (
 )
 from eq_tui.hosts.gpu_csv import parse_apps, parse_gpus
 from eq_tui.hosts.logclean import clean_line, clean_text
-from eq_tui.hosts.runner import CommandRunner
+from eq_tui.hosts.runner import CommandRunner, StreamingRunner
+from eq_tui.hosts.watch import WatchEnd, WatchEvent, WatchRequest, run_watch
 
 GpuReader = Callable[[], Awaitable[tuple[list[GpuReading], list[GpuProcess], list[str]]]]
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -146,6 +147,19 @@ class ShellHost:
                 preconditions=snapshot.preconditions,
                 warnings=tuple(snapshot.warnings) + tuple(warnings))
         return snapshot
+
+    # ---- watcher -----------------------------------------------------------------------------
+
+    @property
+    def watches_gpus(self) -> bool:
+        return self.query_gpus
+
+    async def watch(self, request: WatchRequest,
+                    on_event: Callable[[WatchEvent], None]) -> WatchEnd:
+        if not isinstance(self.runner, StreamingRunner):
+            raise HostError(f"{self.name}: this connection cannot stream a watcher")
+        return await run_watch(self.runner, script("watch.sh"), request,
+                               query_gpus=self.query_gpus, on_event=on_event)
 
     # ---- launch, kill, tail ----------------------------------------------------------------
 

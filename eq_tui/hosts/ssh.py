@@ -23,7 +23,7 @@ from typing import Any
 import asyncssh
 
 from eq_tui.errors import HostError
-from eq_tui.hosts.runner import CommandResult
+from eq_tui.hosts.runner import CommandResult, LineStream
 
 _TARGET = re.compile(r"(?:(?P<user>[^@\s]+)@)?(?P<host>[^@:\s]+)(?::(?P<port>\d+))?")
 BACKOFF_START_S = 0.5
@@ -201,6 +201,21 @@ class SshRunner:
         code = result.exit_status if result.exit_status is not None else 255
         return CommandResult(code, stdout, stderr)
 
+    async def stream(self, script: str, args: Sequence[str] = (), *,
+                     stdin: bytes = b"") -> LineStream:
+        """A long-lived command on its own channel of the shared connection (outside the
+        channel cap: it would otherwise hold a slot for good)."""
+        conn = await self._ensure()
+        command = shlex.join(["sh", "-c", script, "eq-tui", *args])
+        try:
+            process = await conn.create_process(command, encoding=None)
+            if stdin:
+                process.stdin.write(stdin)
+            process.stdin.write_eof()
+        except (OSError, asyncssh.Error) as exc:
+            raise HostError(f"{self.label}: {exc}") from None
+        return _ChannelStream(process)
+
     @staticmethod
     async def _exec(conn: asyncssh.SSHClientConnection, command: str,
                     stdin: bytes) -> asyncssh.SSHCompletedProcess:
@@ -225,3 +240,21 @@ class SshRunner:
             with contextlib.suppress(Exception):
                 await self._conn.wait_closed()
             self._conn = None
+
+
+class _ChannelStream:
+    def __init__(self, process: asyncssh.SSHClientProcess[bytes]) -> None:
+        self._process = process
+
+    async def readline(self) -> bytes:
+        try:
+            line = await self._process.stdout.readline()
+        except (OSError, asyncssh.Error):
+            return b""
+        return line if isinstance(line, bytes) else b""
+
+    async def close(self) -> None:
+        self._process.close()
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(5):
+                await self._process.wait_closed()

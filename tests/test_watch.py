@@ -1,0 +1,214 @@
+"""The per-host watcher: watch.sh's facts (exit records, GPU memory releases) on a simulated
+host, the engine's watcher manager, and the engine ticking on those facts between polls."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from eq_tui.engine.watchers import HostWatchers
+from eq_tui.errors import HostError
+from eq_tui.hosts.local import make_sim_host
+from eq_tui.hosts.shell_host import ShellHost
+from eq_tui.hosts.watch import (
+    WatchedAttempt,
+    WatchEnd,
+    WatchEvent,
+    WatchRequest,
+    parse_watch_line,
+    watch_stdin,
+)
+from eq_tui.sim.state import find_overlaps, init_sim_state, read_runs, set_quirk
+from tests.support.engine_run import job, make_manifest, sim_hosts, start_engine
+
+# ---- the line protocol ---------------------------------------------------------------------
+
+
+def test_watch_lines_parse_into_events_and_ends() -> None:
+    assert parse_watch_line("R\n") == WatchEvent("ready")
+    assert parse_watch_line("X\tjob_1\n") == WatchEvent("exited", key="job_1")
+    assert parse_watch_line("F\t3\t120\n") == WatchEvent("released", gpu=3, used_mib=120)
+    assert parse_watch_line("E\tnvidia-smi: driver gone\n") == WatchEvent(
+        "error", detail="nvidia-smi: driver gone")
+    assert parse_watch_line("Q\tdone\n") == "done"
+    assert parse_watch_line("Q\tlifetime\n") == "lifetime"
+    for noise in ("H\n", "", "X\t\n", "F\tx\t1\n", "Q\tsoon\n", "garbage"):
+        assert parse_watch_line(noise) is None
+
+
+def test_watch_requests_refuse_fields_that_would_break_the_line_format() -> None:
+    good = WatchRequest(attempts=(WatchedAttempt("a", "/tmp/x y", (0, 1)),), draining=(2,))
+    assert watch_stdin(good) == b"A\ta\t/tmp/x y\t0,1\nG\t2\n"
+    with pytest.raises(HostError):
+        watch_stdin(WatchRequest(attempts=(WatchedAttempt("a", "/tmp/x\ty", ()),)))
+
+
+# ---- watch.sh on a simulated host ----------------------------------------------------------
+
+
+def sim_host(tmp_path: Path, *, linger_s: float = 0.0) -> tuple[ShellHost, Path]:
+    state = tmp_path / "sim"
+    init_sim_state(state, host="w", gpus=2, memory_mib=8000, linger_s=linger_s)
+    return make_sim_host("w", str(state), str(tmp_path / "logs")), state
+
+
+async def collect(host: ShellHost, request: WatchRequest,
+                  during: Callable[[list[tuple[float, WatchEvent]]], object] | None = None,
+                  timeout: float = 30.0) -> tuple[WatchEnd, list[tuple[float, WatchEvent]]]:
+    seen: list[tuple[float, WatchEvent]] = []
+    end = await asyncio.wait_for(
+        host.watch(request, lambda event: seen.append((time.time(), event))), timeout)
+    return end, seen
+
+
+async def test_an_exit_record_is_reported_then_the_gpu_once_its_memory_is_released(
+        tmp_path: Path) -> None:
+    host, state = sim_host(tmp_path, linger_s=1.0)
+    attempt = tmp_path / "attempt"
+    attempt.mkdir()
+    # a real fake job on GPU 1 whose memory lingers for a second after it exits
+    env = dict(host.runner.env or {}, CUDA_VISIBLE_DEVICES="1")  # type: ignore[attr-defined]
+    process = await asyncio.create_subprocess_exec(
+        "sh", "-c", f"fake-train --epochs 1 --epoch-seconds 0.3 --mem 3000; "
+                    f"echo $? > {attempt}/exit", env=env)
+    request = WatchRequest(attempts=(WatchedAttempt("j", str(attempt), (1,)),),
+                           threshold_mib=500, interval_s=0.1)
+    end, seen = await collect(host, request)
+    await process.wait()
+    kinds = [event.kind for _at, event in seen]
+    assert end == "done"
+    assert kinds == ["ready", "exited", "released"]
+    assert seen[2][1].gpu == 1 and (seen[2][1].used_mib or 0) < 500
+    released_at = seen[2][0]
+    ended = [r for r in read_runs(state) if r.get("event") == "end"]
+    assert len(ended) == 1
+    # never before the simulated memory was really released
+    assert released_at >= float(ended[0]["linger_until"])
+
+
+async def test_a_failing_nvidia_smi_stops_gpu_watching_with_an_error(tmp_path: Path) -> None:
+    host, state = sim_host(tmp_path)
+    set_quirk(state, "fail")
+    end, seen = await collect(host, WatchRequest(draining=(0,), interval_s=0.1))
+    assert end == "done"
+    assert [event.kind for _at, event in seen] == ["ready", "error"]
+    assert "nvidia-smi" in seen[1][1].detail
+
+
+async def test_the_watcher_ends_after_its_lifetime(tmp_path: Path) -> None:
+    host, _state = sim_host(tmp_path)
+    attempt = tmp_path / "never"
+    attempt.mkdir()
+    request = WatchRequest(attempts=(WatchedAttempt("j", str(attempt), (0,)),), lifetime_s=1,
+                           interval_s=0.1)
+    end, seen = await collect(host, request)
+    assert end == "lifetime"
+    assert [event.kind for _at, event in seen] == ["ready"]
+
+
+# ---- the engine's watcher manager ----------------------------------------------------------
+
+
+class ScriptedHost:
+    """A host whose watcher replays a script of events (the manager's logic, not the shell)."""
+
+    name = "h"
+    watches_gpus = True
+
+    def __init__(self, events: list[WatchEvent], end: WatchEnd = "done",
+                 fail: bool = False) -> None:
+        self.events, self.end, self.fail = events, end, fail
+        self.requests: list[WatchRequest] = []
+
+    async def watch(self, request: WatchRequest,
+                    on_event: Callable[[WatchEvent], None]) -> WatchEnd:
+        self.requests.append(request)
+        if self.fail:
+            raise HostError("cannot stream")
+        for event in self.events:
+            on_event(event)
+        return self.end
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_an_exit_is_reported_once_however_often_the_watcher_restarts() -> None:
+    host = ScriptedHost([WatchEvent("exited", key="a"), WatchEvent("released", gpu=0)],
+                        end="lifetime")
+    seen: list[tuple[str, WatchEvent]] = []
+    watchers = HostWatchers({"h": host}, lambda name, e: seen.append((name, e)))  # type: ignore[dict-item]
+    request = WatchRequest(attempts=(WatchedAttempt("a", "/d/a1", (0,)),))
+    watchers.sync({"h": request})
+    await settle()
+    watchers.sync({"h": request})  # ended by lifetime: started again with the same request
+    await settle()
+    assert len(host.requests) == 2
+    assert [e.kind for _n, e in seen] == ["exited", "released", "released"]
+    # a new attempt of the same job is a new exit
+    watchers.sync({"h": WatchRequest(attempts=(WatchedAttempt("a", "/d/a2", (0,)),))})
+    await settle()
+    assert [e.kind for _n, e in seen].count("exited") == 2
+    await watchers.close()
+
+
+async def test_an_unchanged_request_keeps_its_watcher_and_an_empty_one_stops_it() -> None:
+    host = ScriptedHost([], end="done")
+    watchers = HostWatchers({"h": host}, lambda name, e: None)  # type: ignore[dict-item]
+    request = WatchRequest(draining=(1,))
+    watchers.sync({"h": request})
+    await settle()
+    watchers.sync({"h": request})  # ended "done" with nothing new to watch: not restarted
+    await settle()
+    assert len(host.requests) == 1
+    watchers.sync({"h": WatchRequest()})
+    await settle()
+    assert not watchers.watching("h")
+    await watchers.close()
+
+
+async def test_a_watcher_that_cannot_start_is_retried_only_after_a_pause() -> None:
+    clock = [100.0]
+    host = ScriptedHost([], fail=True)
+    watchers = HostWatchers({"h": host}, lambda name, e: None,  # type: ignore[dict-item]
+                            clock=lambda: clock[0])
+    request = WatchRequest(draining=(0,))
+    watchers.sync({"h": request})
+    await settle()
+    watchers.sync({"h": request})
+    await settle()
+    assert len(host.requests) == 1 and not watchers.covers_gpus("h")
+    clock[0] += 10
+    watchers.sync({"h": request})
+    await settle()
+    assert len(host.requests) == 2
+    await watchers.close()
+
+
+# ---- the engine, event-driven ------------------------------------------------------------------
+
+@pytest.mark.integration
+async def test_with_a_long_poll_freed_gpus_still_get_their_next_job_from_the_watcher(
+        tmp_path: Path) -> None:
+    """Poll every 60 s: without the watcher this queue would take minutes. Memory lingers
+    after each job; no job may start on a GPU before its memory was released."""
+    jobs = [job(f"j{i}", "fake-train --epochs 2 --epoch-seconds 0.2 --mem 3000 --linger 0.6")
+            for i in range(6)]
+    manifest = make_manifest(tmp_path, jobs, hosts=sim_hosts(("sim", 2), memory_mib=8000))
+    run = await start_engine(manifest, tmp_path / "run", poll=60.0)
+    assert run.task is not None
+    code = await asyncio.wait_for(run.task, 60)
+    assert code == 0
+    engine = run.engine
+    assert engine.full_ticks == 1  # only the first tick was a poll
+    assert engine.watch_wakeups >= 6
+    assert engine.watchers.started >= 1
+    runs = run.runs("sim")
+    assert find_overlaps(runs, include_linger=True) == []
+    assert sum(1 for r in runs if r.get("event") == "start") == 6
