@@ -208,6 +208,8 @@ async def test_with_a_long_poll_freed_gpus_still_get_their_next_job_from_the_wat
     engine = run.engine
     assert engine.full_ticks == 1  # only the first tick was a poll
     assert engine.watch_wakeups >= 6
+    # hand-overs on a GPU the watcher read as released, without waiting for a probe
+    assert engine.launches_on_watch_reading >= 1
     assert engine.watchers.started >= 1
     runs = run.runs("sim")
     assert find_overlaps(runs, include_linger=True) == []

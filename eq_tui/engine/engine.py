@@ -97,7 +97,8 @@ class Engine:
 
     def __init__(self, manifest: Manifest, run_dir: Path, hosts: dict[str, Host], *,
                  poll: float = 2.0, clock: Callable[[], float] = time.time,
-                 exit_when_done: bool = False, control_socket: bool = True) -> None:
+                 exit_when_done: bool = False, control_socket: bool = True,
+                 watch: bool = True) -> None:
         self.manifest = manifest
         self.project = manifest.project
         self.run_dir = RunDir(Path(run_dir))
@@ -138,12 +139,17 @@ class Engine:
         self.ticks = 0
         self.full_ticks = 0
         self.watch_wakeups = 0
+        self.launches_on_watch_reading = 0
         self.probes_by_host: dict[str, int] = dict.fromkeys(hosts, 0)
         self._hurry_until = 0.0
         self._full_due = True
         self._last_full_tick = 0.0
         self._due_hosts: set[str] = set()
-        self.watchers = HostWatchers(hosts, self._on_watch_event)
+        self._watch_readings: dict[str, dict[int, int]] = {}  # host -> gpu -> MiB used
+        self._watch_seen_free: dict[tuple[str, int], float] = {}
+        # watch=False leaves only the periodic probe (how today's polling scripts work: the
+        # benchmarks compare against it)
+        self.watchers = HostWatchers(hosts if watch else {}, self._on_watch_event)
         self.control: ControlServer | None = (
             ControlServer(self, self.run_dir.path) if control_socket else None)
 
@@ -184,8 +190,9 @@ class Engine:
             while not self._stop.is_set():
                 self._wake.clear()
                 only = self._hosts_due()
-                if only is None or only:
-                    await self.tick(only=only)
+                readings = self._take_watch_readings(only)
+                if only is None or only or readings:
+                    await self.tick(only=only, readings=readings)
                 if self.finished and self.exit_when_done:
                     break
                 with contextlib.suppress(TimeoutError):
@@ -212,6 +219,14 @@ class Engine:
         due |= self._hosts_with_free_gpus()
         return due
 
+    def _take_watch_readings(self, probed: set[str] | None) -> dict[str, dict[int, int]]:
+        """GPU releases a watcher read on hosts this tick does not probe: the tick may launch
+        on those GPUs on the strength of that reading (fresher than any probe would be)."""
+        readings = {host: gpus for host, gpus in self._watch_readings.items()
+                    if probed is not None and host not in probed}
+        self._watch_readings = {}
+        return readings if not self.paused else {}
+
     def _any_job_due(self) -> bool:
         now = self.clock()
         for job in self.jobs.values():
@@ -231,6 +246,9 @@ class Engine:
         for (host, gpu), released in self._released_at.items():
             if now - released > HURRY_WINDOW_S or (host, gpu) in holders:
                 continue
+            seen = self._watch_seen_free.get((host, gpu))
+            if seen is not None and seen >= released:
+                continue  # a watcher read it below the threshold since
             snap = self.snapshots.get(host)
             reading = next((g for g in snap.gpus if g.index == gpu), None) if snap else None
             if (reading is None or snap is None or snap.taken_at < released
@@ -266,8 +284,13 @@ class Engine:
         return wait
 
     def _on_watch_event(self, host: str, event: WatchEvent) -> None:
-        if event.kind in ("exited", "released"):
-            self._due_hosts.add(host)
+        if event.kind == "exited":
+            self._due_hosts.add(host)  # judging an exit needs the probe (exit code, output)
+            self.watch_wakeups += 1
+            self._wake.set()
+        elif event.kind == "released" and event.gpu is not None and event.used_mib is not None:
+            self._watch_readings.setdefault(host, {})[event.gpu] = event.used_mib
+            self._watch_seen_free[(host, event.gpu)] = self.clock()
             self.watch_wakeups += 1
             self._wake.set()
         elif event.kind == "error":
@@ -439,9 +462,11 @@ class Engine:
 
     # ---- the tick --------------------------------------------------------------------------
 
-    async def tick(self, only: set[str] | None = None) -> None:
+    async def tick(self, only: set[str] | None = None,
+                   readings: dict[str, dict[int, int]] | None = None) -> None:
         """Probe the hosts (all of them, or `only` these), judge what they hold, decide and
-        launch. Jobs are judged and launched only on hosts probed in this very tick."""
+        launch. Jobs are judged only on hosts probed in this very tick, and launched there or
+        on a GPU a watcher has just read as released (`readings`: host -> GPU -> MiB)."""
         async with self._lock:
             self.ticks += 1
             if only is None:
@@ -453,7 +478,8 @@ class Engine:
             self._apply_output_scan()
             self._unblock_recovered()
             decision = decide(self.manifest, list(self.jobs.values()),
-                              self._host_views(probed), now=self.clock(), paused=self.paused,
+                              self._host_views(probed, readings or {}), now=self.clock(),
+                              paused=self.paused,
                               preconditions=self._precondition_results)
             self._precondition_results = {}
             self._want_preconditions = set(decision.check_preconditions)
@@ -472,6 +498,9 @@ class Engine:
                     job.reason = reason
                     self._job_changed(job)
             if decision.launches:
+                self.launches_on_watch_reading += sum(
+                    1 for launch in decision.launches
+                    if readings and launch.host in readings and launch.host not in probed)
                 await self._launch(decision.launches)
                 self._publish_gpu_views({launch.host for launch in decision.launches})
             self._check_finished()
@@ -622,15 +651,24 @@ class Engine:
             if new_state == "down":
                 self._alert("error", f"{name} is down: {snap.error}", host=name)
 
-    def _host_views(self, probed: set[str] | None) -> list[HostView]:
-        """What decide() may use; with `probed`, hosts not probed this tick take no launch."""
+    def _host_views(self, probed: set[str] | None,
+                    readings: dict[str, dict[int, int]] | None = None) -> list[HostView]:
+        """What decide() may use. With `probed`, a host not probed this tick takes no launch,
+        except on the GPUs in `readings` (a watcher's fresh reading; its others count as
+        unknown)."""
         views = []
         for name in self.hosts:
             snap = self.snapshots.get(name)
             spec = self._host_specs.get(name)
+            fresh = (readings or {}).get(name)
             usable = (snap is not None and snap.ok and name not in self.stopped_hosts
-                      and (probed is None or name in probed))
-            gpus = tuple(GpuView(g.index, g.memory_used_mib) for g in snap.gpus) if snap else ()
+                      and (probed is None or name in probed or fresh is not None))
+            if snap is None:
+                gpus: tuple[GpuView, ...] = ()
+            elif probed is None or name in probed or fresh is None:
+                gpus = tuple(GpuView(g.index, g.memory_used_mib) for g in snap.gpus)
+            else:
+                gpus = tuple(GpuView(g.index, fresh.get(g.index)) for g in snap.gpus)
             views.append(HostView(
                 name=name, usable=usable, gpus=gpus,
                 allowed=frozenset(spec.gpus) if spec and spec.gpus is not None else None,
