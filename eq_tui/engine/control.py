@@ -22,7 +22,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from eq_tui.engine.client import EngineClient
 from eq_tui.engine.events import (
@@ -165,31 +165,57 @@ class ControlServer:
             self._clients.discard(task)
 
 
-class ControlClient:
-    """An EngineClient for an engine in another process, reached through its control socket."""
+class LineReader(Protocol):
+    async def readline(self) -> bytes:
+        """The next line with its newline; b"" at the end of the stream."""
+        ...
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+
+class LineWriter(Protocol):
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class ControlClient:
+    """An EngineClient for an engine in another process, reached through its control socket:
+    directly (`connect`), or over any byte stream to that socket, such as an SSH channel (`over`).
+    """
+
+    def __init__(self, where: str) -> None:
+        self.where = where
         self.project = ""
         self._snapshot: dict[str, Any] = {}
         self._subscribers = Fanout()
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._reader: LineReader | None = None
+        self._writer: LineWriter | None = None
         self._listener: asyncio.Task[None] | None = None
         self.connected = False
 
     @classmethod
     async def connect(cls, run_dir: Path) -> ControlClient:
         path = find_socket(run_dir) or socket_path_for(run_dir)
-        client = cls(path)
-        await client._open()
+        reader, writer = await asyncio.open_unix_connection(str(path), limit=64 * MAX_LINE)
+        return await cls.over(reader, writer, where=str(path))
+
+    @classmethod
+    async def over(cls, reader: LineReader, writer: LineWriter, *, where: str) -> ControlClient:
+        """Subscribe through an open stream to a control socket; returns once the snapshot is in.
+        """
+        client = cls(where)
+        try:
+            await client._open(reader, writer)
+        except BaseException:
+            await client.close()
+            raise
         return client
 
-    async def _open(self) -> None:
-        self._reader, self._writer = await asyncio.open_unix_connection(str(self.path),
-                                                                        limit=64 * MAX_LINE)
+    async def _open(self, reader: LineReader, writer: LineWriter) -> None:
+        self._reader, self._writer = reader, writer
         first = asyncio.get_running_loop().create_future()
         self._pending[-1] = first
         self._listener = asyncio.create_task(self._listen())
@@ -292,6 +318,11 @@ class ControlClient:
         result: list[str] = await self._request({"op": "tail", "job": job_id,
                                                  "attempt": attempt, "lines": lines})
         return result
+
+    async def wait_closed(self) -> None:
+        """Returns once the engine's stream has ended: it stopped, or the connection dropped."""
+        if self._listener is not None:
+            await asyncio.wait([self._listener])
 
     async def close(self) -> None:
         if self._listener is not None:
