@@ -57,11 +57,15 @@ class EqTuiApp(App[int]):
     ]
 
     def __init__(self, clients: list[EngineClient], *, theme: str | None = None,
-                 clock: Callable[[], float] = time.time, detach_on_quit: bool = False) -> None:
+                 clock: Callable[[], float] = time.time, detach_on_quit: bool = False,
+                 attach_hint: str = "eq-tui attach RUN_DIR") -> None:
         super().__init__()
         self.clients: dict[str, EngineClient] = {client.project: client for client in clients}
         self.clock = clock
         self.detach_on_quit = detach_on_quit
+        self.attach_hint = attach_hint
+        self.engine_stopped = False
+        self.engine_gone = ""
         self.view = RunView()
         catalog = load_themes()
         self.user_themes = set(load_themes([user_theme_dir()]).themes)
@@ -387,10 +391,49 @@ class EqTuiApp(App[int]):
         table.refresh_styles()
         table.rebuild(self.clock())
 
+    def action_stop_engine(self) -> None:
+        """Stop the engine(s) after a confirmation; jobs keep running in their sessions."""
+        if self.detach_on_quit:
+            message = ("The engine stops scheduling and exits (other attached UIs are told "
+                       "so). Running jobs keep running in their sessions; start the engine "
+                       "again to resume them.")
+        else:
+            message = ("The engine stops scheduling and eq-tui exits. Running jobs keep "
+                       "running in their sessions; run the same command again to resume.")
+
+        async def stop_all() -> None:
+            for client in self.clients.values():
+                try:
+                    await client.command("shutdown")
+                except ConnectionError:
+                    pass  # the engine closed the connection on its way out
+                except Exception as exc:
+                    self.notify(f"{client.project}: stop failed: {exc}", severity="error")
+                    return
+            self.engine_stopped = True
+            self.exit(0)
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(stop_all(), group="commands", exit_on_error=False)
+
+        self.push_screen(ConfirmScreen("Stop the engine?", message, confirm_label="Stop"),
+                         answered)
+
+    def show_engine_gone(self, message: str, *, finished: bool) -> None:
+        """An attached engine has exited or become unreachable: say so, keep the last state on
+        screen, and let q leave without asking."""
+        self.engine_gone = message
+        self.sub_title = "engine exited" if finished else "engine unreachable"
+        self.notify(message, severity="information" if finished else "error", timeout=3600)
+
     def action_quit_app(self) -> None:
+        if self.engine_gone:
+            self.exit(0)
+            return
         if self.detach_on_quit:
             message = ("The engine keeps running in the background; attach again with "
-                       "`eq-tui attach RUN_DIR`.")
+                       f"`{self.attach_hint}`.")
         else:
             message = ("Jobs keep running in their sessions. Run the same command again to "
                        "resume: finished jobs are picked up, running ones adopted.")

@@ -1,4 +1,4 @@
-"""The command palette's eq-tui commands (ctrl+p): theme, bulk retry, summary, pause."""
+"""The command palette's eq-tui commands (ctrl+p): theme, bulk retry, summary, pause, stop."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ class EqCommands(Provider):
              "stuck jobs whose last failure was a CUDA OOM go back to pending"),
             ("Open summary", app.action_open_summary, "summary.md of the run, if written"),
             (pause, app.action_toggle_pause, "launching only; running jobs are untouched"),
+            ("Stop the engine", app.action_stop_engine,
+             "asks first; running jobs keep running in their sessions"),
             ("Help", app.action_help, "every key"),
         ]
         for name in sorted(app.available_themes):

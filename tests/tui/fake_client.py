@@ -141,6 +141,8 @@ class FakeClient:
         self.commands.append((name, job_ids))
         if self.fail_commands:
             raise ConnectionError("control socket closed")
+        if name == "shutdown":
+            return {"ok": True, "results": {}, "error": None}
         if name in ("pause", "resume"):
             self.state["paused"] = name == "pause"
             self.publish(QueuePaused(project=self.project, at=self.clock(),
