@@ -1,41 +1,187 @@
-"""`eq-tui attach RUN_DIR`: the full UI on an engine that is already running, through its
-control socket. Quitting the UI detaches; the engine keeps scheduling."""
+"""`eq-tui attach [HOST:]RUN_DIR`: the full UI on an engine that is already running, through its
+control socket (reached over SSH for HOST:RUN_DIR). Quitting the UI detaches; the engine keeps
+scheduling. When no engine runs there, say so and offer to start it (`--resume`, or y/N at a
+terminal)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shlex
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from eq_tui.engine.control import ControlClient
+from eq_tui.engine.model import FINISHED, JobState
 from eq_tui.errors import RunDirError
+from eq_tui.remote.target import RemoteTarget, command_line, parse_target
 
 
-def _resume_hint(run_dir: Path) -> str:
-    try:
-        source = json.loads((run_dir / "manifest.json").read_text())["source"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return f"start it again with `eq-tui MANIFEST --run-dir {run_dir}`"
-    return (f"resume it with `eq-tui {source} --run-dir {run_dir}` "
-            f"(add --detach to keep it in the background)")
+class EngineNotRunning(RunDirError):
+    """No engine answers for a run dir whose queue still has work; `start` starts one."""
+
+    def __init__(self, message: str, question: str, start: Callable[[], None]) -> None:
+        super().__init__(message)
+        self.question = question
+        self.start = start
 
 
-async def _attach(run_dir: Path, theme: str | None) -> int:
-    try:
-        client = await ControlClient.connect(run_dir)
-    except (OSError, ConnectionError, RuntimeError):
-        if not (run_dir / "queue_state.json").exists():
-            raise RunDirError(f"{run_dir} is not an eq-tui run dir") from None
-        raise RunDirError(f"no engine is running for {run_dir}; {_resume_hint(run_dir)}") from None
+def unfinished(jobs: list[JobState]) -> int:
+    return sum(1 for job in jobs if job.status not in FINISHED)
+
+
+async def run_attached(client: ControlClient, *, where: str, theme: str | None,
+                       config_path: str | None = None) -> int:
+    """The UI on `client` until the user quits, stops the engine, or the engine goes away."""
     from eq_tui.tui.app import EqTuiApp
 
-    app = EqTuiApp([client], theme=theme, detach_on_quit=True)
+    app = EqTuiApp([client], theme=theme, detach_on_quit=True,
+                   attach_hint=command_line("attach", where, config_path))
+    status = command_line("status", where, config_path)
+
+    async def tell_when_gone() -> None:
+        await client.wait_closed()
+        if app.engine_stopped or not app.is_running:
+            return
+        if client.snapshot().get("finished"):
+            app.show_engine_gone("The queue finished and its engine exited; q leaves.",
+                                 finished=True)
+        else:
+            app.show_engine_gone(f"The engine is gone (stopped, or the connection dropped); "
+                                 f"this is its last state. `{status}` shows where the queue "
+                                 f"stands.", finished=False)
+
+    watcher = asyncio.create_task(tell_when_gone())
     try:
         await app.run_async()
     finally:
+        watcher.cancel()
         await client.close()
+    if app.engine_stopped:
+        print(f"eq-tui: stopped the engine of {where}; its jobs keep running in their sessions")
+    elif app.engine_gone and not client.snapshot().get("finished"):
+        print(f"eq-tui: the engine of {where} is gone (stopped, or the connection dropped); "
+              f"`{status}` shows where the queue stands", file=sys.stderr)
+        return 3
     return 0
 
 
-def attach(run_dir: Path, *, theme: str | None = None) -> int:
-    return asyncio.run(_attach(run_dir, theme))
+# ---- local ---------------------------------------------------------------------------------
+
+def _local_source(run_dir: Path) -> str | None:
+    try:
+        source = json.loads((run_dir / "manifest.json").read_text())["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return str(source) if source else None
+
+
+def _not_running_here(run_dir: Path) -> RunDirError:
+    from eq_tui.status import load_jobs
+
+    if not (run_dir / "queue_state.json").exists():
+        return RunDirError(f"{run_dir} is not an eq-tui run dir")
+    _, jobs = load_jobs(run_dir)
+    source = _local_source(run_dir)
+    left = unfinished(jobs)
+    if not left or source is None:
+        why = "its queue has finished" if not left else "it records no manifest"
+        return RunDirError(f"no engine is running for {run_dir} ({why}); "
+                           f"`{command_line('status', str(run_dir))}` shows it")
+
+    def start() -> None:
+        from eq_tui.detach import start_detached
+
+        start_detached([source], [run_dir], None)
+
+    return EngineNotRunning(
+        f"no engine is running for {run_dir} ({left} of {len(jobs)} jobs not finished); "
+        f"resume it with `{command_line('attach', str(run_dir))} --resume` (starts it in the "
+        f"background from {source}), or `eq-tui {shlex.quote(source)} --run-dir "
+        f"{shlex.quote(str(run_dir))}` in the foreground",
+        "Start it now in the background?", start)
+
+
+async def _attach_local(run_dir: Path, theme: str | None) -> int:
+    try:
+        client = await ControlClient.connect(run_dir)
+    except (OSError, ConnectionError, RuntimeError):
+        raise _not_running_here(run_dir) from None
+    return await run_attached(client, where=str(run_dir), theme=theme)
+
+
+# ---- remote --------------------------------------------------------------------------------
+
+async def _attach_remote(target: RemoteTarget, theme: str | None,
+                         config_path: str | None) -> int:
+    from eq_tui.remote.link import open_link
+    from eq_tui.remote.status import saved_state
+    from eq_tui.status import jobs_from_state
+
+    link = await open_link(target.host, config_path, read_from=str(target))
+    try:
+        located = await link.locate(target)
+        client = await link.control(located)
+        if client is None:
+            saved = await saved_state(link, located)
+            jobs = jobs_from_state(saved, f"{located}/queue_state.json")
+            left = unfinished(jobs)
+            where = str(located)
+            if not left:
+                raise RunDirError(f"no engine is running for {where} (its queue has finished); "
+                                  f"`{command_line('status', where, config_path)}` shows it")
+            raise EngineNotRunning(
+                f"no engine is running for {where} ({left} of {len(jobs)} jobs not finished); "
+                f"resume it with `{command_line('attach', where, config_path)} --resume` "
+                f"(starts it on {target.host} in the background, from its manifest copy there)",
+                f"Start it now on {target.host}, in the background?",
+                lambda: asyncio.run(_resume_remote(target, config_path)))
+        return await run_attached(client, where=str(located), theme=theme,
+                                  config_path=config_path)
+    finally:
+        await link.close()
+
+
+async def _resume_remote(target: RemoteTarget, config_path: str | None) -> None:
+    from eq_tui.remote.link import open_link
+    from eq_tui.remote.start import resume
+
+    link = await open_link(target.host, config_path, read_from=str(target))
+    try:
+        await resume(link, await link.locate(target), config_path)
+    finally:
+        await link.close()
+
+
+# ---- entry ---------------------------------------------------------------------------------
+
+def _ask(question: str) -> bool:
+    if not sys.stdin.isatty():
+        return False
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def attach(where: str, *, theme: str | None = None, resume: bool = False,
+           config_path: str | None = None) -> int:
+    target = parse_target(where)
+
+    def once() -> int:
+        if target is not None:
+            return asyncio.run(_attach_remote(target, theme, config_path))
+        return asyncio.run(_attach_local(Path(where), theme))
+
+    try:
+        return once()
+    except EngineNotRunning as exc:
+        if not resume:
+            print(f"eq-tui: {exc}", file=sys.stderr)
+            if not _ask(exc.question):
+                return exc.exit_code
+        exc.start()
+        print("eq-tui: the engine is running; attaching", file=sys.stderr)
+    return once()

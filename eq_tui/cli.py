@@ -22,10 +22,16 @@ free GPU, launch it in a detached screen/tmux session, retry CUDA OOMs, persist 
 resume after a crash. Full-screen UI by default; --no-ui for scripts and nohup."""
 
 EPILOG = """\
-other commands:
+other commands (RUN_DIR may be HOST:RUN_DIR, a run dir on an ssh host; add --ssh-config PATH):
   eq-tui status RUN_DIR        counts by status, and the jobs that need a person
-  eq-tui attach RUN_DIR        the UI on an engine that is already running
+  eq-tui attach RUN_DIR        the UI on an engine that is already running (q detaches);
+                               --resume starts it in the background first if it is not running
   eq-tui stop RUN_DIR          stop a running engine (its jobs keep running)
+
+in the background on an ssh host:
+  eq-tui MANIFEST --detach --on HOST    sends the manifest to ~/.eq-tui/runs/<project>/ there,
+                               starts the engine there (eq-tui must be installed on HOST), and
+                               prints the attach/status/stop commands for HOST:RUN_DIR
 
 exit codes: 0 every job completed; 1 finished with jobs stuck, killed or blocked;
 2 invalid manifest or usage; 3 a host or the run dir could not be used; 130 interrupted
@@ -60,49 +66,52 @@ def build_parser() -> argparse.ArgumentParser:
                         "or one of yours in the config dir)")
     parser.add_argument("--detach", action="store_true",
                         help="start the engine in the background, print how to attach, return")
+    parser.add_argument("--on", metavar="HOST",
+                        help="with --detach: run the engine on this ssh host (alias, or "
+                             "user@host[:port]); --run-dir is then a path there")
     parser.add_argument("--ssh-config", metavar="PATH",
                         help="ssh config file to use instead of ~/.ssh/config")
     parser.add_argument("--version", action="version", version=f"eq-tui {__version__}")
     return parser
 
 
+RUN_DIR_HELP = ("a run dir here, or HOST:RUN_DIR on an ssh host (an existing local path "
+                "wins)")
+
+
 def build_status_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="eq-tui status",
-                     description="Counts by status and the jobs that need a person.")
-    parser.add_argument("run_dir", metavar="RUN_DIR")
+    parser = build_run_dir_parser("status", "Counts by status and the jobs that need a person.")
     parser.add_argument("--json", action="store_true", help="print the counts as JSON")
     return parser
 
 
 def build_run_dir_parser(command: str, description: str) -> argparse.ArgumentParser:
     parser = _Parser(prog=f"eq-tui {command}", description=description)
-    parser.add_argument("run_dir", metavar="RUN_DIR")
+    parser.add_argument("run_dir", metavar="[HOST:]RUN_DIR", help=RUN_DIR_HELP)
+    parser.add_argument("--ssh-config", metavar="PATH",
+                        help="ssh config file to use instead of ~/.ssh/config")
     if command == "attach":
         parser.add_argument("--theme", metavar="NAME", help="UI theme")
+        parser.add_argument("--resume", action="store_true",
+                            help="if no engine is running there, start it in the background "
+                                 "first (from the manifest its run dir records)")
     return parser
+
+
+def _ssh_config(value: str | None) -> str | None:
+    if value is None:
+        return None
+    _check_paths([value])
+    if not Path(value).is_file():
+        raise UsageError(f"--ssh-config {value}: no such file")
+    return str(Path(value).resolve())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        if args and args[0] == "status":
-            from eq_tui.status import print_status
-
-            status_args = build_status_parser().parse_args(args[1:])
-            return print_status(Path(status_args.run_dir), as_json=status_args.json)
-        if args and args[0] == "stop":
-            from eq_tui.detach import stop_engine
-
-            stop_args = build_run_dir_parser("stop", "Stop a running engine; its jobs keep "
-                                             "running and the next run resumes them."
-                                             ).parse_args(args[1:])
-            return stop_engine(Path(stop_args.run_dir))
-        if args and args[0] == "attach":
-            from eq_tui.attach import attach
-
-            attach_args = build_run_dir_parser("attach", "The UI on an engine that is already "
-                                               "running.").parse_args(args[1:])
-            return attach(Path(attach_args.run_dir), theme=attach_args.theme)
+        if args and args[0] in ("status", "stop", "attach"):
+            return _run_dir_command(args[0], args[1:])
         options = build_parser().parse_args(args)
         return _run(options)
     except EqTuiError as exc:
@@ -111,6 +120,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("eq-tui: interrupted; jobs keep running in their sessions", file=sys.stderr)
         return 130
+
+
+def _run_dir_command(command: str, rest: list[str]) -> int:
+    from eq_tui.remote.target import parse_target
+
+    if command == "status":
+        parser = build_status_parser()
+    elif command == "stop":
+        parser = build_run_dir_parser("stop", "Stop a running engine; its jobs keep running "
+                                      "and the next run resumes them.")
+    else:
+        parser = build_run_dir_parser("attach", "The UI on an engine that is already running.")
+    options = parser.parse_args(rest)
+    config = _ssh_config(options.ssh_config)
+    target = parse_target(options.run_dir)
+    if command == "attach":
+        from eq_tui.attach import attach
+
+        return attach(options.run_dir, theme=options.theme, resume=options.resume,
+                      config_path=config)
+    if command == "status":
+        if target is not None:
+            from eq_tui.remote.status import print_remote_status
+
+            return print_remote_status(target, as_json=options.json, config_path=config)
+        from eq_tui.status import print_status
+
+        return print_status(Path(options.run_dir), as_json=options.json)
+    if target is not None:
+        from eq_tui.remote.status import stop_remote_engine
+
+        return stop_remote_engine(target, config_path=config)
+    from eq_tui.detach import stop_engine
+
+    return stop_engine(Path(options.run_dir))
 
 
 def _check_paths(values: Sequence[str | None]) -> None:
@@ -125,6 +169,13 @@ def _check_options(options: argparse.Namespace) -> None:
         raise UsageError("--json needs --no-ui")
     if options.run_dir and len(options.manifests) > 1:
         raise UsageError("--run-dir takes one manifest; each manifest gets its own run dir")
+    if options.on is not None:
+        from eq_tui.remote.target import check_host
+
+        check_host(options.on)
+        if not options.detach or options.dry_run:
+            raise UsageError("--on HOST runs the engine there in the background: use it with "
+                             "--detach (and without --dry-run)")
     if options.poll is not None and not options.poll > 0:
         raise UsageError(f"--poll must be a positive number of seconds, not {options.poll}")
     if options.ssh_config:
@@ -145,6 +196,15 @@ def _run(options: argparse.Namespace) -> int:
     if len(set(map(str, (d.resolve() for d in run_dirs)))) != len(run_dirs):
         raise UsageError(f"two manifests share a run dir (projects {', '.join(projects)}); "
                          "give each its own project name")
+    if options.on is not None:
+        from eq_tui.remote.on_host import start_on_host
+
+        if len(set(projects)) != len(projects):
+            raise UsageError(f"two manifests share a project name ({', '.join(projects)}); on "
+                             f"{options.on} each project gets ~/.eq-tui/runs/<project>/")
+        return start_on_host(options.on, [(Path(m.source), m.project) for m in manifests],
+                             run_dir=options.run_dir, poll=options.poll, fresh=options.fresh,
+                             config_path=_ssh_config(options.ssh_config))
     if options.dry_run:
         from eq_tui.plan import print_plan
 

@@ -21,12 +21,7 @@ def load_jobs(run_dir: Path) -> tuple[dict[str, Any], list[JobState]]:
         raise RunDirError(f"{run_dir}: no queue_state.json here (is this an eq-tui run dir?)")
     saved = RunDir(run_dir).load_state()
     assert saved is not None
-    try:
-        jobs = [JobState.from_json(raw) for raw in saved["jobs"]]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise RunDirError(f"{run_dir / 'queue_state.json'}: a job record is unreadable "
-                          f"({exc!r})") from None
-    return saved, jobs
+    return saved, jobs_from_state(saved, str(run_dir / "queue_state.json"))
 
 
 async def _live_snapshot(run_dir: Path) -> dict[str, Any] | None:
@@ -44,14 +39,34 @@ async def _live_snapshot(run_dir: Path) -> dict[str, Any] | None:
     return snapshot
 
 
+def from_snapshot(live: dict[str, Any]) -> tuple[dict[str, Any], list[JobState]]:
+    """(saved, jobs) from a running engine's snapshot, in the shape of the state file."""
+    saved: dict[str, Any] = {"project": live["project"], "paused": live["paused"],
+                             "live_pid": live["settings"].get("pid")}
+    return saved, [JobState.from_json(raw) for raw in live["jobs"]]
+
+
+def jobs_from_state(saved: dict[str, Any], where: str) -> list[JobState]:
+    try:
+        return [JobState.from_json(raw) for raw in saved["jobs"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RunDirError(f"{where}: a job record is unreadable ({exc!r})") from None
+
+
 def print_status(run_dir: Path, *, as_json: bool = False) -> int:
     live = None if "\0" in str(run_dir) else asyncio.run(_live_snapshot(run_dir))
     if live is not None:
-        saved: dict[str, Any] = {"project": live["project"], "paused": live["paused"],
-                                 "live_pid": live["settings"].get("pid")}
-        jobs = [JobState.from_json(raw) for raw in live["jobs"]]
+        saved, jobs = from_snapshot(live)
     else:
         saved, jobs = load_jobs(run_dir)
+    show_status(saved, jobs, as_json=as_json)
+    return 0
+
+
+def show_status(saved: dict[str, Any], jobs: list[JobState], *, as_json: bool = False,
+                where: str = "") -> None:
+    """Prints the counts and the jobs that need a person; `where` names the SSH host of a
+    remote run dir."""
     counts = status_counts(jobs)
     needing = [job for job in jobs if job.status in NEEDS_PERSON]
     if as_json:
@@ -62,12 +77,13 @@ def print_status(run_dir: Path, *, as_json: bool = False) -> int:
             "needs_person": [{"id": j.id, "status": str(j.status),
                               "failure": j.failure.to_json() if j.failure else None,
                               "log": j.log} for j in needing]}, indent=1))
-        return 0
+        return
     out = sys.stdout
     paused = " (launching paused)" if saved.get("paused") else ""
     source = (f"live from the running engine, pid {saved['live_pid']}" if saved.get("live_pid")
               else "from the state file; no engine is running")
-    out.write(f"{saved.get('project')}: {len(jobs)} jobs{paused} ({source})\n")
+    out.write(f"{saved.get('project')}: {len(jobs)} jobs{paused} ({source}{where and ' on '}"
+              f"{where})\n")
     for status, count in counts.items():
         out.write(f"  {status:<11} {count}\n")
     if needing:
@@ -78,4 +94,3 @@ def print_status(run_dir: Path, *, as_json: bool = False) -> int:
             out.write(f"  {job.id:<28} {job.status!s:<8} {failure:<14} {detail}\n")
             if job.log:
                 out.write(f"  {'':<28} log: {job.host}:{job.log}\n")
-    return 0

@@ -1,0 +1,50 @@
+"""`eq-tui MANIFEST --detach --on HOST`: send each manifest to the host, start its engine there
+in the background, check that it answers over SSH, and say how to attach, check and stop it."""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+from pathlib import Path
+
+from eq_tui.errors import RunDirError
+from eq_tui.remote.link import open_link
+from eq_tui.remote.start import find_eq_tui, how_to_reach, start_engine, upload_manifest
+from eq_tui.remote.target import RemoteTarget
+
+
+async def _start_on_host(host: str, manifests: list[tuple[Path, str]], run_dir: str | None,
+                         extra: list[str], config_path: str | None) -> int:
+    link = await open_link(host, config_path)
+    try:
+        eq_tui = await find_eq_tui(link, config_path)
+        for path, project in manifests:
+            directory = await upload_manifest(link, path, project)
+            remote_run = run_dir or posixpath.join(directory, "run")
+            await start_engine(link, eq_tui, posixpath.join(directory, path.name), remote_run,
+                               extra)
+            located = await link.locate(RemoteTarget(host, remote_run))
+            client = await link.control(located)
+            if client is None:
+                raise RunDirError(f"{located}: the engine started but does not answer over "
+                                  "ssh on its control socket")
+            jobs = len(client.snapshot().get("jobs") or [])
+            await client.close()
+            target = RemoteTarget(host, located.path)
+            commands = how_to_reach(target, config_path)
+            print(f"eq-tui: engine for {path} is running on {host} ({jobs} jobs); "
+                  f"run dir {target}\n"
+                  f"  watch:  {commands['watch']}\n"
+                  f"  status: {commands['status']}\n"
+                  f"  stop:   {commands['stop']}   (jobs keep running; the next run resumes)\n"
+                  f"  log:    {host}:{posixpath.join(located.path, 'engine.log')}", flush=True)
+    finally:
+        await link.close()
+    return 0
+
+
+def start_on_host(host: str, manifests: list[tuple[Path, str]], *, run_dir: str | None,
+                  poll: float | None, fresh: bool, config_path: str | None) -> int:
+    """manifests: (local path, project) pairs, already validated here."""
+    extra = (["--poll", str(poll)] if poll is not None else []) + (["--fresh"] if fresh else [])
+    return asyncio.run(_start_on_host(host, manifests, run_dir, extra, config_path))
