@@ -98,6 +98,11 @@ class SshHost:
         return self.dir / "sim"
 
     @property
+    def bin(self) -> Path:
+        """A directory first on this host's PATH (programs only this host has)."""
+        return self.dir / "bin"
+
+    @property
     def commands_log(self) -> Path:
         return self.dir / "commands.log"
 
@@ -154,6 +159,7 @@ class SshBed:
             init_sim_state(host.sim_state, host=name, gpus=gpus, memory_mib=memory, model=model)
             for sub in ("screen", "tmux"):
                 (host.dir / sub).mkdir(mode=0o700)
+            host.bin.mkdir(mode=0o755)  # first on the host's PATH: see remote_eq.py
             (host.dir / "commands.log").touch()
             for path in (host.sim_state, host.dir / "screen", host.dir / "tmux",
                          host.dir / "commands.log", *host.sim_state.rglob("*")):
@@ -166,7 +172,7 @@ class SshBed:
 
     def _write_sshd_config(self, host: SshHost) -> None:
         env = " ".join([
-            f"PATH={sim_bin_dir()}:/usr/local/bin:/usr/bin:/bin",
+            f"PATH={host.bin}:{sim_bin_dir()}:/usr/local/bin:/usr/bin:/bin",
             f"EQ_SIM_STATE={host.sim_state}", f"SCREENDIR={host.dir / 'screen'}",
             f"TMUX_TMPDIR={host.dir / 'tmux'}", f"EQ_FAKE_HOST={host.name}",
             f"EQ_BED={self.root}", f"EQ_BED_HOST_DIR={host.dir}",

@@ -1,0 +1,250 @@
+"""An engine on a real sshd host: `--detach --on HOST`, then attach, status and stop over SSH
+(`HOST:RUN_DIR`), from this machine as root to the login user `eqtest` there."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pwd
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eq_tui.engine.events import JobUpdated
+from eq_tui.remote.link import open_link
+from eq_tui.remote.target import RemoteTarget
+from tests.support.remote_eq import check_eq_tui_runs_there, install_eq_tui
+from tests.support.sshbed import USER, SshBed
+
+pytestmark = pytest.mark.integration
+EQ = [sys.executable, "-m", "eq_tui"]
+MANIFEST = """\
+project: {project}
+hosts: [{{name: sim, simulate: {{gpus: 2, memory_mib: 24576}}}}]
+jobs:
+  - {{id: job_1, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000"}}
+  - {{id: job_2, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000"}}
+  - {{id: job_3, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000"}}
+  - {{id: job_4, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000"}}
+"""
+
+
+@pytest.fixture(scope="module")
+def bed() -> Iterator[SshBed]:
+    ssh_bed = SshBed.create([("gpu", 2, 24576, "Sim RTX"), ("bare", 1, 8192, "Sim")])
+    try:
+        install_eq_tui(ssh_bed.hosts["gpu"])  # "bare" has no eq-tui
+        check_eq_tui_runs_there(ssh_bed, "gpu")
+        yield ssh_bed
+    finally:
+        ssh_bed.close()
+
+
+@pytest.fixture
+def project() -> Iterator[str]:
+    name = f"remote_{secrets.token_hex(3)}"
+    yield name
+    shutil.rmtree(Path(pwd.getpwnam(USER).pw_dir) / ".eq-tui" / "runs" / name,
+                  ignore_errors=True)
+
+
+def remote_run_dir(project: str) -> str:
+    return f"{pwd.getpwnam(USER).pw_dir}/.eq-tui/runs/{project}/run"
+
+
+def eq(bed: SshBed, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*EQ, *args, "--ssh-config", str(bed.ssh_config)],
+                          capture_output=True, text=True, timeout=180,
+                          stdin=subprocess.DEVNULL)
+
+
+def status(bed: SshBed, where: str) -> dict[str, Any]:
+    result = eq(bed, "status", where, "--json")
+    assert result.returncode == 0, result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def poll(predicate: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+def start_on_gpu(bed: SshBed, tmp_path: Path, project: str, epochs: int) -> str:
+    manifest = tmp_path / "sweep.yaml"
+    manifest.write_text(MANIFEST.format(project=project, epochs=epochs))
+    started = eq(bed, str(manifest), "--detach", "--on", "gpu", "--poll", "0.3")
+    assert started.returncode == 0, started.stderr
+    where = f"gpu:{remote_run_dir(project)}"
+    config = f"--ssh-config {bed.ssh_config}"
+    for verb in ("attach", "status", "stop"):
+        assert f"eq-tui {verb} {where} {config}" in started.stdout, started.stdout
+    return where
+
+
+def tmux(socket: str, *args: str) -> str:
+    return subprocess.run(["tmux", "-L", socket, *args], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def wait_for_screen(socket: str, predicate: Callable[[str], bool], timeout: float = 60) -> str:
+    screen = ""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        screen = tmux(socket, "capture-pane", "-p")
+        if predicate(screen):
+            return screen
+        time.sleep(0.2)
+    raise AssertionError(f"screen never matched; last screen:\n{screen}")
+
+
+def attach_in_tmux(bed: SshBed, tmp_path: Path, where: str) -> str:
+    socket = f"eqremote-{secrets.token_hex(3)}"
+    command = (f"EQ_TUI_CONFIG_DIR={shlex.quote(str(tmp_path / 'config'))} "
+               f"{shlex.quote(sys.executable)} -m eq_tui attach {shlex.quote(where)} "
+               f"--ssh-config {shlex.quote(str(bed.ssh_config))}; echo EXIT=$?; sleep 60")
+    tmux(socket, "new-session", "-d", "-x", "160", "-y", "48", command)
+    return socket
+
+
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+
+
+@needs_tmux
+def test_detach_on_a_host_attach_over_ssh_cut_the_local_side_and_the_queue_finishes(
+        bed: SshBed, tmp_path: Path, project: str) -> None:
+    where = start_on_gpu(bed, tmp_path, project, epochs=25)
+    live = status(bed, where)
+    assert live["live"] and live["total"] == 4
+    socket = attach_in_tmux(bed, tmp_path, where)
+    try:
+        wait_for_screen(socket, lambda s: "job_1" in s and "job_4" in s and "running" in s)
+        # the local side goes away hard: the attach process is killed, its connection cut
+        pane_pid = int(tmux(socket, "display-message", "-p", "#{pane_pid}").strip())
+        attach_pid = int(subprocess.run(["pgrep", "-P", str(pane_pid)], capture_output=True,
+                                        text=True).stdout.split()[0])
+        os.kill(attach_pid, signal.SIGKILL)
+        wait_for_screen(socket, lambda s: "EXIT=137" in s)
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+    bed.cut("gpu")
+    # the engine on the host keeps scheduling; a later status over ssh sees every job done
+    poll(lambda: status(bed, where)["counts"] == {"completed": 4}, "all jobs completed")
+    final = eq(bed, "status", where)
+    assert "completed   4" in final.stdout
+    state = json.loads(Path(remote_run_dir(project), "queue_state.json").read_text())
+    assert all(len(job["history"]) == 1 for job in state["jobs"])  # each launched once
+    # the headless engine exits once its queue is done; attach says so, offers nothing
+    poll(lambda: not status(bed, where)["live"], "the engine to exit")
+    late = eq(bed, "attach", where)
+    assert late.returncode == 3
+    assert f"no engine is running for {where} (its queue has finished)" in late.stderr
+
+
+async def test_two_uis_over_ssh_see_one_command_take_effect_once(
+        bed: SshBed, tmp_path: Path, project: str) -> None:
+    where = await asyncio.to_thread(start_on_gpu, bed, tmp_path, project, 600)
+    target = RemoteTarget("gpu", remote_run_dir(project))
+    links = [await open_link("gpu", str(bed.ssh_config)) for _ in range(2)]
+    try:
+        first, second = [await link.control(await link.locate(target)) for link in links]
+        assert first is not None and second is not None
+        assert {j["id"] for j in first.snapshot()["jobs"]} == {f"job_{i}" for i in range(1, 5)}
+        events = first.subscribe()
+        deadline = asyncio.get_running_loop().time() + 60
+        while not any(j["status"] == "running" and j["id"] == "job_1"
+                      for j in first.snapshot()["jobs"]):
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.1)
+        assert (await second.command("kill", ["job_1"]))["ok"]
+        while True:
+            event = await asyncio.wait_for(events.get(), 30)
+            if isinstance(event, JobUpdated) and event.job == "job_1" and \
+                    event.state["status"] == "killed":
+                break
+        history = Path(remote_run_dir(project), "events.jsonl").read_text().splitlines()
+        kills = [line for line in history if '"new": "killed"' in line
+                 and '"job": "job_1"' in line]
+        assert len(kills) == 1
+        # one UI leaves; the other still commands the engine
+        await second.close()
+        assert (await first.command("pause"))["ok"]
+        # stop from the command line: the remaining UI sees its engine go
+        stopped = await asyncio.to_thread(eq, bed, "stop", where)
+        assert stopped.returncode == 0, stopped.stderr
+        await asyncio.wait_for(first.wait_closed(), 60)
+    finally:
+        for link in links:
+            await link.close()
+    # not running, work left: attach says so and prints the exact command that resumes it
+    refused = await asyncio.to_thread(eq, bed, "attach", where)
+    assert refused.returncode == 3
+    resume = f"eq-tui attach {where} --ssh-config {bed.ssh_config} --resume"
+    assert "no engine is running for" in refused.stderr and resume in refused.stderr
+    assert (await asyncio.to_thread(eq, bed, "stop", where)).returncode == 3
+    paused = await asyncio.to_thread(status, bed, where)
+    assert not paused["live"] and paused["paused"] and paused["counts"]["killed"] == 1
+
+
+@needs_tmux
+def test_attach_offers_to_resume_a_stopped_engine_and_the_palette_stops_it(
+        bed: SshBed, tmp_path: Path, project: str) -> None:
+    where = start_on_gpu(bed, tmp_path, project, epochs=600)
+    poll(lambda: status(bed, where)["counts"].get("running") == 2, "two running jobs")
+    assert eq(bed, "stop", where).returncode == 0
+    poll(lambda: not status(bed, where)["live"], "the engine to stop")
+    socket = attach_in_tmux(bed, tmp_path, where)
+    try:
+        wait_for_screen(socket, lambda s: "[y/N]" in s)
+        tmux(socket, "send-keys", "y", "Enter")
+        # adopted, not relaunched: the jobs are still on their first attempt
+        wait_for_screen(socket, lambda s: "job_1" in s and "1/3" in s and "running" in s)
+        tmux(socket, "send-keys", "C-p")
+        wait_for_screen(socket, lambda s: "Search for commands" in s or "🔎" in s, 20)
+        tmux(socket, "send-keys", "Stop the engine")
+        wait_for_screen(socket, lambda s: "asks first" in s, 20)
+        tmux(socket, "send-keys", "Enter")
+        wait_for_screen(socket, lambda s: "Stop the engine?" in s, 20)
+        tmux(socket, "send-keys", "y")
+        screen = wait_for_screen(socket, lambda s: "EXIT=" in s)
+        assert "EXIT=0" in screen and "stopped the engine of" in screen
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+    after = status(bed, where)
+    assert not after["live"] and after["counts"].get("running") == 2  # jobs kept running
+    state = json.loads(Path(remote_run_dir(project), "queue_state.json").read_text())
+    assert all(len(job["history"]) <= 1 for job in state["jobs"])
+
+
+def test_a_host_without_eq_tui_is_named_with_the_install_command(bed: SshBed,
+                                                                 tmp_path: Path) -> None:
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(MANIFEST.format(project="never_started", epochs=1))
+    result = eq(bed, str(manifest), "--detach", "--on", "bare")
+    assert result.returncode == 3
+    assert "eq-tui is not installed on bare" in result.stderr
+    assert (f"ssh -F {bed.ssh_config} bare 'python3 -m pip install --user eq-tui=="
+            in result.stderr)
+    assert "Traceback" not in result.stderr
+
+
+def test_remote_run_dirs_that_are_missing_or_not_run_dirs(bed: SshBed) -> None:
+    missing = eq(bed, "attach", "gpu:/no/such/dir")
+    assert missing.returncode == 3 and "gpu:/no/such/dir: no such directory on gpu" in \
+        missing.stderr
+    not_a_run = eq(bed, "status", "gpu:/tmp")
+    assert not_a_run.returncode == 3 and "no queue_state.json here" in not_a_run.stderr
+    unknown = eq(bed, "stop", "nohost:/x")
+    assert unknown.returncode == 3 and "read 'nohost:/x' as HOST:RUN_DIR" in unknown.stderr
