@@ -17,7 +17,7 @@ sources:
 
 Sweeps: `reference` — 64 jobs of 5-30 s on 2 hosts x 4 GPUs, memory lingering 1-3 s after
 each job, 10 % of them hitting a CUDA OOM on their first try (retried after 5 s); `gap` — the
-same kind of jobs, 2 per GPU, for many hosts. `--quick` shortens every job (for a look, not figures).
+same kind of jobs, 2 per GPU, for many hosts. `--quick` shortens every job (a look, not figures).
 Writes bench/results/reuse_gap-<sweep>-<waves>-<poll>-<hosts>.json.
 """
 
