@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,15 +20,17 @@ from typing import Any
 
 import pytest
 
+from eq_tui.engine.events import HostProbed
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import AttemptProbe, AttemptRef, ProbeRequest
 from eq_tui.hosts.local import LocalRunner
 from eq_tui.hosts.runner import CommandResult
 from eq_tui.hosts.shell_host import script
-from eq_tui.hosts.slurm import SlurmHost
+from eq_tui.hosts.slurm import EXIT_RECORD_GRACE_S, NODES_EVERY_S, SlurmHost, sbatch_options
 from eq_tui.hosts.slurm_parse import (
     SlurmJob,
     attempt_from_slurm,
+    expand_hostlist,
     needs_lookup,
     parse_nodes,
     parse_sacct,
@@ -98,12 +102,67 @@ def test_an_exit_record_wins_and_completing_with_one_is_not_alive() -> None:
     assert not needs_lookup(SlurmJob("3", "n", "COMPLETED"), files)
 
 
-def test_node_gres_allocation() -> None:
-    text = ("NodeName=n1 State=MIXED Partitions=gpu,debug Gres=gpu:a100:4(S:0-1) "
-            "GresUsed=gpu:a100:3(IDX:0-2)\nNodeName=n2 State=IDLE Partitions=cpu Gres=(null) "
-            "GresUsed=gpu:0\n")
-    nodes = parse_nodes(text, "gpu")
-    assert [(n.node, n.gpus_used, n.gpus_total) for n in nodes] == [("n1", 3, 4)]
+# `scontrol show node -o -d` as Slurm 22.05 prints it on a real cluster (one node a line; OS and
+# Reason hold spaces; typed GPUs with socket and index annotations).
+_OS = "OS=Linux 5.15.0-91-generic #101-Ubuntu SMP Tue Nov 14 13:30:08 UTC 2023"
+_TAIL = ("RealMemory=515000 AllocMem=240000 FreeMem=200000 Sockets=2 Boards=1 {state} "
+         "ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A {parts} "
+         "BootTime=2026-11-01T08:00:00 SlurmdStartTime=2026-11-01T08:01:00 "
+         "LastBusyTime=2026-11-22T23:10:00 CfgTRES=cpu=64,mem=515000M,billing=64,gres/gpu=4 "
+         "AllocTRES=cpu=48,mem=240000M,gres/gpu=3 CapWatts=n/a CurrentWatts=0 AveWatts=0 "
+         "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s")
+
+
+def scontrol_node(name: str, gres: str, used: str, state: str, parts: str = "gpu",
+                  reason: str = "") -> str:
+    return (f"NodeName={name} Arch=x86_64 CoresPerSocket=32 CPUAlloc=48 CPUEfctv=64 CPUTot=64 "
+            f"CPULoad=40.12 AvailableFeatures=a100,ib ActiveFeatures=a100,ib Gres={gres} "
+            f"GresDrain=N/A GresUsed={used} NodeAddr={name} NodeHostName={name} "
+            f"Version=22.05.8 {_OS} "
+            + _TAIL.format(state=f"State={state}", parts=f"Partitions={parts}")
+            + (f" Reason={reason}" if reason else ""))
+
+
+SCONTROL_NODES = "\n".join([
+    scontrol_node("gpu01", "gpu:a100:4(S:0-1)", "gpu:a100:3(IDX:0-2)", "MIXED", "gpu,preempt"),
+    scontrol_node("gpu02", "gpu:a100:4(S:0-1)", "gpu:2(IDX:0-1)", "MIXED+DRAIN",
+                  reason="bad ECC on GPU 3 [admin@2026-11-20T10:00:00]"),
+    scontrol_node("gpu03", "gpu:a100:4(S:0-1)", "gpu:a100:0(IDX:N/A)", "IDLE"),
+    scontrol_node("gpu04", "gpu:a100:2(S:0),gpu:v100:2(S:1)",
+                  "gpu:a100:1(IDX:0),gpu:v100:2(IDX:2-3)", "ALLOCATED"),
+    scontrol_node("gpu05", "gpu:4", "gpu:0", "DOWN*+DRAIN", reason="Not responding"),
+    scontrol_node("cpu01", "(null)", "(null)", "IDLE", "cpu"),
+]) + "\n"
+
+
+def test_node_gres_allocation_from_real_scontrol_output() -> None:
+    nodes = parse_nodes(SCONTROL_NODES, "gpu")
+    assert [(n.node, n.state, n.gpus_used, n.gpus_total) for n in nodes] == [
+        ("gpu01", "MIXED", 3, 4), ("gpu02", "MIXED+DRAIN", 2, 4), ("gpu03", "IDLE", 0, 4),
+        ("gpu04", "ALLOCATED", 3, 4), ("gpu05", "DOWN*+DRAIN", 0, 4)]
+    assert nodes[0].partitions == ("gpu", "preempt")
+    assert [n.node for n in parse_nodes(SCONTROL_NODES)][-1] == "cpu01"  # no partition: all
+    assert parse_nodes(SCONTROL_NODES, "preempt")[0].node == "gpu01"
+    assert parse_nodes("NodeName=n Gres=gpu GresUsed=gpu:a100 Partitions=p", "p")[0] \
+        .gpus_used == 1  # a bare name is one GPU
+
+
+def test_squeue_node_lists_are_expanded() -> None:
+    assert expand_hostlist("gpu[01-03,07],login1") == ("gpu01", "gpu02", "gpu03", "gpu07",
+                                                        "login1")
+    assert expand_hostlist("n[8-11]") == ("n8", "n9", "n10", "n11")
+    text = ("51|eq_p_t_a_a1|RUNNING|None|gpu[01-02]\n52|eq_p_t_b_a1|PENDING|Resources|\n"
+            "53|eq_p_t_c_a1|RUNNING|None|gpu03\n")
+    jobs = parse_squeue(text, "eq_p_t_")
+    assert jobs["eq_p_t_a_a1"].nodes == ("gpu01", "gpu02")
+    assert jobs["eq_p_t_b_a1"].nodes == () and jobs["eq_p_t_b_a1"].reason == "Resources"
+    assert jobs["eq_p_t_c_a1"].nodes == ("gpu03",)
+
+
+def test_sbatch_never_lets_slurm_requeue_on_its_own() -> None:
+    options = sbatch_options(SlurmSpec(partition="gpu", sbatch_args=("--requeue",)), 2)
+    assert options[:2] == ["--gres=gpu:2", "--no-requeue"]
+    assert options[-1] == "--requeue"  # the user's own sbatch_args come last and win
 
 
 class FakeSlurmRunner(LocalRunner):
@@ -153,6 +212,106 @@ async def test_a_failed_lookup_is_never_taken_for_a_vanished_job(tmp_path: Path)
     probe = await probe_one(tmp_path, FakeSlurmRunner(fake_slurm_bin(tmp_path),
                                                       fail_lookup=True))
     assert probe.session_alive and probe.exit_code is None
+
+
+async def test_completed_without_a_visible_exit_record_waits_before_it_is_lost(
+        tmp_path: Path) -> None:
+    """A shared filesystem may show the exit record late: a COMPLETED job is not lost (and so
+    not run twice) until EXIT_RECORD_GRACE_S has passed without it."""
+    now = [1000.0]
+    attempt = tmp_path / "a1"
+    attempt.mkdir()
+    (attempt / "slurm_job_id").write_text("41\n")
+    runner = FakeSlurmRunner(fake_slurm_bin(tmp_path, squeue="41|eq_p_t_j_a1|COMPLETED|None|n1"))
+    host = SlurmHost("c", runner, SlurmSpec(), slots=range(1), clock=lambda: now[0])
+    request = ProbeRequest(attempts=(AttemptRef("j", "eq_p_t_j_a1", str(attempt), None),))
+    waiting = (await host.probe(request)).attempts["j"]
+    assert waiting.session_alive and waiting.exit_code is None
+    assert "waiting for its exit record" in waiting.detail
+    now[0] += EXIT_RECORD_GRACE_S - 1
+    assert (await host.probe(request)).attempts["j"].session_alive
+    (attempt / "exit").write_text("0\n")  # the record shows up: judged as usual
+    assert (await host.probe(request)).attempts["j"].exit_code == 0
+    (attempt / "exit").unlink()
+    now[0] += EXIT_RECORD_GRACE_S  # a fresh wait: the clock restarted once the record showed
+    assert (await host.probe(request)).attempts["j"].session_alive
+    now[0] += EXIT_RECORD_GRACE_S
+    lost = (await host.probe(request)).attempts["j"]
+    assert (lost.session_alive, lost.pid_alive, lost.exit_code) == (False, False, None)
+
+
+async def test_the_probe_lists_the_partitions_nodes_with_our_jobs_in_the_same_round_trip(
+        tmp_path: Path) -> None:
+    now = [0.0]
+    bin_dir = fake_slurm_bin(tmp_path, squeue="")
+    (tmp_path / "nodes.txt").write_text(SCONTROL_NODES)
+    # squeue: j runs across gpu01-02, k waits, l runs on gpu04; scontrol counts its calls
+    (bin_dir / "squeue").write_text(
+        "#!/bin/sh\nprintf '%s\\n' '61|eq_p_t_j_a1|RUNNING|None|gpu[01-02]' "
+        "'62|eq_p_t_k_a1|PENDING|Priority|' '63|eq_p_t_l_a1|RUNNING|None|gpu04' "
+        "'64|someone_else|RUNNING|None|gpu03'\n")
+    (bin_dir / "scontrol").write_text(
+        f"#!/bin/sh\necho x >> {tmp_path}/scontrol.calls\ncat {tmp_path}/nodes.txt\n")
+    runner = FakeSlurmRunner(bin_dir)
+    host = SlurmHost("c", runner, SlurmSpec(partition="gpu"), slots=range(4),
+                     clock=lambda: now[0])
+    refs = []
+    for key in ("j", "k", "l"):
+        (tmp_path / key).mkdir()
+        refs.append(AttemptRef(key, f"eq_p_t_{key}_a1", str(tmp_path / key), None))
+    request = ProbeRequest(attempts=tuple(refs))
+    calls: list[str] = []
+    real_run = runner.run
+
+    async def counting_run(script_text: str, args: Sequence[str] = (), **kwargs: Any
+                           ) -> CommandResult:
+        calls.append(script_text[:40])
+        return await real_run(script_text, args, **kwargs)
+
+    runner.run = counting_run  # type: ignore[method-assign]
+    snap = await host.probe(request)
+    assert snap.ok, snap.error
+    assert len(calls) == 1  # squeue, scontrol and the attempt files: one round trip
+    assert [(n.name, n.state, n.gpus_used, n.gpus_total, n.jobs) for n in snap.nodes] == [
+        ("gpu01", "MIXED", 3, 4, ("j",)), ("gpu02", "MIXED+DRAIN", 2, 4, ("j",)),
+        ("gpu03", "IDLE", 0, 4, ()), ("gpu04", "ALLOCATED", 3, 4, ("l",)),
+        ("gpu05", "DOWN*+DRAIN", 0, 4, ())]
+    assert snap.attempts["k"].detail == "PENDING (Priority)"
+    # within NODES_EVERY_S the node list is the last one; our jobs' placement is fresh
+    (bin_dir / "squeue").write_text(
+        "#!/bin/sh\necho '61|eq_p_t_j_a1|RUNNING|None|gpu[01-02]'\n"
+        "echo '62|eq_p_t_k_a1|RUNNING|None|gpu03'\necho '63|eq_p_t_l_a1|RUNNING|None|gpu04'\n")
+    now[0] += NODES_EVERY_S / 2
+    snap = await host.probe(request)
+    assert (tmp_path / "scontrol.calls").read_text().count("x") == 1
+    assert [n.jobs for n in snap.nodes][:3] == [("j",), ("j",), ("k",)]
+    now[0] += NODES_EVERY_S
+    await host.probe(request)
+    assert (tmp_path / "scontrol.calls").read_text().count("x") == 2
+    assert len(calls) == 3
+
+
+async def test_only_the_partitions_nodes_cross_the_wire(tmp_path: Path) -> None:
+    bin_dir = fake_slurm_bin(tmp_path)
+    (tmp_path / "nodes.txt").write_text(SCONTROL_NODES)
+    (bin_dir / "scontrol").write_text(f"#!/bin/sh\ncat {tmp_path}/nodes.txt\n")
+    runner = FakeSlurmRunner(bin_dir)
+    out = await runner.run(script("slurm_queue.sh"), ["-", "eq_", "0", "@@b", "preempt", "1"])
+    lines = out.stdout.decode().splitlines()
+    assert lines[0] == "@@b slurm" and lines[-1] == "@@b nodes_rc 0"
+    assert [line.split()[0] for line in lines if line.startswith("NodeName=")] \
+        == ["NodeName=gpu01"]
+    quiet = await runner.run(script("slurm_queue.sh"), ["-", "eq_", "0", "@@b", "gpu", "0"])
+    assert "NodeName" not in quiet.stdout.decode()
+
+
+def test_host_probed_nodes_survive_the_control_socket_json() -> None:
+    from eq_tui.engine.events import HostProbed, event_from_json
+
+    node = {"name": "gpu01", "state": "MIXED", "gpus_used": 3, "gpus_total": 4, "jobs": ["j"]}
+    event = HostProbed(project="p", at=1.0, host="c", ok=True, nodes=(node,))
+    again = event_from_json(json.loads(json.dumps(event.to_json())))
+    assert again == event and isinstance(again, HostProbed) and again.nodes == (node,)
 
 
 async def test_sacct_out_of_memory_reaches_the_probe_with_the_log_tail(tmp_path: Path) -> None:
@@ -260,6 +419,14 @@ async def test_a_fifth_job_waits_for_resources_and_starts_when_a_gpu_frees(
     jobs = [job(i, "fake-train --epochs 8 --epoch-seconds 0.4 --mem 2000") for i in ids]
     manifest = slurm_manifest(tmp_path, jobs, project="fifth", max_parallel=5)
     run = await start_engine(manifest, tmp_path / "run")
+    host = run.engine.hosts["slurm"]
+    assert isinstance(host, SlurmHost)
+    host.nodes_every_s = 0  # the node list every probe: the test looks at it mid-run
+
+    def nodes() -> list[tuple[str, str, int, int, int]]:
+        [entry] = run.engine.snapshot()["hosts"]
+        return [(n["name"], n["state"], n["gpus_used"], n["gpus_total"], len(n["jobs"]))
+                for n in entry["nodes"]]
 
     def waiting() -> list[str]:  # all five are submitted at once: any of them may wait
         return [i for i in ids if run.engine.jobs[i].reason == "PENDING (Resources)"]
@@ -270,10 +437,13 @@ async def test_a_fifth_job_waits_for_resources_and_starts_when_a_gpu_frees(
         session = run.engine.jobs[waiter].history[0].session
         assert squeue_states(cluster, session)[session] == "PENDING|Resources"
         assert run.engine.jobs[waiter].status == "running"  # submitted; Slurm holds it
-        host = run.engine.hosts["slurm"]
-        assert isinstance(host, SlurmHost)
-        assert [(n["node"], n["gpus_used"], n["gpus_total"]) for n in await host.node_gpus()] \
-            == [(cluster.node, 4, 4)]
+        # the grid's node line: all 4 GPUs allocated, to the 4 of ours that run
+        await run.wait_for(lambda: nodes() == [(cluster.node, "ALLOCATED", 4, 4, 4)]
+                           or nodes() == [(cluster.node, "MIXED", 4, 4, 4)], timeout=20)
+        [entry] = run.engine.snapshot()["hosts"]
+        assert waiter not in entry["nodes"][0]["jobs"]
+        probed = [e for e in run.events if isinstance(e, HostProbed) and e.nodes]
+        assert probed and probed[-1].nodes[0]["name"] == cluster.node
         assert run.task is not None
         assert await asyncio.wait_for(asyncio.shield(run.task), 40) == 0
     finally:
@@ -288,24 +458,59 @@ async def test_a_fifth_job_waits_for_resources_and_starts_when_a_gpu_frees(
 
 @pytest.mark.integration
 @needs_slurm
-async def test_kill_from_the_ui_scancels_the_job(cluster: SlurmBed, tmp_path: Path) -> None:
+async def test_kill_from_the_ui_scancels_the_job(cluster: SlurmBed, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The UI attached over the control socket (as `eq-tui attach` is): the node line shows
+    the job on its node, then `k` and `y` on its row scancel it."""
+    from eq_tui.engine.control import ControlClient
+    from eq_tui.tui.app import EqTuiApp
+    from eq_tui.tui.gpu_grid import HostPanel
+    from eq_tui.tui.job_table import JobTable
+    from eq_tui.tui.screens.confirm import ConfirmScreen
+
+    monkeypatch.setenv("EQ_TUI_CONFIG_DIR", str(tmp_path / "config"))
     jobs = [job("long", "fake-train --epochs 200 --epoch-seconds 0.2 --mem 2000"),
             job("short", QUICK)]
     manifest = slurm_manifest(tmp_path, jobs, project="kill")
-    run = await start_engine(manifest, tmp_path / "run")
+    run = await start_engine(manifest, tmp_path / "run", exit_when_done=False)
+    host = run.engine.hosts["slurm"]
+    assert isinstance(host, SlurmHost)
+    host.nodes_every_s = 0
+    client = await ControlClient.connect(tmp_path / "run")
+    app = EqTuiApp([client])
+
+    def status(job_id: str) -> str:
+        return str(app.query_one(JobTable).get_cell(f"kill/{job_id}", "status"))
+
+    def node_line() -> str:
+        panel = app.query_one(HostPanel)
+        return next((line for line in str(panel.render()).splitlines()
+                     if line.startswith(cluster.node)), "")
+
     try:
-        await run.wait_for(lambda: run.engine.jobs["long"].started is not None
-                           and (run.engine.jobs["long"].last_line or "").startswith("epoch"),
-                           timeout=20)
-        session = run.engine.jobs["long"].history[0].session
-        result = await run.engine.command("kill", ["long"])
-        assert result["ok"], result
-        assert run.task is not None
-        assert await asyncio.wait_for(asyncio.shield(run.task), 30) == 1
+        async with app.run_test(size=(160, 48)) as pilot:
+            await _until(lambda: status("long") == "running"
+                         and run.engine.jobs["long"].last_line.startswith("epoch")
+                         and "long" in node_line(), timeout=30)
+            assert "/4" in node_line()
+            session = run.engine.jobs["long"].history[0].session
+            table = app.query_one(JobTable)
+            table.move_cursor(row=table.get_row_index("kill/long"))
+            table.focus()
+            await pilot.press("k")
+            assert isinstance(app.screen, ConfirmScreen) and "long" in app.screen.title_text
+            await pilot.press("y")
+            await _until(lambda: status("long") == "killed", timeout=20)
+            await _until(lambda: "long" not in node_line(), timeout=20)
+            await _until(lambda: status("short") == "completed", timeout=30)
     finally:
+        await client.close()
         await _stop(run)
     assert run.job("long")["status"] == "killed" and run.job("short")["status"] == "completed"
+    assert run.job("long")["failure"]["class"] == "killed"
     await _until(lambda: squeue_states(cluster, session).get(session, "").startswith("CANCELLED"))
+    assert submissions(cluster, "kill", run.engine.token) == {
+        session: 1, run.engine.jobs["short"].history[0].session: 1}
 
 
 @pytest.mark.integration
@@ -368,6 +573,32 @@ async def test_submit_twice_under_one_name_reuses_the_first_job(cluster: SlurmBe
 
 @pytest.mark.integration
 @needs_slurm
+async def test_a_run_dir_with_percent_signs_keeps_its_logs_and_secrets_stay_off_disk(
+        cluster: SlurmBed, tmp_path: Path) -> None:
+    """sbatch expands %j in --output: the path is escaped, so the log lands in the attempt dir.
+    A secret reaches the job through sbatch's environment, never a file or Slurm's job record;
+    and Slurm may not requeue the job by itself."""
+    secret = "hunter2-eq-tui-slurm-secret"
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    check = f'test "$(printf %s "$API_KEY" | sha256sum | cut -c1-64)" = {digest}'
+    manifest = slurm_manifest(tmp_path, [job("pct", f"{check} && {QUICK}")], project="pct")
+    manifest = replace(manifest, env={**manifest.env, "API_KEY": EnvVar(secret, secret=True)})
+    run_dir = tmp_path / "run 100%j %u"
+    code, run = await run_to_end(manifest, run_dir, timeout=40)
+    assert code == 0, run.job("pct")
+    log = Path(run.job("pct")["log"])
+    assert log.parent.is_dir() and "%j" in str(log) and "epoch 2/2" in log.read_text()
+    for path in run_dir.rglob("*"):
+        if path.is_file() and not path.is_socket():
+            assert secret.encode() not in path.read_bytes(), path
+    job_id = (log.parent / "slurm_job_id").read_text().strip()
+    record = cluster.run("scontrol", "show", "job", "-o", job_id)
+    assert "Requeue=0" in record and secret not in record
+    assert secret not in cluster.jobcomp.read_text()
+
+
+@pytest.mark.integration
+@needs_slurm
 async def test_a_job_over_its_memory_limit_shows_host_oom(cluster: SlurmBed,
                                                           tmp_path: Path) -> None:
     hog = ("python3 -c 'import time; x = bytearray(400 * 2**20); "
@@ -393,3 +624,80 @@ async def _stop(run: EngineRun) -> None:
         await run.stop()
 
 
+
+
+SAMPLE = Path(__file__).parent.parent / "sample_manifests" / "slurm.yaml"
+
+
+def _sample_copy(path: Path, *, simulate: bool = False) -> Path:
+    """sample_manifests/slurm.yaml with shorter sleeps, poll and retry delay (each tuning
+    must apply: a changed sample fails here instead of silently running slow); with
+    `simulate`, the same jobs on a simulated 4-GPU host instead of Slurm."""
+    text = SAMPLE.read_text()
+    for old, new in (("sleep 1;", "sleep 0.3;"), ("delay: 3,", "delay: 1,"),
+                     ("poll: 1\n", "poll: 0.5\n")):
+        assert old in text, old
+        text = text.replace(old, new)
+    if simulate:
+        slurm_host = next(line for line in text.splitlines() if line.strip().startswith("slurm:"))
+        text = text.replace(slurm_host, "    simulate: {gpus: 4, memory_mib: 24576}")
+    path.write_text(text)
+    return path
+
+
+def _run_dir_shape(run_dir: Path) -> dict[str, Any]:
+    state = json.loads((run_dir / "queue_state.json").read_text())
+    token = state["token"]
+    jobs = state["jobs"]
+    summary = (run_dir / "summary.md").read_text().splitlines()
+    return {
+        # less the simulated GPUs' state (an SSH run has none either)
+        "files": sorted(p.name for p in run_dir.iterdir() if p.name not in ("engine.lock", "sim")),
+        "state_keys": sorted(state),
+        "job_keys": sorted({k for j in jobs for k in j}),
+        "history_keys": sorted({k for j in jobs for a in j["history"] for k in a}),
+        "logs": sorted(str(Path(j["log"]).relative_to(run_dir)).replace(token, "TOKEN")
+                       for j in jobs),
+        # the summary less its clock times and durations
+        "summary": [re.sub(r"\d+s \|$", "Ns |", line) for line in summary
+                    if not line.startswith(("- start", "- end", "- wall-clock"))],
+    }
+
+
+@pytest.mark.integration
+@needs_slurm
+async def test_the_sample_manifest_runs_to_the_end_under_the_cli_like_an_ssh_run(
+        cluster: SlurmBed, tmp_path: Path) -> None:
+    """`eq-tui sample_manifests/slurm.yaml --no-ui` (the real binary) on the test cluster: every
+    job completes, each student once after a CUDA OOM; and the run dir, queue_state.json and
+    summary.md have the shape of the same manifest run on a (simulated) GPU box, run beside it."""
+    binary = Path(sys.executable).parent / "eq-tui"
+    runs = {}
+    for kind in ("slurm", "box"):
+        manifest = _sample_copy(tmp_path / f"{kind}.yaml", simulate=kind == "box")
+        runs[kind] = (tmp_path / f"run_{kind}", await asyncio.create_subprocess_exec(
+            str(binary), str(manifest), "--no-ui", "--run-dir", str(tmp_path / f"run_{kind}"),
+            env=cluster.env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT))
+    outputs = {kind: (await asyncio.wait_for(proc.communicate(), 90))[0].decode()
+               for kind, (_run_dir, proc) in runs.items()}
+    for kind, (_run_dir, proc) in runs.items():
+        assert proc.returncode == 0, f"{kind}: {outputs[kind][-3000:]}"
+    slurm_dir = runs["slurm"][0]
+    jobs = json.loads((slurm_dir / "queue_state.json").read_text())["jobs"]
+    # jq '.jobs | group_by(.status) | map({(.[0].status): length}) | add'
+    by_status: dict[str, int] = {}
+    for record in jobs:
+        by_status[record["status"]] = by_status.get(record["status"], 0) + 1
+    assert by_status == {"completed": 10}
+    students = [j for j in jobs if j["phase"] == "students"]
+    assert len(students) == 4 and all(
+        j["attempts"] == 2 and [a["failure_class"] for a in j["history"]] == ["cuda_oom", None]
+        for j in students), students
+    assert all(j["attempts"] == 1 for j in jobs if j["phase"] == "teachers")
+    assert all(j["host"] == "cluster" for j in jobs)
+    assert (slurm_dir / "summary.md").exists()
+    token = json.loads((slurm_dir / "queue_state.json").read_text())["token"]
+    assert len(submissions(cluster, "slurm_demo", token)) == 14  # 10 jobs + 4 retries
+    slurm_shape, box_shape = _run_dir_shape(slurm_dir), _run_dir_shape(runs["box"][0])
+    for key, value in box_shape.items():
+        assert slurm_shape[key] == value, key

@@ -8,12 +8,17 @@ Snapshot shape (JSON-ready dict):
      "settings": {"max_attempts", "oom_delay", "threshold_mib", "waves", "poll"},
      "jobs": [JobState.to_json(), ...],                       # manifest order
      "hosts": [{"name", "kind", "state": "connecting|up|down", "reason", "since", "rtt_s",
-                "gpus": [GPU_VIEW, ...]}],
+                "stopped", "gpus": [GPU_VIEW, ...], "nodes": [NODE_VIEW, ...]}],
      "alerts": [Alert.to_json(), ...]}                        # most recent last, bounded
 GPU_VIEW: {"index", "uuid", "name", "memory_used_mib", "memory_total_mib", "utilization_pct",
            "allowed": bool, "job": id | None, "other": bool, "settling": bool,
            "quarantined": bool}
-Events: see engine/events.py; HostProbed.gpus carries GPU_VIEW dicts, JobUpdated.state a job.
+           (a Slurm host's GPUs are its job slots: max_parallel, or its `gpus:` list)
+NODE_VIEW: {"name", "state": Slurm's (e.g. "MIXED+DRAIN"), "gpus_used": int (by anyone),
+            "gpus_total": int, "jobs": [id, ...] (ours running there)}
+           (a Slurm host's partition nodes; empty for other hosts)
+Events: see engine/events.py; HostProbed.gpus carries GPU_VIEW dicts, HostProbed.nodes
+NODE_VIEW dicts (the last known list, refreshed every few seconds), JobUpdated.state a job.
 Commands: kill | retry | requeue (take job ids), pause | resume | shutdown (no ids).
 """
 

@@ -279,6 +279,7 @@ class ControlClient:
             for host in snap.get("hosts", []):
                 if host.get("name") == event.host:
                     host["gpus"] = list(event.gpus)
+                    host["nodes"] = list(event.nodes)
                     host["rtt_s"] = event.rtt_s
         elif isinstance(event, HostStateChanged):
             for host in snap.get("hosts", []):

@@ -29,7 +29,7 @@ from eq_tui.engine.events import (
     QueueFinished,
     QueuePaused,
 )
-from eq_tui.engine.gpu_view import gpu_views
+from eq_tui.engine.gpu_view import gpu_views, node_views
 from eq_tui.engine.judge import (
     Exited,
     Lost,
@@ -593,7 +593,7 @@ class Engine:
             views = self._gpu_views(name, snap, holders, now)
             self._publish(HostProbed(project=self.project, at=now, host=name, ok=snap.ok,
                                      rtt_s=snap.rtt_s, gpus=tuple(views), error=snap.error,
-                                     warnings=snap.warnings))
+                                     warnings=snap.warnings, nodes=tuple(node_views(snap))))
         # A job with several preconditions is ready only when every one matched (on any host).
         for job_id, job_spec in self._specs.items():
             if (job_id in self._want_preconditions and job_spec.preconditions
@@ -632,7 +632,7 @@ class Engine:
             views = self._gpu_views(name, snap, holders, now)
             self._publish(HostProbed(project=self.project, at=now, host=name, ok=True,
                                      rtt_s=snap.rtt_s, gpus=tuple(views),
-                                     warnings=snap.warnings))
+                                     warnings=snap.warnings, nodes=tuple(node_views(snap))))
 
     def _update_link(self, name: str, snap: HostSnapshot) -> None:
         state = self.host_state[name]
@@ -1069,7 +1069,8 @@ class Engine:
             hosts.append({"name": name, "kind": spec.kind if spec else "local",
                           "state": state["state"], "reason": state["reason"],
                           "since": state["since"], "rtt_s": state["rtt_s"],
-                          "stopped": self.stopped_hosts.get(name), "gpus": views})
+                          "stopped": self.stopped_hosts.get(name), "gpus": views,
+                          "nodes": node_views(snap)})
         return {
             "project": self.project, "run_dir": str(self.run_dir.path), "paused": self.paused,
             "started_at": self.started_at, "created": self.created, "now": now,

@@ -59,6 +59,7 @@ class HostProbed(Event):
     gpus: tuple[dict[str, Any], ...] = ()
     error: str | None = None
     warnings: tuple[str, ...] = ()
+    nodes: tuple[dict[str, Any], ...] = ()  # a Slurm host's NODE_VIEWs (engine/client.py)
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ def event_from_json(data: dict[str, Any]) -> Event:
         raise ValueError(f"unknown event type {data.get('type')!r}")
     names = set(cls.__dataclass_fields__) - {"type"}
     fields = {k: v for k, v in data.items() if k in names}
-    for key in ("gpus", "warnings"):
+    for key in ("gpus", "warnings", "nodes"):
         if key in fields and isinstance(fields[key], list):
             fields[key] = tuple(fields[key])
     return cls(**fields)

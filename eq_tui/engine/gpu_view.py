@@ -1,11 +1,12 @@
-"""The GPU view front ends draw: each reading plus who holds it (us, someone else, settling)."""
+"""The GPU view front ends draw: each reading plus who holds it (us, someone else, settling);
+and a cluster host's nodes (GPUs allocated / total, our jobs there)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from eq_tui.hosts.base import GpuReading
+from eq_tui.hosts.base import GpuReading, HostSnapshot
 
 SETTLE_WINDOW_S = 60.0  # memory still high this long after our job left it: "settling"
 
@@ -30,3 +31,10 @@ def gpu_views(host: str, readings: tuple[GpuReading, ...], *, allowed: frozenset
             "settling": settling, "quarantined": gpu.index in quarantined,
         })
     return views
+
+
+def node_views(snap: HostSnapshot | None) -> list[dict[str, Any]]:
+    if snap is None:
+        return []
+    return [{"name": node.name, "state": node.state, "gpus_used": node.gpus_used,
+             "gpus_total": node.gpus_total, "jobs": list(node.jobs)} for node in snap.nodes]

@@ -64,6 +64,17 @@ class PathCheck:
 
 
 @dataclass(frozen=True)
+class ClusterNode:
+    """A node of a Slurm host's partition: its GPUs allocated (to anyone) and our jobs on it."""
+
+    name: str
+    state: str  # Slurm's, e.g. IDLE, MIXED, ALLOCATED, MIXED+DRAIN, DOWN*
+    gpus_used: int
+    gpus_total: int
+    jobs: tuple[str, ...] = ()  # ids of our jobs running there
+
+
+@dataclass(frozen=True)
 class ProbeRequest:
     attempts: tuple[AttemptRef, ...] = ()
     output_checks: tuple[PathCheck, ...] = ()  # pending jobs: already done?
@@ -85,6 +96,7 @@ class HostSnapshot:
     output_checks: dict[str, bool] = field(default_factory=dict)
     preconditions: dict[str, bool] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    nodes: tuple[ClusterNode, ...] = ()  # a cluster host's nodes (Slurm); empty elsewhere
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ hands this host at most that many jobs at once; each becomes `sbatch --gres=gpu:
 sets CUDA_VISIBLE_DEVICES on the node. The attempt directory (shared between the login node and
 the compute nodes) holds the same files as on other hosts — log, pid, pgid, start, exit, cmd,
 run.sh — plus `slurm_job_id`. Job names are the engine's session names, so a job is found again
-by name after an engine crash and never submitted twice.
+by name after an engine crash and never submitted twice. The same round trip that asks squeue
+lists the partition's nodes (GPUs allocated / total, our jobs on them) for the GPU grid, at most
+every NODES_EVERY_S.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import re
 import secrets
 import shlex
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import (
     AttemptProbe,
+    ClusterNode,
     GpuReading,
     HostSnapshot,
     LauncherName,
@@ -33,6 +36,7 @@ from eq_tui.hosts.base import (
 from eq_tui.hosts.runner import CommandRunner
 from eq_tui.hosts.shell_host import PROBE_TIMEOUT_S, ShellHost, parse_probe, script
 from eq_tui.hosts.slurm_parse import (
+    NodeGpus,
     SlurmJob,
     attempt_from_slurm,
     needs_lookup,
@@ -46,10 +50,18 @@ from eq_tui.manifest.model import HostSpec, SlurmSpec
 # Set per job by Slurm on the node; the engine's value names a virtual slot.
 _SLURM_OWNED_ENV = frozenset({"CUDA_VISIBLE_DEVICES"})
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# `scontrol show node` is heavier than squeue on a big cluster: the node list is refreshed at
+# most this often (our jobs' placement comes from squeue, every tick).
+NODES_EVERY_S = 5.0
+# A job Slurm calls COMPLETED has written its exit record; when the login node does not see it
+# yet, that is a shared filesystem's attribute cache (NFS: up to a minute), not a lost job.
+EXIT_RECORD_GRACE_S = 90.0
 
 
 def sbatch_options(spec: SlurmSpec, gpus: int) -> list[str]:
-    options = [f"--gres=gpu:{gpus}"]
+    # --no-requeue: retries are eq-tui's (a new attempt, its own name and dir); a job Slurm
+    # requeued by itself would run twice beside the attempt eq-tui starts when it sees it lost.
+    options = [f"--gres=gpu:{gpus}", "--no-requeue"]
     for flag, value in (("--partition", spec.partition), ("--account", spec.account),
                         ("--qos", spec.qos), ("--time", spec.time), ("--mem", spec.mem)):
         if value:
@@ -87,7 +99,8 @@ class SlurmHost:
 
     def __init__(self, name: str, runner: CommandRunner, spec: SlurmSpec, *,
                  slots: Sequence[int], log_dir: str | None = None,
-                 name_prefix: str = "eq_") -> None:
+                 name_prefix: str = "eq_",
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.name = name
         self.runner = runner
         self.spec = spec
@@ -97,6 +110,11 @@ class SlurmHost:
         self._files = ShellHost(name, runner, log_dir=log_dir, query_gpus=False)
         self.submissions = 0
         self.lookups = 0
+        self._clock = clock
+        self.nodes_every_s = NODES_EVERY_S
+        self._nodes: tuple[NodeGpus, ...] = ()
+        self._nodes_at: float | None = None
+        self._no_exit_since: dict[str, float] = {}  # session → when seen COMPLETED, no record
 
     async def log_root(self, project: str, token: str) -> str:
         return await self._files.log_root(project, token)
@@ -112,7 +130,10 @@ class SlurmHost:
     async def probe(self, request: ProbeRequest) -> HostSnapshot:
         boundary = f"@@eq-{secrets.token_hex(8)}"
         prefix = _common_prefix([ref.session for ref in request.attempts], self.name_prefix)
-        args = [request.cwd or "-", prefix, "0", boundary]
+        list_nodes = (self._nodes_at is None
+                      or self._clock() - self._nodes_at >= self.nodes_every_s)
+        args = [request.cwd or "-", prefix, "0", boundary, self.spec.partition or "",
+                "1" if list_nodes else "0"]
         started = time.monotonic()
         taken_at = time.time()
         try:
@@ -132,6 +153,10 @@ class SlurmHost:
         if not files.ok:
             return files
         queue = parse_squeue("\n".join(sections.get("slurm", [])), prefix)
+        if "nodes_rc 0" in sections:
+            self._nodes = tuple(parse_nodes("\n".join(sections.get("nodes", [])),
+                                            self.spec.partition))
+            self._nodes_at = self._clock()
         sessions = {ref.key: ref.session for ref in request.attempts}
         jobs = {key: queue.get(session) for key, session in sessions.items()}
         ended = [key for key, probe in files.attempts.items() if needs_lookup(jobs[key], probe)]
@@ -147,18 +172,39 @@ class SlurmHost:
                 found, tails = looked_up
                 jobs.update({key: found.get(sessions[key]) or jobs[key] for key in ended})
         attempts: dict[str, AttemptProbe] = {}
+        now = self._clock()
+        waiting_for_record: dict[str, float] = {}
         for key, probe in files.attempts.items():
+            job = jobs[key]
             if key in unanswered:
                 # Unknown this tick is not "vanished": never requeue on a failed lookup.
                 attempts[key] = replace(probe, session_alive=True, pid_alive=False,
                                         detail="waiting for Slurm's record of this job")
-            else:
-                attempts[key] = attempt_from_slurm(probe, jobs[key],
-                                                   log_tail=tails.get(key, ""))
+                continue
+            if job is not None and job.state == "COMPLETED" and probe.exit_code is None:
+                since = waiting_for_record[job.name] = self._no_exit_since.get(job.name, now)
+                if now - since < EXIT_RECORD_GRACE_S:
+                    attempts[key] = replace(probe, session_alive=True, pid_alive=False,
+                                            detail="COMPLETED; waiting for its exit record")
+                    continue
+            attempts[key] = attempt_from_slurm(probe, job, log_tail=tails.get(key, ""))
+        self._no_exit_since = waiting_for_record
         alive = {sessions[key] for key, probe in attempts.items() if probe.session_alive}
         return replace(files, gpus=self._virtual_gpus(), processes=(),
                        sessions=frozenset(alive), attempts=attempts,
-                       rtt_s=time.monotonic() - started)
+                       nodes=self._cluster_nodes(jobs), rtt_s=time.monotonic() - started)
+
+    def _cluster_nodes(self, jobs: Mapping[str, SlurmJob | None]) -> tuple[ClusterNode, ...]:
+        """The last node list, with the jobs of ours that squeue says run on each node now."""
+        on_node: dict[str, list[str]] = {}
+        for key, job in jobs.items():
+            if job is not None and job.state in ("RUNNING", "COMPLETING", "SUSPENDED"):
+                for node in job.nodes:
+                    on_node.setdefault(node, []).append(key)
+        return tuple(ClusterNode(name=node.node, state=node.state, gpus_used=node.gpus_used,
+                                 gpus_total=node.gpus_total,
+                                 jobs=tuple(sorted(on_node.get(node.node, ()))))
+                     for node in self._nodes)
 
     async def _lookup(self, ended: list[tuple[str, str]],
                       dirs: dict[str, str]) -> tuple[dict[str, SlurmJob], dict[str, str]] | None:
@@ -217,16 +263,7 @@ class SlurmHost:
     async def follow(self, attempt_dir: str, offset: int) -> tuple[int, list[str]]:
         return await self._files.follow(attempt_dir, offset)
 
-    # ---- the cluster -------------------------------------------------------------------------
-
-    async def node_gpus(self) -> list[dict[str, object]]:
-        """The partition's nodes with their GPUs allocated / total, for the GPU grid."""
-        result = await self.runner.run("scontrol show node -o -d", timeout=30)
-        if result.returncode != 0:
-            raise HostError(f"{self.name}: scontrol show node failed: "
-                            f"{result.stderr.decode(errors='replace')[:300]}")
-        nodes = parse_nodes(result.stdout.decode(errors="replace"), self.spec.partition)
-        return [asdict(node) for node in nodes]
+    # ---- preflight ---------------------------------------------------------------------------
 
     async def preflight(self, request: PreflightRequest) -> list[PreflightFinding]:
         check = ("for c in sbatch squeue scancel sacct; do command -v \"$c\" >/dev/null || "

@@ -26,6 +26,7 @@ class SlurmJob:
     state: str  # base state, e.g. CANCELLED (a "CANCELLED by 0" suffix is dropped)
     reason: str = ""  # squeue's reason for a pending job
     exit_code: int | None = None  # from sacct/scontrol "code:signal"; 128+signal when signalled
+    nodes: tuple[str, ...] = ()  # where it runs (squeue's %N, expanded)
 
 
 def _base_state(raw: str) -> str:
@@ -42,16 +43,37 @@ def exit_from_slurm(value: str) -> int | None:
     return 128 + sig if sig else number
 
 
+def expand_hostlist(text: str) -> tuple[str, ...]:
+    """Slurm's compressed node list → node names: `gpu[01-03,07],login1` → gpu01, gpu02, gpu03,
+    gpu07, login1 (zero padding kept; one bracket group per name, as Slurm prints them)."""
+    names: list[str] = []
+    for match in re.finditer(r"([^,\[]+)(?:\[([^\]]*)\])?([^,\[]*)", text.strip()):
+        head, ranges, tail = match.groups()
+        if ranges is None:
+            names.append(head + tail)
+            continue
+        for part in ranges.split(","):
+            low, _, high = part.partition("-")
+            if not low.isdigit() or (high and not high.isdigit()):
+                names.append(f"{head}[{part}]{tail}")
+                continue
+            for number in range(int(low), int(high or low) + 1):
+                names.append(f"{head}{number:0{len(low)}d}{tail}")
+    return tuple(names)
+
+
 def parse_squeue(text: str, prefix: str = "") -> dict[str, SlurmJob]:
-    """`squeue -h -o '%i|%j|%T|%r'` lines → the newest job per name."""
+    """`squeue -h -o '%i|%j|%T|%r|%N'` lines → the newest job per name."""
     jobs: dict[str, SlurmJob] = {}
     for line in text.splitlines():
         parts = line.strip().split("|")
-        if len(parts) != 4 or not parts[1].startswith(prefix):
+        if len(parts) not in (4, 5) or not parts[1].startswith(prefix):
             continue
-        job_id, name, state, reason = parts
+        job_id, name, state, reason = parts[:4]
         reason = "" if reason in ("None", "(null)") else reason
-        _keep_newest(jobs, SlurmJob(job_id, name, _base_state(state), reason))
+        nodes = expand_hostlist(parts[4]) if len(parts) == 5 and parts[4] not in (
+            "", "(null)", "n/a") else ()
+        _keep_newest(jobs, SlurmJob(job_id, name, _base_state(state), reason, nodes=nodes))
     return jobs
 
 
@@ -167,12 +189,15 @@ class NodeGpus:
 
 
 def _gres_count(value: str) -> int:
-    """`gpu:4`, `gpu:a100:4(S:0-1)`, `gpu:2(IDX:0-1)`, comma-joined → GPUs in all."""
+    """`gpu:4`, `gpu:a100:4(S:0-1)`, `gpu:2(IDX:0-1)`, comma-joined → GPUs in all (N/A,
+    (null) and other GRES count nothing)."""
     total = 0
     for part in re.sub(r"\([^)]*\)", "", value).split(","):
-        pieces = part.split(":")
-        if pieces[0] == "gpu" and len(pieces) >= 2 and pieces[-1].isdigit():
-            total += int(pieces[-1])
+        pieces = part.strip().split(":")
+        if pieces[0] != "gpu":
+            continue
+        # `gpu` or `gpu:a100` alone is one GPU
+        total += int(pieces[-1]) if len(pieces) >= 2 and pieces[-1].isdigit() else 1
     return total
 
 

@@ -1,4 +1,5 @@
-"""Every host side by side: its link state and round trip, and one line per GPU."""
+"""Every host side by side: its link state and round trip, and one line per GPU; for a Slurm
+host, its job slots in use and one line per node of its partition."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from eq_tui.tui.rows import row_key
 from eq_tui.tui.run_view import RunView
 
 MEMORY_BAR_WIDTH = 10
+NODE_BAR_WIDTH = 8
+NODE_JOBS_SHOWN = 2  # ids listed per node line; the rest as "+N"
 _MODEL_NOISE = ("NVIDIA ", "GeForce ", "Tesla ", " (sim)")
 
 
@@ -84,6 +87,54 @@ def host_title(name: str, host: Mapping[str, Any]) -> Content:
     return Content.assemble((name, "bold"), " ", (state, style), rtt_text)
 
 
+def count_bar(used: int, total: int, width: int = NODE_BAR_WIDTH) -> Content:
+    """GPUs allocated out of a node's total, one cell per GPU when they fit."""
+    if total <= 0:
+        return Content.styled("·" * width, "dim")
+    filled = max(0, min(width, round(used / total * width)))
+    return Content.assemble(("█" * filled, "$primary"), ("░" * (width - filled), "dim"))
+
+
+def node_state_style(state: str) -> str:
+    upper = state.upper()
+    if any(word in upper for word in ("DOWN", "FAIL", "NOT_RESPONDING")) or upper.endswith("*"):
+        return "bold $error"
+    if "DRAIN" in upper or "MAINT" in upper or "RESERVED" in upper:
+        return "$warning"
+    if upper.startswith("IDLE"):
+        return "$success"
+    return "$primary"
+
+
+def node_lines(nodes: list[dict[str, Any]]) -> list[Content]:
+    """One line per node: name, Slurm state, GPUs allocated / total, our jobs running there."""
+    name_width = min(16, max(len(str(n.get("name", ""))) for n in nodes))
+    state_width = min(12, max(len(str(n.get("state", ""))) for n in nodes))
+    lines = []
+    for node in nodes:
+        used, total = int(node.get("gpus_used") or 0), int(node.get("gpus_total") or 0)
+        jobs = [str(j) for j in node.get("jobs") or []]
+        shown = ", ".join(jobs[:NODE_JOBS_SHOWN])
+        more = f" +{len(jobs) - NODE_JOBS_SHOWN}" if len(jobs) > NODE_JOBS_SHOWN else ""
+        state = str(node.get("state", "?"))
+        lines.append(Content.assemble(
+            (f"{str(node.get('name', '?'))[:name_width]:<{name_width}} ", "bold"),
+            (f"{state[:state_width]:<{state_width}}", node_state_style(state)), " ",
+            count_bar(used, total), f" {used}/{total} ", (shown, "$primary"), (more, "dim")))
+    return lines
+
+
+def slots_line(host: Mapping[str, Any]) -> Content:
+    """A Slurm host's GPUs are job slots: how many of ours Slurm has, and how many run."""
+    gpus = host.get("gpus") or []
+    ours = sum(1 for gpu in gpus if gpu.get("job"))
+    running = len({job for node in host.get("nodes") or [] for job in node.get("jobs") or []})
+    queued = max(0, ours - running)
+    return Content.assemble(("slots ", "dim"), f"{ours}/{len(gpus)}",
+                            (" · ", "dim"), f"{running} running",
+                            (" · ", "dim"), (f"{queued} queued", "$warning" if queued else ""))
+
+
 def host_body(host: Mapping[str, Any], threshold: float) -> Content:
     lines: list[Content] = []
     if host.get("state") == "down":
@@ -92,10 +143,30 @@ def host_body(host: Mapping[str, Any], threshold: float) -> Content:
     if host.get("stopped"):
         lines.append(Content.styled(f"launching stopped: {host['stopped']}", "$warning"))
     gpus = host.get("gpus") or []
+    nodes = host.get("nodes") or []
+    if host.get("kind") == "slurm" or nodes:
+        if gpus:
+            lines.append(slots_line(host))
+        lines.extend(node_lines(nodes) if nodes else [])
+        if not nodes and host.get("state") != "down":
+            lines.append(Content.styled("waiting for the node list…", "dim"))
+        return Content("\n").join(lines)
     lines.extend(gpu_line(gpu, threshold) for gpu in gpus)
     if not gpus and host.get("state") != "down":
         lines.append(Content.styled("waiting for the first probe…", "dim"))
     return Content("\n").join(lines)
+
+
+def host_subtitle(host: Mapping[str, Any]) -> str:
+    nodes = host.get("nodes") or []
+    if nodes:
+        used = sum(int(n.get("gpus_used") or 0) for n in nodes)
+        total = sum(int(n.get("gpus_total") or 0) for n in nodes)
+        return f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}, {used}/{total} GPUs in use"
+    if host.get("kind") == "slurm":
+        return "slurm"
+    gpus = host.get("gpus") or []
+    return models_text(gpus) if gpus else ""
 
 
 class HostPanel(Static):
@@ -103,8 +174,7 @@ class HostPanel(Static):
 
     def show(self, name: str, host: Mapping[str, Any], threshold: float) -> None:
         self.border_title = host_title(name, host)
-        gpus = host.get("gpus") or []
-        self.border_subtitle = models_text(gpus) if gpus else ""
+        self.border_subtitle = host_subtitle(host)
         self.set_class(host.get("state") == "down", "-down")
         self.update(host_body(host, threshold))
 

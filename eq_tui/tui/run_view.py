@@ -120,6 +120,7 @@ class RunView:
             host["rtt_s"] = event.rtt_s
             if event.ok:
                 host["gpus"] = [dict(g) for g in event.gpus]
+                host["nodes"] = [dict(n) for n in event.nodes]
             elif event.error:
                 host["reason"] = event.error
             changes.hosts.add(row_key(event.project, event.host))

@@ -157,3 +157,30 @@ class FakeClient:
         self.tail_calls.append((job_id, attempt))
         return list(self.tails.get((job_id, attempt), [f"{job_id} attempt {attempt} line 1",
                                                        f"{job_id} attempt {attempt} line 2"]))
+
+
+def node(name: str, state: str, used: int, total: int = 4,
+         jobs: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"name": name, "state": state, "gpus_used": used, "gpus_total": total,
+            "jobs": list(jobs)}
+
+
+def slurm_snapshot(project: str = "demo") -> dict[str, Any]:
+    """The sample plus a Slurm host with 4 job slots: student_s8 runs on gpu01, student_s9 is
+    submitted and queued; gpu02 drains, gpu03 is idle."""
+    snapshot = sample_snapshot(project)
+    for job_id in ("student_s8", "student_s9"):
+        record = next(j for j in snapshot["jobs"] if j["id"] == job_id)
+        slot = 0 if job_id == "student_s8" else 1
+        record.update(job(job_id, "running", phase="distill",
+                          history=[attempt(1, "cluster", slot, T0 - 40)]))
+    snapshot["jobs"][-1]["reason"] = "PENDING (Resources)"
+    slots = [gpu(i, 0, 1, name="Slurm slot (gpu)") for i in range(4)]
+    slots[0]["job"], slots[1]["job"] = "student_s8", "student_s9"
+    snapshot["hosts"].append({
+        "name": "cluster", "kind": "slurm", "state": "up", "reason": "", "since": T0 - 620,
+        "rtt_s": 0.021, "stopped": None, "gpus": slots,
+        "nodes": [node("gpu01", "MIXED", 3, jobs=("student_s8",)),
+                  node("gpu02", "MIXED+DRAIN", 1),
+                  node("gpu03", "IDLE", 0)]})
+    return snapshot

@@ -3,12 +3,20 @@
 # command text, then EQ_LAUNCH_END). The environment reaches the job through sbatch's
 # --export=ALL (Slurm keeps it with the job), never a file or a command line.
 # Prints the Slurm job id. Exit 3: the attempt dir exists already; a job of this name that Slurm
-# still knows is the attempt itself, so nothing is submitted twice.
+# still knows is the attempt itself, so nothing is submitted twice. Exit 5: Slurm cannot write a
+# log at that path.
 set -u
 name=$1 dir=$2
 shift 2
 
 sbatch_bin=$(command -v sbatch) || { echo "eq-tui: sbatch is not installed here" >&2; exit 4; }
+# Slurm expands %j, %u, ... in --output (a '%' in the path would lose the log and fail the job):
+# '%%' is a literal '%'. A backslash makes Slurm drop every backslash: no way to name that path.
+case $dir in
+    *\\*) echo "eq-tui: Slurm cannot write a log under a path with a backslash: $dir" >&2
+           exit 5 ;;
+esac
+output=$(printf '%s/log\n' "$dir" | sed 's/%/%%/g')
 existing=$(squeue -h -t all -u "$(id -un)" --name="$name" -o %i 2>/dev/null </dev/null | head -n 1)
 if [ -n "$existing" ]; then
     [ -d "$dir" ] && [ ! -s "$dir/slurm_job_id" ] && echo "$existing" > "$dir/slurm_job_id"
@@ -92,7 +100,7 @@ WRAPPER
 [ -s "$dir/run.sh" ] || fail_write run.sh
 
 eval "$envtext"
-if ! id=$("$sbatch_bin" --parsable --job-name="$name" --output="$dir/log" --open-mode=append \
+if ! id=$("$sbatch_bin" --parsable --job-name="$name" --output="$output" --open-mode=append \
               --export=ALL "$@" "$dir/run.sh" "$dir" 2>"$dir/sbatch.err" </dev/null); then
     cat "$dir/sbatch.err" >&2
     exit 6
