@@ -1,4 +1,9 @@
-"""Which jobs to launch where, now. A pure function of jobs, host views and the clock."""
+"""Which jobs to launch where, now. A pure function of jobs, host views and the clock.
+
+At 10,000 jobs a tick must stay cheap: jobs are sorted into the few groups a decision needs
+in one pass (or none, when no GPU could take a job and no phase can be blocked), and only the
+jobs that could launch are looked at after that.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from eq_tui.engine.model import ACTIVE, JobState, JobStatus
-from eq_tui.manifest.model import Manifest
+from eq_tui.manifest.model import JobSpec, Manifest
+
+_FAILED = frozenset({JobStatus.STUCK, JobStatus.KILLED, JobStatus.BLOCKED})
+_ENDED = _FAILED | {JobStatus.COMPLETED}
+_WAITING = frozenset({JobStatus.PENDING, JobStatus.FAILED_OOM})
 
 
 @dataclass(frozen=True)
@@ -48,30 +57,55 @@ class PhaseGate:
     blocked_reason: str | None = None
 
 
-def phase_gates(manifest: Manifest, jobs: Sequence[JobState]) -> dict[str, PhaseGate]:
-    """For every phase: may its jobs start, or are they blocked by a failed dependency?"""
-    by_phase: dict[str, list[JobState]] = {}
+@dataclass
+class _PhaseSummary:
+    """What a dependent phase needs to know about one of its dependencies."""
+
+    first_failed: JobState | None = None
+    unfinished: bool = False
+
+
+def _dependencies(manifest: Manifest) -> frozenset[str]:
+    return frozenset(dep for phase in manifest.phases for dep in phase.depends_on)
+
+
+def _summarise(jobs: Sequence[JobState], phases: frozenset[str]) -> dict[str, _PhaseSummary]:
+    summaries = {name: _PhaseSummary() for name in phases}
+    if not phases:
+        return summaries
     for job in jobs:
-        by_phase.setdefault(job.phase, []).append(job)
+        summary = summaries.get(job.phase)
+        if summary is None:
+            continue
+        if job.status in _FAILED:
+            if summary.first_failed is None:
+                summary.first_failed = job
+        elif job.status not in _ENDED:
+            summary.unfinished = True
+    return summaries
+
+
+def _gates(manifest: Manifest, summaries: Mapping[str, _PhaseSummary]) -> dict[str, PhaseGate]:
     gates: dict[str, PhaseGate] = {}
     for phase in manifest.phases:
         ready = True
         reason = None
         for dep in phase.depends_on:
-            dep_jobs = by_phase.get(dep, [])
-            failed = [j for j in dep_jobs
-                      if j.status in (JobStatus.STUCK, JobStatus.KILLED, JobStatus.BLOCKED)]
-            unfinished = [j for j in dep_jobs if j.status not in
-                          (JobStatus.COMPLETED, JobStatus.STUCK, JobStatus.KILLED,
-                           JobStatus.BLOCKED)]
-            if failed and phase.on_dependency_failure == "block":
-                reason = f"phase {dep}: {failed[0].id} ended {failed[0].status}"
+            summary = summaries.get(dep) or _PhaseSummary()
+            failed = summary.first_failed
+            if failed is not None and phase.on_dependency_failure == "block":
+                reason = f"phase {dep}: {failed.id} ended {failed.status}"
                 ready = False
                 break
-            if unfinished:
+            if summary.unfinished:
                 ready = False
         gates[phase.name] = PhaseGate(ready=ready, blocked_reason=reason)
     return gates
+
+
+def phase_gates(manifest: Manifest, jobs: Sequence[JobState]) -> dict[str, PhaseGate]:
+    """For every phase: may its jobs start, or are they blocked by a failed dependency?"""
+    return _gates(manifest, _summarise(jobs, _dependencies(manifest)))
 
 
 def gpu_holders(jobs: Sequence[JobState]) -> dict[tuple[str, int], str]:
@@ -86,18 +120,23 @@ def gpu_holders(jobs: Sequence[JobState]) -> dict[tuple[str, int], str]:
 
 def free_gpus(host: HostView, held: Mapping[tuple[str, int], str], threshold_mib: int) -> list[int]:
     """GPUs of `host` that are allowed, below the memory threshold, and held by no job of ours."""
+    return [index for index in _quiet_gpus(host, threshold_mib) if (host.name, index) not in held]
+
+
+def _quiet_gpus(host: HostView, threshold_mib: int) -> list[int]:
+    """GPUs of `host` we may use whose memory reads below the threshold (held or not)."""
     if not host.usable:
         return []
-    free = []
+    quiet = []
     for gpu in host.gpus:
         if host.allowed is not None and gpu.index not in host.allowed:
             continue
-        if gpu.index in host.quarantined or (host.name, gpu.index) in held:
+        if gpu.index in host.quarantined:
             continue
         if gpu.memory_used_mib is None or gpu.memory_used_mib >= threshold_mib:
             continue
-        free.append(gpu.index)
-    return free
+        quiet.append(gpu.index)
+    return quiet
 
 
 def _is_due(job: JobState, now: float) -> bool:
@@ -106,6 +145,17 @@ def _is_due(job: JobState, now: float) -> bool:
     if job.status == JobStatus.FAILED_OOM:
         return job.retry_at is not None and job.retry_at <= now
     return False
+
+
+_specs_cache: tuple[Manifest, dict[str, JobSpec]] | None = None
+
+
+def _specs(manifest: Manifest) -> dict[str, JobSpec]:
+    """Job specs by id, built once per manifest (the engine decides with the same one)."""
+    global _specs_cache
+    if _specs_cache is None or _specs_cache[0] is not manifest:
+        _specs_cache = (manifest, {spec.id: spec for spec in manifest.jobs})
+    return _specs_cache[1]
 
 
 def decide(
@@ -123,34 +173,47 @@ def decide(
     a job with preconditions launches only on a fresh positive result.
     """
     decision = Decision()
-    specs = {spec.id: spec for spec in manifest.jobs}
-    gates = phase_gates(manifest, jobs)
+    threshold = manifest.gpu_free_threshold_mib
+    dependencies = _dependencies(manifest)
+    quiet = {h.name: _quiet_gpus(h, threshold) for h in hosts}
+    if not dependencies and (paused or not any(quiet.values())):
+        return decision  # nothing can be blocked and no GPU can take a job: no job to look at
 
+    waiting: list[JobState] = []  # pending or failed_oom, in manifest order
+    active: list[JobState] = []
     for job in jobs:
-        if job.status == JobStatus.PENDING:
-            gate = gates.get(job.phase)
-            if gate is not None and gate.blocked_reason:
-                decision.block[job.id] = gate.blocked_reason
+        status = job.status
+        if status in _WAITING:
+            waiting.append(job)
+        elif status in ACTIVE:
+            active.append(job)
+    gates = _gates(manifest, _summarise(jobs, dependencies))
+    blocked_phases = {name: gate.blocked_reason for name, gate in gates.items()
+                      if gate.blocked_reason}
+    if blocked_phases:
+        for job in waiting:
+            reason = blocked_phases.get(job.phase)
+            if reason and job.status == JobStatus.PENDING:
+                decision.block[job.id] = reason
 
-    held = gpu_holders(jobs)
-    active_per_host: dict[str, int] = {}
-    for job in jobs:
-        if job.status in ACTIVE and job.host is not None:
-            active_per_host[job.host] = active_per_host.get(job.host, 0) + 1
     if paused:
         return decision
-    if manifest.waves == "strict" and any(job.status in ACTIVE for job in jobs):
+    if manifest.waves == "strict" and active:
         return decision
-
-    free: dict[str, list[int]] = {h.name: free_gpus(h, held, manifest.gpu_free_threshold_mib)
-                                  for h in hosts}
+    held = gpu_holders(active)
+    active_per_host: dict[str, int] = {}
+    for job in active:
+        if job.host is not None:
+            active_per_host[job.host] = active_per_host.get(job.host, 0) + 1
+    free = {h.name: [g for g in quiet[h.name] if (h.name, g) not in held] for h in hosts}
     slots = {h.name: max(0, h.max_parallel - active_per_host.get(h.name, 0)) for h in hosts}
     capacity = sum(min(len(free[h.name]), slots[h.name]) for h in hosts)
     if capacity == 0:
         return decision
 
+    specs = _specs(manifest)
     lookahead = max(4, 2 * capacity)
-    for job in jobs:
+    for job in waiting:
         if capacity == 0 or lookahead == 0:
             break
         if job.id in decision.block or not _is_due(job, now):
