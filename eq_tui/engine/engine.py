@@ -133,6 +133,13 @@ class Engine:
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._dirty = False
+        self._changed: dict[str, None] = {}  # jobs changed since the last write, in order
+        self._jobs_version = 0  # counts job changes; what is built from the jobs keys on it
+        self._attempts_cache: tuple[tuple[int, int, int], dict[str, list[AttemptRef]]] | None \
+            = None
+        self._output_checks_cache: tuple[tuple[int, int, int], list[PathCheck]] | None = None
+        self._persisted_whole = False
+        self._finish_persisted = False
         self._started = False
         self._finish_reported = False
         self._summary_task: asyncio.Task[None] | None = None
@@ -369,7 +376,8 @@ class Engine:
             self._alert("warning", f"{job.id}: attempt {n} on {host} was missing from the "
                         "state file; restored from the event journal", host=host, job=job.id)
 
-    def state_json(self) -> dict[str, Any]:
+    def _state_fields(self) -> dict[str, Any]:
+        """The state file's top-level fields: all but the jobs."""
         return {
             "version": STATE_VERSION,
             "project": self.project,
@@ -379,12 +387,36 @@ class Engine:
             "paused": self.paused,
             "quarantine": {h: sorted(g) for h, g in self.quarantine.items() if g},
             "stopped_hosts": self.stopped_hosts,
-            "jobs": [job.to_json() for job in self.jobs.values()],
             "retired": self.retired,
         }
 
-    def _persist(self) -> None:
-        self.run_dir.save_state(self.state_json())
+    def state_json(self) -> dict[str, Any]:
+        return {**self._state_fields(), "jobs": [job.to_json() for job in self.jobs.values()]}
+
+    @property
+    def _dirty(self) -> bool:
+        """Something to write: a change not on disk yet, or journal lines old enough that
+        queue_state.json should take them in (so it stays current while nothing changes)."""
+        return self._unsaved or self.run_dir.state.compaction_due()
+
+    @_dirty.setter
+    def _dirty(self, value: bool) -> None:
+        self._unsaved = value
+
+    def _persist(self, *, whole: bool = False) -> None:
+        """Write the state: whole the first time and when the queue finishes; otherwise the
+        top-level fields and the records of the jobs that changed (the store journals them
+        when the state is large). Jobs are serialised now, not when they changed, so every
+        change made since is in."""
+        at_finish = self.finished and not self._finish_persisted
+        if whole or at_finish or not self._persisted_whole:
+            self.run_dir.save_state(self.state_json())
+            self._persisted_whole = True
+        else:
+            self.run_dir.save_changes(self._state_fields(), [
+                self.jobs[job_id].to_json() for job_id in self._changed if job_id in self.jobs])
+        self._finish_persisted = self.finished
+        self._changed.clear()
         self._dirty = False
 
     def _reconcile_manifest(self) -> None:
@@ -433,7 +465,10 @@ class Engine:
         self._publish(event)
 
     def _job_changed(self, job: JobState) -> None:
+        """Every change to a job ends here: it is what gets the job written to disk."""
         self._dirty = True
+        self._changed[job.id] = None
+        self._jobs_version += 1
         self._publish(JobUpdated(project=self.project, at=self.clock(), job=job.id,
                                  state=job.to_json()))
 
@@ -540,22 +575,46 @@ class Engine:
             return None
         return substitute(spec.output_check, run_dir=self._run_dir_value(), job_id=spec.id)
 
-    def _probe_request(self, host: str) -> ProbeRequest:
-        attempts = []
-        for job in self.jobs.values():
-            current = job.current
-            if job.status in ACTIVE and job.host == host and current is not None:
+    def _jobs_key(self) -> tuple[int, int, int]:
+        return (self._jobs_version, id(self.jobs), len(self.jobs))
+
+    def _attempts_by_host(self) -> dict[str, list[AttemptRef]]:
+        """The attempts each host's probe asks about: one pass over the jobs per change of
+        them (not one per host per tick)."""
+        key = self._jobs_key()
+        if self._attempts_cache is None or self._attempts_cache[0] != key:
+            by_host: dict[str, list[AttemptRef]] = {}
+            for job in self.jobs.values():
+                if job.status not in ACTIVE or job.host is None:
+                    continue
+                current = job.current
+                if current is None:
+                    continue
                 spec = self._specs.get(job.id)
-                attempts.append(AttemptRef(
+                by_host.setdefault(job.host, []).append(AttemptRef(
                     key=job.id, session=current.session, attempt_dir=current.attempt_dir,
                     output_check=self._output_pattern(spec) if spec else None))
-        output_checks = []
-        if host not in self._output_scanned:
+            self._attempts_cache = (key, by_host)
+        return self._attempts_cache[1]
+
+    def _pending_output_checks(self) -> list[PathCheck]:
+        key = self._jobs_key()
+        if self._output_checks_cache is None or self._output_checks_cache[0] != key:
+            checks = []
             for job in self.jobs.values():
+                if job.status not in (JobStatus.PENDING, JobStatus.FAILED_OOM):
+                    continue
                 spec = self._specs.get(job.id)
                 pattern = self._output_pattern(spec) if spec else None
-                if pattern and job.status in (JobStatus.PENDING, JobStatus.FAILED_OOM):
-                    output_checks.append(PathCheck(job.id, pattern))
+                if pattern:
+                    checks.append(PathCheck(job.id, pattern))
+            self._output_checks_cache = (key, checks)
+        return self._output_checks_cache[1]
+
+    def _probe_request(self, host: str) -> ProbeRequest:
+        attempts = self._attempts_by_host().get(host, [])
+        # once per host (the first probe): are pending jobs' outputs there already?
+        output_checks = [] if host in self._output_scanned else self._pending_output_checks()
         preconditions = []
         for job_id in sorted(self._want_preconditions):
             spec = self._specs.get(job_id)

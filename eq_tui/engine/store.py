@@ -1,4 +1,5 @@
-"""The run directory: lock, atomic state file, event history, expanded manifest, summary."""
+"""The run directory: lock, state file (see statefile.py), event history, expanded manifest,
+summary."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from eq_tui.engine.atomic import write_atomic
+from eq_tui.engine.statefile import StateFile
 from eq_tui.errors import RunDirError
 
 STATE_VERSION = 1
@@ -33,33 +36,13 @@ def archive_run_dir(path: Path) -> Path | None:
     return target
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, text: str, *, keep_previous: Path | None = None) -> None:
-    """temp file + fsync + rename (+ fsync of the directory), so a crash leaves old or new."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    if keep_previous is not None and path.exists():
-        with contextlib.suppress(FileNotFoundError):
-            os.replace(path, keep_previous)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
 class RunDir:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.state_file = path / "queue_state.json"
-        self.previous_state_file = path / "queue_state.prev.json"
+        self.state = StateFile(path)
+        self.state_file = self.state.path
+        self.previous_state_file = self.state.previous
+        self.journal_file = self.state.journal
         self.events_file = path / "events.jsonl"
         self.manifest_file = path / "manifest.json"
         self.summary_file = path / "summary.md"
@@ -103,6 +86,7 @@ class RunDir:
         return None
 
     def release_lock(self) -> None:
+        self.state.close()  # compacts the journal while the lock still keeps others away
         if self._lock_handle is not None:
             with contextlib.suppress(OSError):
                 self._lock_handle.seek(0)
@@ -115,28 +99,16 @@ class RunDir:
             self._events = None
 
     def load_state(self) -> dict[str, Any] | None:
-        """The saved state, or None for a new run. A file that fails to parse is never
-        overwritten: stop and say how to recover from the previous good copy."""
-        source = self.state_file
-        if not source.exists():
-            if not self.previous_state_file.exists():
-                return None
-            source = self.previous_state_file
-        try:
-            data = json.loads(source.read_text(encoding="utf-8"))
-            if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
-                raise ValueError("not an eq-tui state (no 'jobs' list)")
-        except (ValueError, UnicodeDecodeError) as exc:
-            hint = ""
-            if self.previous_state_file.exists() and source != self.previous_state_file:
-                hint = (f"; the previous good copy is {self.previous_state_file}: "
-                        f"`cp {self.previous_state_file} {self.state_file}` to recover from it")
-            raise RunDirError(f"{source} is unreadable ({exc}){hint}") from None
-        return data
+        """The saved state (the state file with its journal replayed), or None for a new run."""
+        return self.state.load()
 
     def save_state(self, data: dict[str, Any]) -> None:
-        text = json.dumps(data, indent=1, sort_keys=False)
-        write_atomic(self.state_file, text, keep_previous=self.previous_state_file)
+        """The whole state: the state file is rewritten and the journal emptied."""
+        self.state.write_whole(data)
+
+    def save_changes(self, fields: dict[str, Any], jobs: list[dict[str, Any]]) -> None:
+        """Top-level fields and the changed job records: journaled when the state is large."""
+        self.state.write_changes(fields, jobs)
 
     def write_manifest(self, data: dict[str, Any]) -> None:
         write_atomic(self.manifest_file, json.dumps(data, indent=2, default=str))
