@@ -599,6 +599,46 @@ async def test_a_run_dir_with_percent_signs_keeps_its_logs_and_secrets_stay_off_
 
 @pytest.mark.integration
 @needs_slurm
+async def test_the_jobs_own_path_never_hides_the_tools_that_record_its_id(
+        cluster: SlurmBed, tmp_path: Path) -> None:
+    runner = LocalRunner(cluster.env)
+    stdin = b"1\nexport PATH=/nonexistent\necho \"$PATH\"\nEQ_LAUNCH_END\n"
+    result = await runner.run(script("slurm_submit.sh"),
+                              ["eq_path_x_a1", str(tmp_path / "a"), "--gres=gpu:1"], stdin=stdin)
+    assert result.returncode == 0, result
+    assert (tmp_path / "a" / "slurm_job_id").read_bytes() == result.stdout
+    assert "JobName=eq_path_x_a1" in cluster.run("scontrol", "show", "job", "-o",
+                                                 result.stdout.decode().strip())
+
+
+@pytest.mark.integration
+@needs_slurm
+async def test_requeue_scancels_the_job_and_submits_a_new_attempt(cluster: SlurmBed,
+                                                                  tmp_path: Path) -> None:
+    long = "fake-train --epochs 200 --epoch-seconds 0.2 --mem 2000"
+    manifest = slurm_manifest(tmp_path, [job("rq", f'[ "$EQ_ATTEMPT" = 2 ] && {QUICK} || {long}')],
+                              project="requeue")
+    run = await start_engine(manifest, tmp_path / "run")
+    try:
+        await run.wait_for(lambda: run.engine.jobs["rq"].last_line.startswith("epoch"),
+                           timeout=30)
+        first = run.engine.jobs["rq"].history[0].session
+        result = await run.engine.command("requeue", ["rq"])
+        assert result["ok"], result
+        assert run.task is not None
+        assert await asyncio.wait_for(asyncio.shield(run.task), 40) == 0
+    finally:
+        await _stop(run)
+    state = run.job("rq")
+    assert state["status"] == "completed" and state["attempts"] == 2
+    assert state["history"][0]["failure_class"] == "requeued"
+    await _until(lambda: squeue_states(cluster, first).get(first, "").startswith("CANCELLED"))
+    assert submissions(cluster, "requeue", run.engine.token) == {
+        first: 1, run.engine.jobs["rq"].history[1].session: 1}
+
+
+@pytest.mark.integration
+@needs_slurm
 async def test_a_job_over_its_memory_limit_shows_host_oom(cluster: SlurmBed,
                                                           tmp_path: Path) -> None:
     hog = ("python3 -c 'import time; x = bytearray(400 * 2**20); "

@@ -99,9 +99,11 @@ echo $? > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
 WRAPPER
 [ -s "$dir/run.sh" ] || fail_write run.sh
 
-eval "$envtext"
-if ! id=$("$sbatch_bin" --parsable --job-name="$name" --output="$output" --open-mode=append \
-              --export=ALL "$@" "$dir/run.sh" "$dir" 2>"$dir/sbatch.err" </dev/null); then
+# The job's environment is set in the subshell that becomes sbatch only: a PATH of the
+# manifest's must not hide mv from the lines below (the job id record).
+if ! id=$(eval "$envtext" && exec "$sbatch_bin" --parsable --job-name="$name" \
+              --output="$output" --open-mode=append --export=ALL "$@" "$dir/run.sh" "$dir" \
+              2>"$dir/sbatch.err" </dev/null); then
     cat "$dir/sbatch.err" >&2
     exit 6
 fi
