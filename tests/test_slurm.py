@@ -228,6 +228,7 @@ async def test_completed_without_a_visible_exit_record_waits_before_it_is_lost(
     waiting = (await host.probe(request)).attempts["j"]
     assert waiting.session_alive and waiting.exit_code is None
     assert "waiting for its exit record" in waiting.detail
+    assert host.lookups == 0  # squeue said how it ended: no sacct round trip while waiting
     now[0] += EXIT_RECORD_GRACE_S - 1
     assert (await host.probe(request)).attempts["j"].session_alive
     (attempt / "exit").write_text("0\n")  # the record shows up: judged as usual
@@ -303,6 +304,28 @@ async def test_only_the_partitions_nodes_cross_the_wire(tmp_path: Path) -> None:
         == ["NodeName=gpu01"]
     quiet = await runner.run(script("slurm_queue.sh"), ["-", "eq_", "0", "@@b", "gpu", "0"])
     assert "NodeName" not in quiet.stdout.decode()
+
+
+async def test_a_failing_node_list_is_one_standing_warning_not_a_failed_probe(
+        tmp_path: Path) -> None:
+    now = [0.0]
+    bin_dir = fake_slurm_bin(tmp_path)
+    (bin_dir / "scontrol").write_text(
+        "#!/bin/sh\necho 'slurm_load_node error: Unable to contact slurm controller' >&2\n"
+        "exit 1\n")
+    host = SlurmHost("c", FakeSlurmRunner(bin_dir), SlurmSpec(partition="gpu"), slots=range(2),
+                     clock=lambda: now[0])
+    first = await host.probe(ProbeRequest())
+    assert first.ok and first.nodes == ()
+    assert first.warnings == ("node list unavailable: slurm_load_node error: Unable to contact "
+                              "slurm controller",)
+    now[0] += NODES_EVERY_S / 2  # not asked again yet: the warning stands
+    assert (await host.probe(ProbeRequest())).warnings == first.warnings
+    (tmp_path / "nodes.txt").write_text(SCONTROL_NODES)
+    (bin_dir / "scontrol").write_text(f"#!/bin/sh\ncat {tmp_path}/nodes.txt\n")
+    now[0] += NODES_EVERY_S
+    fixed = await host.probe(ProbeRequest())
+    assert fixed.warnings == () and len(fixed.nodes) == 5
 
 
 def test_host_probed_nodes_survive_the_control_socket_json() -> None:

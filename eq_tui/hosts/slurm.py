@@ -114,6 +114,7 @@ class SlurmHost:
         self.nodes_every_s = NODES_EVERY_S
         self._nodes: tuple[NodeGpus, ...] = ()
         self._nodes_at: float | None = None
+        self._nodes_error: str | None = None
         self._no_exit_since: dict[str, float] = {}  # session → when seen COMPLETED, no record
 
     async def log_root(self, project: str, token: str) -> str:
@@ -157,9 +158,17 @@ class SlurmHost:
             self._nodes = tuple(parse_nodes("\n".join(sections.get("nodes", [])),
                                             self.spec.partition))
             self._nodes_at = self._clock()
+            self._nodes_error = None
+        elif "nodes" in sections:
+            # kept until a listing works, so the engine alerts once, not every refresh
+            detail = " ".join(line.strip() for line in sections["nodes"] if line.strip())
+            self._nodes_error = f"node list unavailable: {detail[:200] or 'no answer'}"
+            self._nodes_at = self._clock()
         sessions = {ref.key: ref.session for ref in request.attempts}
         jobs = {key: queue.get(session) for key, session in sessions.items()}
-        ended = [key for key, probe in files.attempts.items() if needs_lookup(jobs[key], probe)]
+        # squeue's COMPLETED needs no lookup: its exit record is only late (see below)
+        ended = [key for key, probe in files.attempts.items() if needs_lookup(jobs[key], probe)
+                 and getattr(jobs[key], "state", None) != "COMPLETED"]
         tails: dict[str, str] = {}
         unanswered: set[str] = set()
         if ended:
@@ -190,8 +199,9 @@ class SlurmHost:
             attempts[key] = attempt_from_slurm(probe, job, log_tail=tails.get(key, ""))
         self._no_exit_since = waiting_for_record
         alive = {sessions[key] for key, probe in attempts.items() if probe.session_alive}
+        warnings = files.warnings + ((self._nodes_error,) if self._nodes_error else ())
         return replace(files, gpus=self._virtual_gpus(), processes=(),
-                       sessions=frozenset(alive), attempts=attempts,
+                       sessions=frozenset(alive), attempts=attempts, warnings=warnings,
                        nodes=self._cluster_nodes(jobs), rtt_s=time.monotonic() - started)
 
     def _cluster_nodes(self, jobs: Mapping[str, SlurmJob | None]) -> tuple[ClusterNode, ...]:
@@ -266,8 +276,8 @@ class SlurmHost:
     # ---- preflight ---------------------------------------------------------------------------
 
     async def preflight(self, request: PreflightRequest) -> list[PreflightFinding]:
-        check = ("for c in sbatch squeue scancel sacct; do command -v \"$c\" >/dev/null || "
-                 "{ echo \"$c is not installed\"; exit 1; }; done; "
+        check = ("for c in sbatch squeue scancel sacct scontrol; do "
+                 "command -v \"$c\" >/dev/null || { echo \"$c is not installed\"; exit 1; }; done; "
                  "sinfo -h -o '%P %a %D' ${1:+-p \"$1\"} 2>&1")
         try:
             result = await self.runner.run(check, [self.spec.partition or ""], timeout=60)
