@@ -56,7 +56,6 @@ from eq_tui.engine.scheduler import (
     HostView,
     decide,
     free_gpus,
-    gpu_holders,
     phase_gates,
 )
 from eq_tui.engine.store import STATE_VERSION, RunDir
@@ -244,12 +243,17 @@ class Engine:
                 return True
         return False
 
+    def _held_gpus(self) -> dict[tuple[str, int], str]:
+        """(host, gpu) -> job id for every GPU a job of ours holds (from the attempt index)."""
+        return {(host, gpu): ref.key for host, refs in self._attempts_by_host().items()
+                for ref in refs if ref.key in self.jobs for gpu in self.jobs[ref.key].gpus}
+
     def _draining(self) -> dict[str, list[int]]:
         """GPUs we released recently whose last reading still shows their memory in use."""
         now = self.clock()
         threshold = self.manifest.gpu_free_threshold_mib
         draining: dict[str, list[int]] = {}
-        holders = gpu_holders(list(self.jobs.values()))
+        holders = self._held_gpus()
         for (host, gpu), released in self._released_at.items():
             if now - released > HURRY_WINDOW_S or (host, gpu) in holders:
                 continue
@@ -269,7 +273,7 @@ class Engine:
         return {host for host in self._draining() if not self.watchers.covers_gpus(host)}
 
     def _hosts_with_free_gpus(self) -> set[str]:
-        holders = gpu_holders(list(self.jobs.values()))
+        holders = self._held_gpus()
         threshold = self.manifest.gpu_free_threshold_mib
         return {view.name for view in self._host_views(None)
                 if free_gpus(view, holders, threshold)}
@@ -546,12 +550,10 @@ class Engine:
     def _watch_requests(self) -> dict[str, WatchRequest]:
         """Per host: the attempts whose exit we wait for and the GPUs whose memory we wait to
         see released (only worth watching while a job could use them)."""
-        attempts: dict[str, list[WatchedAttempt]] = {}
-        for job in self.jobs.values():
-            current = job.current
-            if job.status in ACTIVE and job.host is not None and current is not None:
-                attempts.setdefault(job.host, []).append(
-                    WatchedAttempt(job.id, current.attempt_dir, tuple(job.gpus)))
+        attempts = {host: [WatchedAttempt(ref.key, ref.attempt_dir,
+                                          tuple(self.jobs[ref.key].gpus))
+                           for ref in refs if ref.key in self.jobs]
+                    for host, refs in self._attempts_by_host().items()}
         draining = self._draining() if not self.paused and self._any_job_due() else {}
         threshold = self.manifest.gpu_free_threshold_mib
         return {host: WatchRequest(attempts=tuple(attempts.get(host, ())),
@@ -642,7 +644,7 @@ class Engine:
         results = await asyncio.gather(*(self._probe_one(n, self.hosts[n]) for n in names))
         precondition_parts: dict[str, list[bool]] = {}
         now = self.clock()
-        holders = gpu_holders(list(self.jobs.values()))
+        holders = self._held_gpus()
         for name, snap in zip(names, results, strict=True):
             self.snapshots[name] = snap
             self._update_link(name, snap)
@@ -683,7 +685,7 @@ class Engine:
     def _publish_gpu_views(self, names: set[str]) -> None:
         """The grid's view right after launches: the new jobs on their GPUs, no new probe."""
         now = self.clock()
-        holders = gpu_holders(list(self.jobs.values()))
+        holders = self._held_gpus()
         for name in names:
             snap = self.snapshots.get(name)
             if snap is None or not snap.ok:
@@ -740,12 +742,13 @@ class Engine:
     async def _judge_active(self, probed: set[str]) -> None:
         now = self.clock()
         stale_kills = []
-        for job in list(self.jobs.values()):
+        # only the probed hosts' attempts: another host's last snapshot was judged already
+        attempts = self._attempts_by_host()
+        for job in [self.jobs[ref.key] for host in self.hosts if host in probed
+                    for ref in attempts.get(host, ()) if ref.key in self.jobs]:
             current = job.current
             if job.status not in ACTIVE or job.host is None or current is None:
                 continue
-            if job.host not in probed:
-                continue  # its host's last snapshot was judged already
             snap = self.snapshots.get(job.host)
             if snap is None or not snap.ok:
                 continue  # host down: the job lives on in its session; judge it when back
@@ -873,6 +876,8 @@ class Engine:
 
     def _unblock_recovered(self) -> None:
         """A blocked job whose dependencies are no longer failed (retried) is pending again."""
+        if not any(job.status == JobStatus.BLOCKED for job in self.jobs.values()):
+            return
         gates = phase_gates(self.manifest, list(self.jobs.values()))
         for job in self.jobs.values():
             gate = gates.get(job.phase)
@@ -1118,7 +1123,7 @@ class Engine:
 
     def snapshot(self) -> dict[str, Any]:
         now = self.clock()
-        holders = gpu_holders(list(self.jobs.values()))
+        holders = self._held_gpus()
         hosts = []
         for name in self.hosts:
             spec = self._host_specs.get(name)
