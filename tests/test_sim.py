@@ -366,3 +366,42 @@ def test_find_overlaps_linger_and_unmatched() -> None:
 def test_sim_bin_dir_has_executables() -> None:
     for name in ("nvidia-smi", "fake-train"):
         assert os.access(sim_bin_dir() / name, os.X_OK)
+
+
+def test_the_shell_fast_path_answers_exactly_as_the_python_stand_in(tmp_path: Path) -> None:
+    """nvidia-smi answers the probe's two queries in sh/awk; _nvidia_smi.py defines the
+    behaviour. Same state, same answers: running, lingering and expired records on several
+    GPUs, a base allocation, every field the fast path knows."""
+    state = tmp_path / "state"
+    init_sim_state(state, host="fast", gpus=3, memory_mib=16000, base_mib=7)
+    procs = state / "procs"
+    procs.mkdir(exist_ok=True)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        now = time.time()
+        records = [
+            {"pid": os.getpid(), "gpu": 2, "mib": 3000, "linger_until": None},
+            {"pid": sleeper.pid, "gpu": 2, "mib": 500, "linger_until": None},
+            {"pid": 3_999_001, "gpu": 0, "mib": 1200, "linger_until": now + 300},  # lingering
+            {"pid": 3_999_002, "gpu": 1, "mib": 900, "linger_until": now - 5},  # released
+            {"pid": 3_999_003, "gpu": 1, "mib": 800, "linger_until": None},  # gone
+        ]
+        for record in records:
+            (procs / f"{record['pid']}.json").write_text(
+                json.dumps({**record, "job": "j 1", "attempt": 1}))
+        env = {**os.environ, "EQ_SIM_STATE": str(state)}
+        queries = ["--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu",
+                   "--query-gpu=memory.used,index", "--query-gpu=gpu_name, gpu_uuid",
+                   "--query-compute-apps=pid,gpu_uuid,used_memory",
+                   "--query-compute-apps=used_gpu_memory,process_name,gpu_name,pid"]
+        for query in queries:
+            args = [query, "--format=csv,noheader,nounits"]
+            fast = subprocess.run(["sh", NVSMI, *args], env=env, capture_output=True,
+                                  text=True, check=True).stdout
+            slow = subprocess.run([sys.executable, str(BIN / "_nvidia_smi.py"), *args],
+                                  env=env, capture_output=True, text=True, check=True).stdout
+            assert fast == slow, query
+            assert fast.strip()
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -160,6 +160,20 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def process_start_time() -> float | None:
+    """When this process was exec'd (epoch seconds, to the kernel's clock tick), from /proc:
+    a job's start is its process's start, not the end of its interpreter's imports."""
+    try:
+        with open("/proc/self/stat") as handle:
+            ticks = int(handle.read().rsplit(") ", 1)[1].split()[19])
+        with open("/proc/uptime") as handle:
+            uptime = float(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    # /proc/stat's btime is whole seconds; now - uptime places the boot to 10 ms
+    return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+
+
 def append_event(state_dir: Path, event: dict[str, Any]) -> None:
     line = (json.dumps(event) + "\n").encode()
     fd = os.open(state_dir / "runs.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
