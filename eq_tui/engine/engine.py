@@ -151,6 +151,7 @@ class Engine:
         self._full_due = True
         self._last_full_tick = 0.0
         self._due_hosts: set[str] = set()
+        self._launch_tasks: set[asyncio.Task[None]] = set()
         self._watch_readings: dict[str, dict[int, int]] = {}  # host -> gpu -> MiB used
         self._watch_seen_free: dict[tuple[str, int], float] = {}
         # watch=False leaves only the periodic probe (how today's polling scripts work: the
@@ -198,7 +199,7 @@ class Engine:
                 only = self._hosts_due()
                 readings = self._take_watch_readings(only)
                 if only is None or only or readings:
-                    await self.tick(only=only, readings=readings)
+                    await self.tick(only=only, readings=readings, background_launches=True)
                 if self.finished and self.exit_when_done:
                     break
                 with contextlib.suppress(TimeoutError):
@@ -320,6 +321,8 @@ class Engine:
         self._wake.set()
 
     async def _shutdown(self) -> None:
+        if self._launch_tasks:  # sessions being started: record how each launch ended
+            await asyncio.gather(*self._launch_tasks, return_exceptions=True)
         with contextlib.suppress(Exception):
             await self.watchers.close()
         with contextlib.suppress(Exception):
@@ -502,7 +505,8 @@ class Engine:
     # ---- the tick --------------------------------------------------------------------------
 
     async def tick(self, only: set[str] | None = None,
-                   readings: dict[str, dict[int, int]] | None = None) -> None:
+                   readings: dict[str, dict[int, int]] | None = None, *,
+                   background_launches: bool = False) -> None:
         """Probe the hosts (all of them, or `only` these), judge what they hold, decide and
         launch. Jobs are judged only on hosts probed in this very tick, and launched there or
         on a GPU a watcher has just read as released (`readings`: host -> GPU -> MiB)."""
@@ -540,7 +544,7 @@ class Engine:
                 self.launches_on_watch_reading += sum(
                     1 for launch in decision.launches
                     if readings and launch.host in readings and launch.host not in probed)
-                await self._launch(decision.launches)
+                await self._launch(decision.launches, background=background_launches)
                 self._publish_gpu_views({launch.host for launch in decision.launches})
             self._check_finished()
             if self._dirty:
@@ -897,7 +901,7 @@ class Engine:
             self._log_roots[host] = root
         return root
 
-    async def _launch(self, launches: list[Any]) -> None:
+    async def _launch(self, launches: list[Any], *, background: bool = False) -> None:
         now = self.clock()
         planned: list[tuple[JobState, LaunchRequest]] = []
         for launch in launches:
@@ -930,26 +934,61 @@ class Engine:
         if not planned:
             return
         self._persist()  # `launching` is on disk before any session starts
+        if background:
+            for job, request in planned:
+                task = asyncio.create_task(self._launch_in_background(job, request, now))
+                self._launch_tasks.add(task)
+                task.add_done_callback(self._launch_tasks.discard)
+            return
         results = await asyncio.gather(
             *(self.hosts[job.host or ""].launch(request) for job, request in planned),
             return_exceptions=True)
         for (job, request), result in zip(planned, results, strict=True):
-            if isinstance(result, BaseException):
-                # The probe decides: if the session came up after all it is adopted, else the
-                # attempt is undone after the grace period. Never launch twice on a guess.
-                job.reason = f"launch reported: {result}"
-                self._alert("warning", f"{job.id}: launch on {request.gpus} of {job.host} "
-                            f"reported an error: {result}", host=job.host, job=job.id)
-                current = job.current
-                if current is not None and isinstance(result, HostError):
-                    current.decided_at = (current.decided_at or now) - LAUNCH_GRACE_S + 5.0
-                self._job_changed(job)
-                continue
-            job.started = self.clock()
+            self._launch_done(job, request, result, now)
+
+    async def _launch_in_background(self, job: JobState, request: LaunchRequest,
+                                    decided: float) -> None:
+        """A launch that does not hold up the next tick (another GPU's exit or release is
+        acted on while this session starts). Its outcome is applied under the engine lock."""
+        host = job.host or ""
+        result: BaseException | None = None
+        try:
+            await self.hosts[host].launch(request)
+        except Exception as exc:
+            result = exc
+        async with self._lock:
             current = job.current
-            if current is not None:
-                current.start = job.started
-            self._set_status(job, JobStatus.RUNNING)
+            if result is None and (current is None or current.session != request.session
+                                   or job.status not in ACTIVE):
+                # killed or requeued while its session was starting: stop that session now
+                with contextlib.suppress(Exception):
+                    await self.hosts[host].kill(request.session, request.attempt_dir,
+                                                self.manifest.launcher)
+                return
+            self._launch_done(job, request, result, decided)
+            if self._dirty:
+                self._persist()
+
+    def _launch_done(self, job: JobState, request: LaunchRequest,
+                     result: BaseException | None, decided: float) -> None:
+        if isinstance(result, BaseException):
+            # The probe decides: if the session came up after all it is adopted, else the
+            # attempt is undone after the grace period. Never launch twice on a guess.
+            job.reason = f"launch reported: {result}"
+            self._alert("warning", f"{job.id}: launch on {request.gpus} of {job.host} "
+                        f"reported an error: {result}", host=job.host, job=job.id)
+            current = job.current
+            if current is not None and isinstance(result, HostError):
+                current.decided_at = (current.decided_at or decided) - LAUNCH_GRACE_S + 5.0
+            self._job_changed(job)
+            return
+        if job.status != JobStatus.LAUNCHING:
+            return  # the probe saw it running first
+        job.started = self.clock()
+        current = job.current
+        if current is not None:
+            current.start = job.started
+        self._set_status(job, JobStatus.RUNNING)
 
     def _launch_request(self, job: JobState, spec: JobSpec, n: int, session: str,
                         directory: str, cmd: str, host: str,

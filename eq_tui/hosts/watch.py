@@ -16,7 +16,7 @@ from typing import Literal, Protocol, runtime_checkable
 from eq_tui.errors import HostError
 from eq_tui.hosts.runner import LineStream, StreamingRunner
 
-WATCH_INTERVAL_S = 0.2
+WATCH_INTERVAL_S = 0.25
 WATCH_LIFETIME_S = 900
 _FIELD_UNSAFE = frozenset("\t\n\r")
 

@@ -57,8 +57,18 @@ if [ "$query_gpus" = 1 ]; then
 fi
 
 echo "$b requests"
-# kill -0 succeeds on a zombie (an orphan that init has not reaped yet): not alive for us
-zombies=" $(ps -eo pid=,stat= 2>/dev/null </dev/null | awk '$2 ~ /^Z/ {printf "%s ", $1}') "
+# kill -0 succeeds on a zombie (an orphan that init has not reaped yet): not alive for us.
+# /proc/PID/stat is read with the shell's own `read` (no process; `ps -e` costs tens of ms on
+# a busy box); without /proc, ps is asked about that one pid.
+is_zombie() {
+    if [ -d /proc/self ]; then
+        read -r st < "/proc/$1/stat" 2>/dev/null || return 1
+        case ${st##*) } in Z*) return 0 ;; esac
+        return 1
+    fi
+    case $(ps -o stat= -p "$1" 2>/dev/null </dev/null) in *Z*) return 0 ;; esac
+    return 1
+}
 while IFS="$tab" read -r kind key a b2 c; do
     case $kind in
         A)
@@ -66,7 +76,7 @@ while IFS="$tab" read -r kind key a b2 c; do
             pid=$(cat "$dir/pid" 2>/dev/null)
             alive=0
             case $pid in ''|*[!0-9]*) pid=- ;; *) kill -0 "$pid" 2>/dev/null && alive=1
-                   case $zombies in *" $pid "*) alive=0 ;; esac ;;
+                   if [ "$alive" = 1 ] && is_zombie "$pid"; then alive=0; fi ;;
             esac
             start=$(cat "$dir/start" 2>/dev/null)
             code=$(cat "$dir/exit" 2>/dev/null)
