@@ -7,11 +7,11 @@ Runs a seeded sweep through the engine (in this process, so its counters can be 
 real sshd hosts on loopback whose GPUs are simulated, then measures from two independent
 sources:
 
-- the records the fake jobs write on the hosts (start, end, and when their memory was really
-  released): the reuse gap of every hand-over on a GPU (memory released → next job started),
-  the makespan, and a zero-overhead replay of the same schedule (each GPU's jobs in the same
-  order, each starting the instant the previous one's memory was released and its own retry
-  delay was up);
+- the records the fake jobs write on the hosts (their process's start time, end, and when
+  their memory was really released): the reuse gap of every hand-over on a GPU (memory
+  released → next job's process started), the makespan, and a zero-overhead replay of the
+  same schedule (each GPU's jobs in the same order, each starting the instant the previous
+  one's memory was released and its own retry delay was up);
 - the engine's own journal (events.jsonl): how long after a job's exit the engine judged it,
   and how long after its launch decision the job's process started.
 
@@ -29,6 +29,7 @@ import itertools
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import sys
@@ -103,6 +104,13 @@ def manifest_text(bed: SshBed, work: Path, config: SweepConfig) -> str:
     return "\n".join([head, *job_lines(config)]) + "\n"
 
 
+def job_start(event: dict[str, Any]) -> float:
+    """When the job's process started (exec'd, from /proc), else when it registered its
+    memory (after its interpreter's imports)."""
+    value = event.get("exec_t")
+    return float(value) if value is not None else float(event["t"])
+
+
 def read_slots(bed: SshBed) -> list[Slot]:
     """Every attempt that reached a GPU: started and ended runs, and OOM'd starts (which hold
     the GPU for an instant: a hand-over like any other)."""
@@ -118,13 +126,24 @@ def read_slots(bed: SshBed) -> list[Slot]:
                 until = event.get("linger_until")
                 end = float(event["t"])
                 slots.append(Slot(name, int(start["gpu"]), str(start["job"]),
-                                  int(start["attempt"]), float(start["t"]), end,
+                                  int(start["attempt"]), job_start(start), end,
                                   max(end, float(until)) if until is not None else end))
             elif kind == "oom":
                 t = float(event["t"])
                 slots.append(Slot(name, int(event["gpu"]), str(event["job"]),
-                                  int(event["attempt"]), t, t, t))
+                                  int(event["attempt"]), job_start(event), t, t))
     return slots
+
+
+def machine_cpu_s() -> float:
+    """CPU seconds the whole machine has spent busy (user + nice + system), from /proc/stat."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    return sum(int(x) for x in fields[:3]) / os.sysconf("SC_CLK_TCK")
+
+
+def engine_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -226,9 +245,12 @@ def run_sweep(config: SweepConfig) -> dict[str, Any]:
             path = Path(scratch) / "bench.yaml"
             path.write_text(manifest_text(bed, work, config))
             started = time.monotonic()
+            machine_before, engine_before = machine_cpu_s(), engine_cpu_s()
             engine = asyncio.run(run_engine(path, Path(scratch) / "run", config.poll,
                                             config.watch))
             wall = time.monotonic() - started
+            machine_cpu = machine_cpu_s() - machine_before
+            engine_cpu = engine_cpu_s() - engine_before
             slots = read_slots(bed)
             latencies = engine_latencies(Path(scratch) / "run", slots)
         probes_server = {name: len(host.commands("probe.sh")) for name, host in bed.hosts.items()}
@@ -263,6 +285,10 @@ def run_sweep(config: SweepConfig) -> dict[str, Any]:
             probes_server[name] / max(1, engine.probes_by_host.get(name, 0))
             for name in probes_server),
         "wall_s": wall,
+        # where the machine's CPU went: the engine process itself, and everything (the
+        # simulated hosts' sshd, nvidia-smi stand-in, fake jobs, screen, the engine)
+        "engine_cpu_s": engine_cpu, "machine_cpu_s": machine_cpu,
+        "machine_busy_share": machine_cpu / (wall * (os.cpu_count() or 1)),
     }
 
 
