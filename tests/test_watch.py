@@ -7,11 +7,13 @@ import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from eq_tui.engine.watchers import HostWatchers
 from eq_tui.errors import HostError
+from eq_tui.hosts.base import AttemptRef, ProbeRequest
 from eq_tui.hosts.local import make_sim_host
 from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.hosts.watch import (
@@ -214,3 +216,52 @@ async def test_with_a_long_poll_freed_gpus_still_get_their_next_job_from_the_wat
     runs = run.runs("sim")
     assert find_overlaps(runs, include_linger=True) == []
     assert sum(1 for r in runs if r.get("event") == "start") == 6
+
+
+@pytest.mark.integration
+async def test_a_job_killed_while_its_session_starts_has_that_session_stopped(
+        tmp_path: Path) -> None:
+    """Launches run beside the next tick. A kill that lands while the session is still being
+    started (held back here until the kill is through) must not leave the job running."""
+    manifest = make_manifest(tmp_path, [job("slow", "fake-train --epochs 100 "
+                                                    "--epoch-seconds 0.2 --mem 1000")])
+    run = await start_engine(manifest, tmp_path / "run", poll=0.2)
+    host = run.engine.hosts["sim"]
+    assert isinstance(host, ShellHost)
+    release = asyncio.Event()
+    launching = asyncio.Event()
+    real_launch = host.launch
+
+    async def held_launch(request: Any) -> None:
+        launching.set()
+        await release.wait()
+        await real_launch(request)
+
+    host.launch = held_launch  # type: ignore[method-assign]
+    await asyncio.wait_for(launching.wait(), 20)
+    assert run.status("slow") == "launching"
+    result = await run.engine.command("kill", ["slow"])
+    assert result["ok"], result
+    assert run.status("slow") == "killed"
+    release.set()
+    attempt = run.engine.jobs["slow"].current
+    assert attempt is not None
+
+    async def session_alive() -> bool:
+        snap = await host.probe(ProbeRequest(attempts=(AttemptRef(
+            "slow", attempt.session, attempt.attempt_dir, None),)))
+        return attempt.session in snap.sessions
+
+    # the session comes up (its wrapper writes pgid first), then the engine stops it
+    deadline = time.monotonic() + 30
+    while not (Path(attempt.attempt_dir) / "pgid").exists():
+        assert time.monotonic() < deadline, "the held launch never started its session"
+        await asyncio.sleep(0.05)
+    while await session_alive():
+        assert time.monotonic() < deadline, "the killed job's session was left running"
+        await asyncio.sleep(0.1)
+    runs = run.runs("sim")
+    started = {r["pid"] for r in runs if r.get("event") == "start"}
+    assert started <= {r["pid"] for r in runs if r.get("event") == "end"}
+    assert run.status("slow") == "killed"
+    await run.stop()
