@@ -172,7 +172,9 @@ def comparisons(results: dict[str, Any]) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="shorter sweeps: a look only")
     parser.add_argument("--only", default=",".join(RUNS),
                         help=f"comma-separated subset of {', '.join(RUNS)}")
