@@ -265,3 +265,51 @@ async def test_a_job_killed_while_its_session_starts_has_that_session_stopped(
     assert started <= {r["pid"] for r in runs if r.get("event") == "end"}
     assert run.status("slow") == "killed"
     await run.stop()
+
+
+@pytest.mark.integration
+async def test_a_probe_that_looked_before_a_session_started_does_not_lose_its_job(
+        tmp_path: Path) -> None:
+    """A probe runs outside the engine's lock, so a launch can return while it is out. Its
+    snapshot, taken before the session existed, shows nothing for the job: that must not
+    count as the job lost (requeued and started a second time beside the first)."""
+    manifest = make_manifest(tmp_path, [job("one", "fake-train --epochs 100 "
+                                                   "--epoch-seconds 0.2 --mem 1000")])
+    run = await start_engine(manifest, tmp_path / "run", poll=0.2)
+    host = run.engine.hosts["sim"]
+    assert isinstance(host, ShellHost)
+    real_launch, real_probe = host.launch, host.probe
+    launching, release_launch = asyncio.Event(), asyncio.Event()
+    probed, release_probe = asyncio.Event(), asyncio.Event()
+
+    async def held_launch(request: Any) -> None:
+        launching.set()
+        await release_launch.wait()
+        await real_launch(request)
+
+    async def held_probe(request: ProbeRequest) -> Any:
+        snapshot = await real_probe(request)
+        if launching.is_set() and not probed.is_set() and request.attempts:
+            probed.set()  # taken while the session was not there yet
+            await release_probe.wait()
+        return snapshot
+
+    host.launch = held_launch  # type: ignore[method-assign]
+    host.probe = held_probe  # type: ignore[method-assign]
+    await asyncio.wait_for(probed.wait(), 20)
+    assert run.status("one") == "launching"
+    release_launch.set()
+    deadline = time.monotonic() + 30
+    while run.status("one") != "running":  # the launch returned while the probe is out
+        assert time.monotonic() < deadline, run.status("one")
+        await asyncio.sleep(0.02)
+    release_probe.set()
+    ticks = run.engine.ticks
+    while run.engine.ticks < ticks + 5:  # the held snapshot is applied, then fresh ones
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    state = run.engine.jobs["one"]
+    assert run.status("one") == "running"
+    assert state.attempts == 1 and len(state.history) == 1
+    assert sum(1 for r in run.runs("sim") if r.get("event") == "start") == 1
+    await run.stop()

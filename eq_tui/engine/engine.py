@@ -152,6 +152,11 @@ class Engine:
         self._last_full_tick = 0.0
         self._due_hosts: set[str] = set()
         self._launch_tasks: set[asyncio.Task[None]] = set()
+        # probes are numbered as they are asked; session -> the number of the last probe asked
+        # when its background launch returned: that probe (or an earlier one) may have looked
+        # before the session existed, so its "nothing there" proves nothing
+        self._asks = 0
+        self._launch_returned: dict[str, int] = {}
         self._watch_readings: dict[str, dict[int, int]] = {}  # host -> gpu -> MiB used
         self._watch_seen_free: dict[tuple[str, int], float] = {}
         # watch=False leaves only the periodic probe (how today's polling scripts work: the
@@ -199,7 +204,7 @@ class Engine:
                 only = self._hosts_due()
                 readings = self._take_watch_readings(only)
                 if only is None or only or readings:
-                    await self.tick(only=only, readings=readings, background_launches=True)
+                    await self._tick_serving_releases(only, readings)
                 if self.finished and self.exit_when_done:
                     break
                 with contextlib.suppress(TimeoutError):
@@ -208,6 +213,35 @@ class Engine:
         finally:
             await self._shutdown()
         return self.exit_code if self.finished and self.exit_code is not None else 130
+
+    async def _tick_serving_releases(self, only: set[str] | None,
+                                     readings: dict[str, dict[int, int]]) -> None:
+        """A tick; while its probes are out (a full tick over many hosts takes a while), a GPU
+        a watcher reads as released gets its next job at once from a light tick that probes
+        nothing and launches only on that reading."""
+        tick = asyncio.create_task(self.tick(only=only, readings=readings,
+                                             background_launches=True))
+        try:
+            while not tick.done():
+                woken = asyncio.create_task(self._wake.wait())
+                try:
+                    await asyncio.wait({tick, woken}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    woken.cancel()
+                if tick.done() or self._stop.is_set():
+                    break
+                self._wake.clear()
+                released = self._take_watch_readings(set())
+                if released:
+                    await self.tick(only=set(), readings=released, background_launches=True)
+            await tick
+        finally:
+            if not tick.done():
+                tick.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await tick
+        if self._due_hosts or self._watch_readings:
+            self._wake.set()  # woken meanwhile for an exit: the next tick probes that host
 
     def _hosts_due(self) -> set[str] | None:
         """The hosts the next tick probes: None for all of them (a full tick)."""
@@ -516,8 +550,16 @@ class Engine:
                 self.full_ticks += 1
                 self._last_full_tick = time.monotonic()
             probed = set(self.hosts) if only is None else only & set(self.hosts)
-            await self._probe_all(probed)
-            await self._judge_active(probed)
+            requests = {name: self._probe_request(name) for name in self.hosts
+                        if name in probed}
+            self._asks += 1
+            ask = self._asks
+        # The probe runs without the lock: a GPU a watcher reads as released meanwhile gets
+        # its next job from a light tick (see run) instead of waiting for every host's answer.
+        results = await self._probe_hosts(requests)
+        async with self._lock:
+            self._apply_probes(requests, results)
+            await self._judge_active(probed, requests, ask)
             self._apply_output_scan()
             self._unblock_recovered()
             decision = decide(self.manifest, list(self.jobs.values()),
@@ -632,20 +674,24 @@ class Engine:
         return ProbeRequest(attempts=tuple(attempts), output_checks=tuple(output_checks),
                             preconditions=tuple(preconditions), cwd=self._cwd_for(host))
 
-    async def _probe_one(self, name: str, host: Host) -> HostSnapshot:
+    async def _probe_one(self, name: str, host: Host, request: ProbeRequest) -> HostSnapshot:
         try:
-            return await host.probe(self._probe_request(name))
+            return await host.probe(request)
         except HostError as exc:
             return HostSnapshot(host=name, ok=False, taken_at=self.clock(), error=str(exc))
         except Exception as exc:  # a host bug must not stop the other hosts
             return HostSnapshot(host=name, ok=False, taken_at=self.clock(),
                                 error=f"probe failed: {exc!r}")
 
-    async def _probe_all(self, probed: set[str]) -> None:
-        names = [name for name in self.hosts if name in probed]
-        for name in names:
+    async def _probe_hosts(self, requests: dict[str, ProbeRequest]) -> list[HostSnapshot]:
+        for name in requests:
             self.probes_by_host[name] += 1
-        results = await asyncio.gather(*(self._probe_one(n, self.hosts[n]) for n in names))
+        return await asyncio.gather(*(self._probe_one(name, self.hosts[name], request)
+                                      for name, request in requests.items()))
+
+    def _apply_probes(self, requests: dict[str, ProbeRequest],
+                      results: list[HostSnapshot]) -> None:
+        names = list(requests)
         precondition_parts: dict[str, list[bool]] = {}
         now = self.clock()
         holders = self._held_gpus()
@@ -743,16 +789,21 @@ class Engine:
 
     # ---- judging running jobs --------------------------------------------------------------
 
-    async def _judge_active(self, probed: set[str]) -> None:
+    async def _judge_active(self, probed: set[str], requests: dict[str, ProbeRequest],
+                            ask: int) -> None:
         now = self.clock()
         stale_kills = []
         # only the probed hosts' attempts: another host's last snapshot was judged already
         attempts = self._attempts_by_host()
+        asked = {(host, ref.key, ref.session) for host, request in requests.items()
+                 for ref in request.attempts}
         for job in [self.jobs[ref.key] for host in self.hosts if host in probed
                     for ref in attempts.get(host, ()) if ref.key in self.jobs]:
             current = job.current
             if job.status not in ACTIVE or job.host is None or current is None:
                 continue
+            if (job.host, job.id, current.session) not in asked:
+                continue  # launched (or relaunched) after this probe asked: the next one judges
             snap = self.snapshots.get(job.host)
             if snap is None or not snap.ok:
                 continue  # host down: the job lives on in its session; judge it when back
@@ -765,6 +816,11 @@ class Engine:
                     job.reason or "").startswith("launch"):
                 job.reason = probe.detail or None
                 self._job_changed(job)
+            returned = self._launch_returned.get(current.session)
+            if returned is not None:
+                if returned >= ask and isinstance(seen, NeverStarted | Lost):
+                    continue  # this probe may have looked before the session was there
+                del self._launch_returned[current.session]
             if isinstance(seen, Running):
                 self._note_running(job, seen, probe.started if probe else None)
             elif isinstance(seen, NeverStarted):
@@ -956,10 +1012,12 @@ class Engine:
             await self.hosts[host].launch(request)
         except Exception as exc:
             result = exc
+        self._launch_returned[request.session] = self._asks
         async with self._lock:
             current = job.current
             if result is None and (current is None or current.session != request.session
                                    or job.status not in ACTIVE):
+                self._launch_returned.pop(request.session, None)
                 # killed or requeued while its session was starting: stop that session now
                 with contextlib.suppress(Exception):
                     await self.hosts[host].kill(request.session, request.attempt_dir,
