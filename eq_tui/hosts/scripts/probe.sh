@@ -29,6 +29,29 @@ matches() {
     return 1
 }
 hex() { od -An -v -tx1 | tr -d ' \n'; }
+# first_line VAR FILE: the file's first line into VAR (empty when there is none), read by the
+# shell itself: a process per small file per attempt per tick adds up over many hosts
+first_line() {
+    eval "$1="
+    if [ -r "$2" ]; then IFS= read -r "$1" < "$2" || :; fi
+}
+# last_line_hex FILE: the last non-blank line (a carriage return also ends a line, as progress
+# bars use it) of the file's last 2 KiB, hex-encoded with its newline; nothing if none
+last_line_hex() {
+    tail -c 2048 "$1" 2>/dev/null | LC_ALL=C awk '
+        BEGIN { for (i = 1; i < 256; i++) code[sprintf("%c", i)] = i }
+        {
+            n = split($0, parts, "\r")
+            for (i = 1; i <= n; i++) if (parts[i] !~ /^[ \t\v\f]*$/) last = parts[i]
+        }
+        END {
+            if (last == "") exit
+            text = last "\n"
+            out = ""
+            for (i = 1; i <= length(text); i++) out = out sprintf("%02x", code[substr(text, i, 1)])
+            print out
+        }'
+}
 
 echo "$b sessions"
 if command -v screen >/dev/null 2>&1; then
@@ -73,14 +96,15 @@ while IFS="$tab" read -r kind key a b2 c; do
     case $kind in
         A)
             dir=$b2 glob=$c
-            pid=$(cat "$dir/pid" 2>/dev/null)
+            first_line pid "$dir/pid"
             alive=0
             case $pid in ''|*[!0-9]*) pid=- ;; *) kill -0 "$pid" 2>/dev/null && alive=1
                    if [ "$alive" = 1 ] && is_zombie "$pid"; then alive=0; fi ;;
             esac
-            start=$(cat "$dir/start" 2>/dev/null)
-            code=$(cat "$dir/exit" 2>/dev/null)
-            size=$(wc -c < "$dir/log" 2>/dev/null | tr -d ' ')
+            first_line start "$dir/start"
+            first_line code "$dir/exit"
+            size=$(wc -c < "$dir/log" 2>/dev/null)
+            size=${size##* }
             exited_at=-
             out=-
             if [ -n "$code" ]; then
@@ -93,7 +117,7 @@ while IFS="$tab" read -r kind key a b2 c; do
             if [ -n "$code" ]; then
                 echo "T${tab}${key}${tab}$(tail -c 4096 "$dir/log" 2>/dev/null | hex)"
             else
-                echo "L${tab}${key}${tab}$(tail -c 2048 "$dir/log" 2>/dev/null | tr '\r' '\n' | grep -v '^[[:space:]]*$' | tail -n 1 | hex)"
+                echo "L${tab}${key}${tab}$(last_line_hex "$dir/log")"
             fi
             ;;
         O|P)
