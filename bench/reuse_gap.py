@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import itertools
 import json
 import os
@@ -162,6 +163,12 @@ def reuse_gaps(slots: list[Slot]) -> list[float]:
     return gaps
 
 
+def double_bookings(slots: list[Slot]) -> int:
+    """Hand-overs where the next job started before the previous one's memory was released
+    (a GPU given to two jobs at once): must be 0."""
+    return sum(1 for gap in reuse_gaps(slots) if gap < 0)
+
+
 def zero_overhead_makespan(slots: list[Slot], *, strict: bool) -> float:
     """The same schedule with no overhead: each GPU runs its attempts in the order they ran,
     each starting as soon as the GPU's previous memory was released and (for a retry) the
@@ -273,7 +280,7 @@ def run_sweep(config: SweepConfig) -> dict[str, Any]:
         "gap_median_s": statistics.median(gaps), "gap_p95_s": percentile(gaps, 0.95),
         "gap_max_s": max(gaps), "hand_overs": len(gaps),
         "makespan_s": makespan, "zero_overhead_makespan_s": ideal,
-        "makespan_ratio": makespan / ideal,
+        "makespan_ratio": makespan / ideal, "double_bookings": double_bookings(slots),
         **latencies,
         "attempts": len(slots), "completed": statuses.count("completed"),
         "ticks": engine.ticks, "full_ticks": engine.full_ticks,
@@ -285,6 +292,8 @@ def run_sweep(config: SweepConfig) -> dict[str, Any]:
             probes_server[name] / max(1, engine.probes_by_host.get(name, 0))
             for name in probes_server),
         "wall_s": wall,
+        # every attempt on a GPU (times from the fake jobs), to check any figure above
+        "slots": [dataclasses.asdict(slot) for slot in sorted(slots, key=lambda s: s.start)],
         # where the machine's CPU went: the engine process itself, and everything (the
         # simulated hosts' sshd, nvidia-smi stand-in, fake jobs, screen, the engine)
         "engine_cpu_s": engine_cpu, "machine_cpu_s": machine_cpu,
