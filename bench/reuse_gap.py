@@ -156,7 +156,7 @@ def reuse_gaps(slots: list[Slot]) -> list[float]:
     by_gpu: dict[tuple[str, int], list[Slot]] = {}
     for slot in slots:
         by_gpu.setdefault((slot.host, slot.gpu), []).append(slot)
-    gaps = []
+    gaps: list[float] = []
     for runs in by_gpu.values():
         runs.sort(key=lambda s: s.start)
         gaps.extend(after.start - before.released for before, after in itertools.pairwise(runs))
@@ -172,16 +172,18 @@ def double_bookings(slots: list[Slot]) -> int:
 def zero_overhead_makespan(slots: list[Slot], *, strict: bool) -> float:
     """The same schedule with no overhead: each GPU runs its attempts in the order they ran,
     each starting as soon as the GPU's previous memory was released and (for a retry) the
-    retry delay after its previous attempt was up; with strict waves, a wave starts when
-    every attempt of the previous one has released its memory."""
+    retry delay after its previous attempt was up. With strict waves, a wave (the attempts
+    launched while none of ours was running) starts when every attempt of the previous one has
+    ended, each of its attempts once its GPU's memory is released."""
     t0 = min(slot.start for slot in slots)
     ideal_release: dict[tuple[str, int], float] = {}
     ideal_end: dict[tuple[str, int], float] = {}
     finish = t0
     if strict:
+        # a wave: the attempts launched while none of ours was running (the engine's rule)
         waves: list[list[Slot]] = []
         for slot in sorted(slots, key=lambda s: s.start):
-            if waves and slot.start < max(s.released for s in waves[-1]):
+            if waves and slot.start < max(s.end for s in waves[-1]):
                 waves[-1].append(slot)
             else:
                 waves.append([slot])
@@ -189,12 +191,16 @@ def zero_overhead_makespan(slots: list[Slot], *, strict: bool) -> float:
         for wave in waves:
             begin = max([begin] + [ideal_end.get((s.job, s.attempt - 1), t0) + OOM_DELAY_S
                                    for s in wave if s.attempt > 1])
-            done = begin
+            ended = begin
             for slot in wave:
-                ideal_end[(slot.job, slot.attempt)] = begin + (slot.end - slot.start)
-                done = max(done, begin + (slot.released - slot.start))
-            begin = done
-        return begin - t0
+                gpu = (slot.host, slot.gpu)
+                start = max(begin, ideal_release.get(gpu, t0))
+                ideal_end[(slot.job, slot.attempt)] = start + (slot.end - slot.start)
+                ideal_release[gpu] = start + (slot.released - slot.start)
+                ended = max(ended, ideal_end[(slot.job, slot.attempt)])
+                finish = max(finish, ideal_release[gpu])
+            begin = ended
+        return finish - t0
     for slot in sorted(slots, key=lambda s: s.start):
         gpu = (slot.host, slot.gpu)
         ready = ideal_release.get(gpu, t0)
