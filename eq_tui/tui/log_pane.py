@@ -45,9 +45,11 @@ class LogPane(Vertical, can_focus=False):
         self._fetch: TailFetcher | None = None
         self._shown: list[str] = []
         self._tail_worker: Worker[None] | None = None
+        # held, not queried: a timer may fire while the app is still mounting or tearing down
+        self._log = Log(max_lines=MAX_LOG_LINES, auto_scroll=True, id="log")
 
     def compose(self) -> ComposeResult:
-        yield Log(max_lines=MAX_LOG_LINES, auto_scroll=True, id="log")
+        yield self._log
 
     def on_mount(self) -> None:
         self.border_title = "log"
@@ -55,7 +57,7 @@ class LogPane(Vertical, can_focus=False):
 
     @property
     def log_widget(self) -> Log:
-        return self.query_one("#log", Log)
+        return self._log
 
     def follow(self, key: str | None, attempts: int, fetch: TailFetcher | None) -> None:
         """Show another job (from its current attempt), or keep following the same one."""

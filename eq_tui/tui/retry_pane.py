@@ -71,11 +71,17 @@ def retry_content(view: RunView, now: float) -> Content:
 
 
 class RetryPane(VerticalScroll, can_focus=True):
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        # held, not queried: the app's one-second timer may fire while the pane is still
+        # mounting or already torn down
+        self._body = Static(id="retry-body")
+
     def compose(self) -> ComposeResult:
-        yield Static(id="retry-body")
+        yield self._body
 
     def on_mount(self) -> None:
         self.border_title = "retry queue · needs a person · alerts"
 
     def show(self, view: RunView, now: float) -> None:
-        self.query_one("#retry-body", Static).update(retry_content(view, now))
+        self._body.update(retry_content(view, now))
