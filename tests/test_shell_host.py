@@ -161,7 +161,8 @@ async def test_tmux_job_gets_env_values_verbatim_and_secrets_stay_off_disk_and_p
         launcher="tmux", env=nasty))
 
     async def seen() -> bool:
-        return "seen" in (bed.tmp / "logs" / "env" / "a1" / "log").read_text(errors="replace")
+        log = bed.tmp / "logs" / "env" / "a1" / "log"  # tee creates it just after the launch
+        return log.exists() and "seen" in log.read_text(errors="replace")
 
     await wait_until(seen, what="the job to read its environment")
     for path in bed.tmp.rglob("*"):
