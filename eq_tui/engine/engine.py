@@ -152,11 +152,9 @@ class Engine:
         self._last_full_tick = 0.0
         self._due_hosts: set[str] = set()
         self._launch_tasks: set[asyncio.Task[None]] = set()
-        # probes are numbered as they are asked; session -> the number of the last probe asked
-        # when its background launch returned: that probe (or an earlier one) may have looked
-        # before the session existed, so its "nothing there" proves nothing
-        self._asks = 0
-        self._launch_returned: dict[str, int] = {}
+        # sessions whose background launch has not returned yet: a probe asked meanwhile may
+        # look before the session exists, so its "nothing there" proves nothing
+        self._launches_in_flight: set[str] = set()
         self._watch_readings: dict[str, dict[int, int]] = {}  # host -> gpu -> MiB used
         self._watch_seen_free: dict[tuple[str, int], float] = {}
         # watch=False leaves only the periodic probe (how today's polling scripts work: the
@@ -552,14 +550,13 @@ class Engine:
             probed = set(self.hosts) if only is None else only & set(self.hosts)
             requests = {name: self._probe_request(name) for name in self.hosts
                         if name in probed}
-            self._asks += 1
-            ask = self._asks
+            starting = frozenset(self._launches_in_flight)
         # The probe runs without the lock: a GPU a watcher reads as released meanwhile gets
         # its next job from a light tick (see run) instead of waiting for every host's answer.
         results = await self._probe_hosts(requests)
         async with self._lock:
             self._apply_probes(requests, results)
-            await self._judge_active(probed, requests, ask)
+            await self._judge_active(probed, requests, starting)
             self._apply_output_scan()
             self._unblock_recovered()
             decision = decide(self.manifest, list(self.jobs.values()),
@@ -790,7 +787,8 @@ class Engine:
     # ---- judging running jobs --------------------------------------------------------------
 
     async def _judge_active(self, probed: set[str], requests: dict[str, ProbeRequest],
-                            ask: int) -> None:
+                            starting: frozenset[str]) -> None:
+        """`starting`: sessions whose launch had not returned when these probes were asked."""
         now = self.clock()
         stale_kills = []
         # only the probed hosts' attempts: another host's last snapshot was judged already
@@ -816,11 +814,8 @@ class Engine:
                     job.reason or "").startswith("launch"):
                 job.reason = probe.detail or None
                 self._job_changed(job)
-            returned = self._launch_returned.get(current.session)
-            if returned is not None:
-                if returned >= ask and isinstance(seen, NeverStarted | Lost):
-                    continue  # this probe may have looked before the session was there
-                del self._launch_returned[current.session]
+            if current.session in starting and isinstance(seen, NeverStarted | Lost):
+                continue  # this probe may have looked before the session was there
             if isinstance(seen, Running):
                 self._note_running(job, seen, probe.started if probe else None)
             elif isinstance(seen, NeverStarted):
@@ -992,6 +987,7 @@ class Engine:
         self._persist()  # `launching` is on disk before any session starts
         if background:
             for job, request in planned:
+                self._launches_in_flight.add(request.session)
                 task = asyncio.create_task(self._launch_in_background(job, request, now))
                 self._launch_tasks.add(task)
                 task.add_done_callback(self._launch_tasks.discard)
@@ -1012,12 +1008,12 @@ class Engine:
             await self.hosts[host].launch(request)
         except Exception as exc:
             result = exc
-        self._launch_returned[request.session] = self._asks
+        finally:
+            self._launches_in_flight.discard(request.session)
         async with self._lock:
             current = job.current
             if result is None and (current is None or current.session != request.session
                                    or job.status not in ACTIVE):
-                self._launch_returned.pop(request.session, None)
                 # killed or requeued while its session was starting: stop that session now
                 with contextlib.suppress(Exception):
                     await self.hosts[host].kill(request.session, request.attempt_dir,
