@@ -35,11 +35,31 @@ GpuReader = Callable[[], Awaitable[tuple[list[GpuReading], list[GpuProcess], lis
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _FIELD_UNSAFE = re.compile(r"[\t\n\r]")
 PROBE_TIMEOUT_S = 30.0
+_INCLUDE = re.compile(r"^# eq-tui include: ([A-Za-z0-9_.]+)$", re.MULTILINE)
 
 
 @cache
 def script(name: str) -> str:
-    return (resources.files("eq_tui.hosts") / "scripts" / name).read_text(encoding="utf-8")
+    """A host script's text, each `# eq-tui include: NAME` line replaced by that script (pieces
+    two scripts share: the remote side gets one self-contained text per command)."""
+    text = (resources.files("eq_tui.hosts") / "scripts" / name).read_text(encoding="utf-8")
+    return _INCLUDE.sub(lambda match: script(match.group(1)), text)
+
+
+def launch_stdin(request: LaunchRequest) -> bytes:
+    """The request as launch.sh and slurm_submit.sh read it (_launch_request.sh): the number
+    of env lines, `export NAME='value'` lines, the command text, the end marker."""
+    env = dict(request.env)
+    env["EQ_CWD"] = request.cwd or ""
+    env["EQ_CONDA"] = request.conda or ""
+    env["EQ_CONDA_HOOK"] = request.conda_hook or ""
+    exports = []
+    for name, value in env.items():
+        if not _ENV_NAME.fullmatch(name):
+            raise HostError(f"environment variable name {name!r} is not valid")
+        exports.append(f"export {name}={shlex.quote(value)}\n")
+    text = "".join(exports)
+    return f"{text.count(chr(10))}\n{text}{request.cmd}\nEQ_LAUNCH_END\n".encode()
 
 
 def _field(value: str, what: str) -> str:
@@ -164,17 +184,7 @@ class ShellHost:
     # ---- launch, kill, tail ----------------------------------------------------------------
 
     async def launch(self, request: LaunchRequest) -> None:
-        env = dict(request.env)
-        env["EQ_CWD"] = request.cwd or ""
-        env["EQ_CONDA"] = request.conda or ""
-        env["EQ_CONDA_HOOK"] = request.conda_hook or ""
-        exports = []
-        for name, value in env.items():
-            if not _ENV_NAME.fullmatch(name):
-                raise HostError(f"environment variable name {name!r} is not valid")
-            exports.append(f"export {name}={shlex.quote(value)}\n")
-        env_text = "".join(exports)
-        stdin = f"{env_text.count(chr(10))}\n{env_text}{request.cmd}\nEQ_LAUNCH_END\n".encode()
+        stdin = launch_stdin(request)
         args = [request.launcher, _field(request.session, "session"),
                 _field(request.attempt_dir, "attempt dir")]
         code, _out, err = await self._run("launch.sh", args, stdin=stdin, timeout=40)

@@ -14,9 +14,7 @@ every NODES_EVERY_S.
 from __future__ import annotations
 
 import os
-import re
 import secrets
-import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -34,7 +32,13 @@ from eq_tui.hosts.base import (
     ProbeRequest,
 )
 from eq_tui.hosts.runner import CommandRunner
-from eq_tui.hosts.shell_host import PROBE_TIMEOUT_S, ShellHost, parse_probe, script
+from eq_tui.hosts.shell_host import (
+    PROBE_TIMEOUT_S,
+    ShellHost,
+    launch_stdin,
+    parse_probe,
+    script,
+)
 from eq_tui.hosts.slurm_parse import (
     NodeGpus,
     SlurmJob,
@@ -49,7 +53,6 @@ from eq_tui.manifest.model import HostSpec, SlurmSpec
 
 # Set per job by Slurm on the node; the engine's value names a virtual slot.
 _SLURM_OWNED_ENV = frozenset({"CUDA_VISIBLE_DEVICES"})
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # `scontrol show node` is heavier than squeue on a big cluster: the node list is refreshed at
 # most this often (our jobs' placement comes from squeue, every tick).
 NODES_EVERY_S = 5.0
@@ -293,21 +296,6 @@ class SlurmHost:
 
     async def close(self) -> None:
         await self.runner.close()
-
-
-def launch_stdin(request: LaunchRequest) -> bytes:
-    """The request in launch.sh's format: env line count, export lines, command, end marker."""
-    env = dict(request.env)
-    env["EQ_CWD"] = request.cwd or ""
-    env["EQ_CONDA"] = request.conda or ""
-    env["EQ_CONDA_HOOK"] = request.conda_hook or ""
-    exports = []
-    for name, value in env.items():
-        if not _ENV_NAME.fullmatch(name):
-            raise HostError(f"environment variable name {name!r} is not valid")
-        exports.append(f"export {name}={shlex.quote(value)}\n")
-    text = "".join(exports)
-    return f"{text.count(chr(10))}\n{text}{request.cmd}\nEQ_LAUNCH_END\n".encode()
 
 
 def make_slurm_host(spec: HostSpec, local_log_dir: str) -> SlurmHost:

@@ -16,36 +16,9 @@ case $launcher in
     *) echo "eq-tui: unknown launcher $launcher" >&2; exit 2 ;;
 esac
 
-# A request cut off on the way (the engine died mid-send) must never launch: it is complete
-# only with every announced env line and the end marker as its last line.
-cut_off() {
-    rmdir "$dir" 2>/dev/null
-    echo "eq-tui: the launch request was cut off; not launching" >&2
-    exit 9
-}
-IFS= read -r count || cut_off
-case $count in ''|*[!0-9]*) cut_off ;; esac
-envtext=
-i=0
-while [ "$i" -lt "$count" ]; do
-    IFS= read -r line || cut_off
-    envtext="$envtext$line
-"
-    i=$((i + 1))
-done
-cmd=
-last=
-while IFS= read -r line; do
-    [ -n "$last" ] && cmd="$cmd$pending
-"
-    pending=$line
-    last=1
-done
-[ -n "$last" ] && [ "$pending" = "EQ_LAUNCH_END" ] || cut_off
-fail_write() {
-    echo "eq-tui: cannot write $1 in $dir (disk full?); not launching" >&2
-    exit 8
-}
+not_starting="not launching"
+# eq-tui include: _launch_request.sh
+read_launch_request
 printf '%s' "$cmd" > "$dir/cmd" || fail_write cmd
 
 cat > "$dir/run.sh" <<'WRAPPER'

@@ -54,18 +54,7 @@ if [ "$conda_env" != "-" ]; then
     fi
 fi
 
-matches() {
-    case $1 in /*) ;; *) [ "$relative_ok" = 1 ] || return 1 ;; esac
-    set +f
-    old_ifs=$IFS
-    IFS=
-    for candidate in $1; do
-        if [ -e "$candidate" ]; then IFS=$old_ifs; set -f; return 0; fi
-    done
-    IFS=$old_ifs
-    set -f
-    return 1
-}
+# eq-tui include: _matches.sh
 while IFS="$tab" read -r kind key glob; do
     [ "$kind" = P ] || continue
     if matches "$glob"; then state=ok; else state=fail; fi

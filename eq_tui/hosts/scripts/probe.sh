@@ -15,19 +15,7 @@ tab=$(printf '\t')
 relative_ok=1
 if [ -n "$cwd" ] && [ "$cwd" != "-" ]; then cd "$cwd" 2>/dev/null || relative_ok=0; fi
 
-matches() {
-    # a relative glob must not be matched against wherever we happen to be
-    case $1 in /*) ;; *) [ "$relative_ok" = 1 ] || return 1 ;; esac
-    set +f
-    old_ifs=$IFS
-    IFS=
-    for candidate in $1; do
-        if [ -e "$candidate" ]; then IFS=$old_ifs; set -f; return 0; fi
-    done
-    IFS=$old_ifs
-    set -f
-    return 1
-}
+# eq-tui include: _matches.sh
 hex() { od -An -v -tx1 | tr -d ' \n'; }
 # first_line VAR FILE: the file's first line into VAR (empty when there is none), read by the
 # shell itself: a process per small file per attempt per tick adds up over many hosts

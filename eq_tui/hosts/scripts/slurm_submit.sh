@@ -29,34 +29,9 @@ if ! mkdir "$dir" 2>/dev/null; then
     exit 3
 fi
 
-cut_off() {
-    rmdir "$dir" 2>/dev/null
-    echo "eq-tui: the launch request was cut off; not submitting" >&2
-    exit 9
-}
-IFS= read -r count || cut_off
-case $count in ''|*[!0-9]*) cut_off ;; esac
-envtext=
-i=0
-while [ "$i" -lt "$count" ]; do
-    IFS= read -r line || cut_off
-    envtext="$envtext$line
-"
-    i=$((i + 1))
-done
-cmd=
-last=
-while IFS= read -r line; do
-    [ -n "$last" ] && cmd="$cmd$pending
-"
-    pending=$line
-    last=1
-done
-[ -n "$last" ] && [ "$pending" = "EQ_LAUNCH_END" ] || cut_off
-fail_write() {
-    echo "eq-tui: cannot write $1 in $dir (disk full?); not submitting" >&2
-    exit 8
-}
+not_starting="not submitting"
+# eq-tui include: _launch_request.sh
+read_launch_request
 printf '%s' "$cmd" > "$dir/cmd" || fail_write cmd
 
 cat > "$dir/run.sh" <<'WRAPPER'
