@@ -25,15 +25,20 @@ class LocalRunner:
     def __init__(self, env: dict[str, str] | None = None) -> None:
         self.env = env
 
-    async def run(self, script: str, args: Sequence[str] = (), *, stdin: bytes = b"",
-                  timeout: float | None = 30.0) -> CommandResult:
+    async def _start(self, script: str, args: Sequence[str],
+                     stderr: int) -> asyncio.subprocess.Process:
+        """`sh -c script` in a session of its own (a timeout kills its whole group)."""
         try:
-            process = await asyncio.create_subprocess_exec(
+            return await asyncio.create_subprocess_exec(
                 "sh", "-c", script, "eq-tui", *args, stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=self.env,
+                stdout=asyncio.subprocess.PIPE, stderr=stderr, env=self.env,
                 start_new_session=True)
         except OSError as exc:
             raise HostError(f"cannot run sh: {exc}") from exc
+
+    async def run(self, script: str, args: Sequence[str] = (), *, stdin: bytes = b"",
+                  timeout: float | None = 30.0) -> CommandResult:
+        process = await self._start(script, args, stderr=asyncio.subprocess.PIPE)
         try:
             async with asyncio.timeout(timeout):
                 out, err = await process.communicate(stdin)
@@ -48,13 +53,7 @@ class LocalRunner:
 
     async def stream(self, script: str, args: Sequence[str] = (), *,
                      stdin: bytes = b"") -> LineStream:
-        try:
-            process = await asyncio.create_subprocess_exec(
-                "sh", "-c", script, "eq-tui", *args, stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=self.env,
-                start_new_session=True)
-        except OSError as exc:
-            raise HostError(f"cannot run sh: {exc}") from exc
+        process = await self._start(script, args, stderr=asyncio.subprocess.DEVNULL)
         assert process.stdin is not None
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             process.stdin.write(stdin)
