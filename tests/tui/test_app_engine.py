@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,19 +16,15 @@ from eq_tui.tui.log_pane import LogPane
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from eq_tui.tui.screens.details import JobDetailsScreen
 from tests.support.engine_run import EngineRun, job, make_manifest, sim_hosts, start_engine
+from tests.tui.pilot_wait import eventually
 
 pytestmark = pytest.mark.integration
 LONG_JOB = "fake-train --epochs 300 --epoch-seconds 0.2 --mem 3000"
 SIZE = (160, 48)
 
 
-async def wait_until(pilot: Pilot[int], predicate: Callable[[], bool],
-                     timeout: float = 45.0, what: str = "") -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
-        await pilot.pause(0.05)
+async def wait_until(pilot: Pilot[int], predicate: Callable[[], bool], what: str = "") -> None:
+    await eventually(pilot, predicate, timeout=45.0, what=what)  # a real engine, real sessions
 
 
 async def engine_with(tmp_path: Path, *job_ids: str) -> EngineRun:

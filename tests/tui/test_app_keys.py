@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable
 from pathlib import Path
 
-from textual.pilot import Pilot
 from textual.widgets import Input, Log
 
 from eq_tui.engine.events import Alert, HostStateChanged
@@ -20,6 +17,7 @@ from eq_tui.tui.screens.details import JobDetailsScreen
 from eq_tui.tui.screens.help import HelpScreen
 from eq_tui.tui.screens.summary import SummaryScreen
 from tests.tui.fake_client import T0, FakeClient, sample_snapshot
+from tests.tui.pilot_wait import eventually
 
 SIZE = (160, 48)
 STATUS_COLUMN = 3  # after mark, id, phase (one project: no project column)
@@ -36,14 +34,6 @@ def table(app: EqTuiApp) -> JobTable:
 
 def status_cell(app: EqTuiApp, key: str) -> str:
     return str(table(app).get_cell(key, "status"))
-
-
-async def eventually(pilot: Pilot[int], predicate: Callable[[], bool],
-                     timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition never held"
-        await pilot.pause(0.05)
 
 
 async def goto(app: EqTuiApp, job_id: str) -> None:

@@ -3,15 +3,11 @@ jobs there (Pilot, fixed data)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-
-from textual.pilot import Pilot
-
 from eq_tui.engine.events import HostProbed
 from eq_tui.tui.app import EqTuiApp
 from eq_tui.tui.gpu_grid import HostPanel
 from tests.tui.fake_client import T0, FakeClient, node, slurm_snapshot
+from tests.tui.pilot_wait import eventually
 
 SIZE = (160, 48)
 
@@ -23,14 +19,6 @@ def cluster_panel(app: EqTuiApp) -> HostPanel:
 
 def lines(panel: HostPanel) -> list[str]:
     return [line.rstrip() for line in str(panel.render()).splitlines()]
-
-
-async def eventually(pilot: Pilot[int], predicate: Callable[[], bool],
-                     timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition never held"
-        await pilot.pause(0.05)
 
 
 async def test_a_slurm_host_shows_its_nodes_with_gpus_used_and_our_jobs() -> None:
