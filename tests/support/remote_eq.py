@@ -2,8 +2,10 @@
 
 The login user cannot run the venv's python (a symlink into root's private pyenv), but the
 system python3 is the same minor version, so a wrapper on that host's PATH runs
-`python3 -m eq_tui` with this checkout and the venv's site-packages on PYTHONPATH (its compiled
-wheels are abi3 or built for this minor version). Never part of the product.
+`python3 -m eq_tui` with copies of this checkout's package and of the venv's site-packages on
+PYTHONPATH (its compiled wheels are abi3 or built for this minor version). Copies, in the bed's
+own directory, because the checkout may sit where the login user cannot reach it (a clone under
+a 0700 temporary directory). Never part of the product.
 """
 
 from __future__ import annotations
@@ -34,11 +36,30 @@ def _system_python() -> str:
                        f"with (tried {', '.join(SYSTEM_PYTHONS)})")
 
 
+def _shared_copy(bed_root: Path) -> Path:
+    """This checkout's package and the venv's site-packages, copied once per bed."""
+    share = bed_root / "eq-tui-share"
+    if share.exists():
+        return share
+    partial = bed_root / "eq-tui-share.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(Path(eq_tui.__file__).resolve().parent, partial / "repo" / "eq_tui",
+                    ignore=skip)
+    for i, source in enumerate(_site_dirs()):
+        shutil.copytree(source, partial / f"site{i}", ignore=skip, symlinks=True)
+    partial.rename(share)
+    return share
+
+
+def _site_dirs() -> list[str]:
+    return list(dict.fromkeys(sysconfig.get_paths()[part] for part in ("purelib", "platlib")))
+
+
 def install_eq_tui(host: SshHost) -> Path:
     """Puts an `eq-tui` wrapper first on `host`'s PATH; returns its path."""
-    repo = Path(eq_tui.__file__).resolve().parent.parent
-    paths = dict.fromkeys([str(repo), sysconfig.get_paths()["purelib"],
-                           sysconfig.get_paths()["platlib"]])
+    share = _shared_copy(host.dir.parent)
+    paths = [str(share / "repo"), *(str(share / f"site{i}") for i in range(len(_site_dirs())))]
     wrapper = host.bin / "eq-tui"
     wrapper.write_text(
         "#!/bin/sh\n"

@@ -136,6 +136,12 @@ class SshBed:
         """A directory the login user owns, for manifests' `cwd`."""
         return self.root / "work"
 
+    @property
+    def sim_bin(self) -> Path:
+        """The sim's programs, copied here: the checkout may sit where the login user cannot
+        reach it (a clone under a 0700 temporary directory)."""
+        return self.root / "sim-bin"
+
     # ---- building ---------------------------------------------------------------------------
 
     @classmethod
@@ -154,6 +160,7 @@ class SshBed:
         (root / "count.sh").chmod(0o755)
         bed.work.mkdir()
         os.chown(bed.work, user.pw_uid, user.pw_gid)
+        shutil.copytree(sim_bin_dir(), bed.sim_bin, ignore=shutil.ignore_patterns("__pycache__"))
         Path("/run/sshd").mkdir(exist_ok=True)
         for name, gpus, memory, model in specs:
             host = SshHost(name, free_port(), root / name, gpus, memory, model)
@@ -176,7 +183,7 @@ class SshBed:
 
     def _write_sshd_config(self, host: SshHost) -> None:
         env = " ".join([
-            f"PATH={host.bin}:{sim_bin_dir()}:/usr/local/bin:/usr/bin:/bin",
+            f"PATH={host.bin}:{self.sim_bin}:/usr/local/bin:/usr/bin:/bin",
             f"EQ_SIM_STATE={host.sim_state}", f"SCREENDIR={host.dir / 'screen'}",
             f"TMUX_TMPDIR={host.dir / 'tmux'}", f"EQ_FAKE_HOST={host.name}",
             f"EQ_BED={self.root}", f"EQ_BED_HOST_DIR={host.dir}",
