@@ -61,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fresh", action="store_true",
                         help="archive the existing run dir (timestamp suffix) and start over")
     parser.add_argument("--poll", type=float, metavar="SECONDS",
-                        help="probe interval (default: the manifest's poll, else 2)")
+                        help="seconds between full probes of every host; each host's watcher "
+                             "reports exits and freed GPUs in between (default: the "
+                             "manifest's poll, else 2)")
     parser.add_argument("--theme", metavar="NAME", help="UI theme (eq-dark, eq-light, eq-ansi, "
                         "or one of yours in the config dir)")
     parser.add_argument("--detach", action="store_true",
