@@ -239,7 +239,7 @@ def engine_latencies(run_dir: Path, slots: list[Slot]) -> dict[str, float]:
 async def run_engine(manifest_path: Path, run_dir: Path, poll: float, watch: bool) -> Engine:
     manifest = load_manifest(str(manifest_path))
     engine = Engine(manifest, run_dir, make_hosts(manifest, run_dir), poll=poll,
-                    exit_when_done=True, control_socket=False, watch=watch)
+                    exit_when_done=True, watch=watch)
     await engine.start()
     await engine.run()
     return engine
@@ -289,9 +289,9 @@ def run_sweep(config: SweepConfig) -> dict[str, Any]:
         "makespan_ratio": makespan / ideal, "double_bookings": double_bookings(slots),
         **latencies,
         "attempts": len(slots), "completed": statuses.count("completed"),
-        "ticks": engine.ticks, "full_ticks": engine.full_ticks,
-        "watch_wakeups": engine.watch_wakeups,
-        "launches_on_watch_reading": engine.launches_on_watch_reading,
+        "ticks": engine.pacing.ticks, "full_ticks": engine.pacing.full_ticks,
+        "watch_wakeups": engine.pacing.watch_wakeups,
+        "launches_on_watch_reading": engine.pacing.launches_on_watch_reading,
         # server-side count of probe commands (each host's sshd logs them) per probe the
         # engine made of that host: exactly 1.0 means one round trip per host per tick
         "probe_commands_per_host_tick": max(

@@ -96,8 +96,7 @@ def engine_figures(n_jobs: int, ticks: int) -> dict[str, Any]:
                       for i in range(n_jobs))
         manifest = Manifest(project="bench", source=str(scratch / "m.yaml"), jobs=specs,
                             hosts=(HostSpec(name="sim", simulate=SimulateSpec(gpus=8)),))
-        engine = Engine(manifest, scratch / "run", make_hosts(manifest, scratch / "run"),
-                        control_socket=False)
+        engine = Engine(manifest, scratch / "run", make_hosts(manifest, scratch / "run"))
         await engine.start(preflight=False)
         await engine.command("pause")
         samples = []

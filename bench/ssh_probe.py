@@ -65,8 +65,7 @@ def manifest_for(bed: SshBed, names: list[str], jobs: int) -> str:
 async def tick_times(bed: SshBed, names: list[str], rounds: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as scratch:
         manifest = load_manifest_text(manifest_for(bed, names, 200), f"{scratch}/m.yaml")
-        engine = Engine(manifest, Path(scratch) / "run", make_hosts(manifest, Path(scratch)),
-                        control_socket=False)
+        engine = Engine(manifest, Path(scratch) / "run", make_hosts(manifest, Path(scratch)))
         await engine.start(preflight=False)
         try:
             await engine.tick()  # launches 2 per host

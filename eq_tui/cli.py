@@ -237,6 +237,7 @@ def _refuse_if_locked(run_dir: Path) -> None:
 
 
 async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: list[Path]) -> int:
+    from eq_tui.engine.control import serve_control
     from eq_tui.engine.engine import Engine
     from eq_tui.hosts.factory import make_hosts
 
@@ -248,6 +249,7 @@ async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: l
             engine = Engine(manifest, run_dir, hosts, poll=poll, exit_when_done=options.no_ui)
             await engine.start()
             engines.append(engine)
+            await serve_control(engine, run_dir)
     except BaseException:
         for engine in engines:
             engine.run_dir.release_lock()
@@ -255,7 +257,10 @@ async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: l
     if options.no_ui:
         from eq_tui.headless import Headless
 
-        return await Headless(engines, json_mode=options.json).run()
+        async def run_all() -> list[int]:
+            return list(await asyncio.gather(*(engine.run() for engine in engines)))
+
+        return await Headless(list(engines), json_mode=options.json).run(run_all)
     from eq_tui.tui.launch import run_app
 
     return await run_app(engines, theme=options.theme)

@@ -1,5 +1,7 @@
 """The `--no-ui` front end: a line per job state change and a compact summary every 30 s,
-or one JSON object per event with `--json`. Same engine, same interface as the UI."""
+or one JSON object per event with `--json`. Same engine, same interface as the UI: it reads
+only the front-end contract (snapshot, events, commands), so the engine may be in this
+process or behind a control socket."""
 
 from __future__ import annotations
 
@@ -10,10 +12,11 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TextIO
 
-from eq_tui.engine.engine import Engine
+from eq_tui.engine import CommandResult, EngineClient
 from eq_tui.engine.events import (
     Alert,
     Event,
@@ -70,18 +73,24 @@ def format_event(event: Event, *, with_project: bool) -> str | None:
     return None
 
 
-def summary_line(engine: Engine, now: float) -> str:
-    counts = Counter(str(job.status) for job in engine.jobs.values())
+def status_counts(client: EngineClient) -> Counter[str]:
+    return Counter(str(job.get("status")) for job in client.snapshot().get("jobs", []))
+
+
+def summary_line(client: EngineClient, now: float) -> str:
+    snap = client.snapshot()
+    jobs = snap.get("jobs", [])
+    counts = Counter(str(job.get("status")) for job in jobs)
     parts = [f"{status} {n}" for status, n in sorted(counts.items())]
-    hosts = " ".join(f"{name}:{state['state']}" for name, state in engine.host_state.items())
-    elapsed = int(now - engine.started_at)
-    paused = " PAUSED" if engine.paused else ""
-    return (f"{_clock_text(now)} [{engine.project}] {len(engine.jobs)} jobs: "
+    hosts = " ".join(f"{h.get('name')}:{h.get('state')}" for h in snap.get("hosts", []))
+    elapsed = int(now - float(snap.get("started_at") or now))
+    paused = " PAUSED" if snap.get("paused") else ""
+    return (f"{_clock_text(now)} [{client.project}] {len(jobs)} jobs: "
             f"{', '.join(parts)} | hosts {hosts} | {elapsed // 60}m{elapsed % 60:02d}s{paused}")
 
 
 class Headless:
-    def __init__(self, engines: list[Engine], *, json_mode: bool = False,
+    def __init__(self, engines: list[EngineClient], *, json_mode: bool = False,
                  out: TextIO | None = None, summary_every: float = SUMMARY_EVERY_S,
                  clock: Callable[[], float] = time.time) -> None:
         self.engines = engines
@@ -90,6 +99,7 @@ class Headless:
         self.summary_every = summary_every
         self.clock = clock
         self.interrupted = False
+        self._shutdowns: set[asyncio.Future[CommandResult]] = set()
 
     def _emit(self, text: str) -> None:
         try:
@@ -116,19 +126,22 @@ class Headless:
             await asyncio.sleep(self.summary_every)
             for engine in self.engines:
                 if self.json_mode:
-                    counts = Counter(str(job.status) for job in engine.jobs.values())
                     self._emit(json.dumps({"type": "summary", "project": engine.project,
-                                           "at": self.clock(), "counts": dict(counts)}))
+                                           "at": self.clock(),
+                                           "counts": dict(status_counts(engine))}))
                 else:
                     self._emit(summary_line(engine, self.clock()))
 
     def interrupt(self) -> None:
         self.interrupted = True
         for engine in self.engines:
-            engine.request_stop()
+            task = asyncio.ensure_future(engine.command("shutdown"))
+            self._shutdowns.add(task)
+            task.add_done_callback(self._shutdowns.discard)
 
-    async def run(self) -> int:
-        """Run every engine to the end; the exit code follows ARCHITECTURE's contract."""
+    async def run(self, engines_run: Callable[[], Awaitable[list[int]]]) -> int:
+        """Follow the engines until `engines_run` (which runs them, or waits for them) returns
+        their exit codes; the exit code follows the README's contract."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -137,7 +150,7 @@ class Headless:
         pumps = [asyncio.create_task(self._pump(q)) for q in queues]
         summaries = asyncio.create_task(self._summaries())
         try:
-            codes = await asyncio.gather(*(engine.run() for engine in self.engines))
+            codes = await engines_run()
         finally:
             # let the pumps print what the engines published last
             for queue in queues:
@@ -156,5 +169,6 @@ class Headless:
         for engine in self.engines:
             if not self.json_mode:
                 self._emit(summary_line(engine, self.clock()))
-                self._emit(f"summary: {engine.run_dir.summary_file}")
+                run_dir = engine.snapshot().get("run_dir", "")
+                self._emit(f"summary: {Path(run_dir) / 'summary.md'}")
         return max(codes) if codes else 0

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from eq_tui.engine.model import NEEDS_PERSON, JobState
+from eq_tui.engine.client import Snapshot
+from eq_tui.engine.model import JobState
 from eq_tui.engine.store import RunDir
 from eq_tui.engine.summary import status_counts
 from eq_tui.errors import RunDirError
@@ -24,7 +25,7 @@ def load_jobs(run_dir: Path) -> tuple[dict[str, Any], list[JobState]]:
     return saved, jobs_from_state(saved, str(run_dir / "queue_state.json"))
 
 
-async def _live_snapshot(run_dir: Path) -> dict[str, Any] | None:
+async def _live_snapshot(run_dir: Path) -> Snapshot | None:
     from eq_tui.engine.control import ControlClient, find_socket
 
     if find_socket(run_dir) is None and not (run_dir / "control.sock").exists():
@@ -39,11 +40,11 @@ async def _live_snapshot(run_dir: Path) -> dict[str, Any] | None:
     return snapshot
 
 
-def from_snapshot(live: dict[str, Any]) -> tuple[dict[str, Any], list[JobState]]:
+def from_snapshot(live: Snapshot) -> tuple[dict[str, Any], list[JobState]]:
     """(saved, jobs) from a running engine's snapshot, in the shape of the state file."""
     saved: dict[str, Any] = {"project": live["project"], "paused": live["paused"],
                              "live_pid": live["settings"].get("pid")}
-    return saved, [JobState.from_json(raw) for raw in live["jobs"]]
+    return saved, [JobState.from_json(dict(raw)) for raw in live["jobs"]]
 
 
 def jobs_from_state(saved: dict[str, Any], where: str) -> list[JobState]:
@@ -68,7 +69,7 @@ def show_status(saved: dict[str, Any], jobs: list[JobState], *, as_json: bool = 
     """Prints the counts and the jobs that need a person; `where` names the SSH host of a
     remote run dir."""
     counts = status_counts(jobs)
-    needing = [job for job in jobs if job.status in NEEDS_PERSON]
+    needing = [job for job in jobs if job.status.needs_person]
     if as_json:
         print(json.dumps({
             "project": saved.get("project"), "paused": saved.get("paused", False),

@@ -42,8 +42,7 @@ def _write_state(run_dir: Path) -> None:
     run_dir.mkdir(parents=True)
     jobs = [JobState(id="a", phase="main", cmd="x", status=JobStatus.COMPLETED),
             JobState(id="b", phase="main", cmd="x", status=JobStatus.STUCK, attempts=1,
-                     host="h", failure=Failure("exit_nonzero", "ValueError: nan"),
-                     log="/logs/b/a1/log",
+                     failure=Failure("exit_nonzero", "ValueError: nan"),
                      history=[Attempt(1, "h", [0], "s", "/logs/b/a1", "/logs/b/a1/log")])]
     (run_dir / "queue_state.json").write_text(json.dumps(
         {"version": 1, "project": "p", "jobs": [j.to_json() for j in jobs]}))

@@ -35,7 +35,7 @@ def record_bytes(engine: Engine, job_ids: list[str]) -> int:
 async def test_a_tick_at_scale_writes_the_jobs_it_changed_not_the_state(tmp_path: Path) -> None:
     manifest = make_manifest(tmp_path, [job(f"s{i}", FAST_JOB) for i in range(1500)])
     run_dir = tmp_path / "run"
-    engine = Engine(manifest, run_dir, make_hosts(manifest, run_dir), control_socket=False)
+    engine = Engine(manifest, run_dir, make_hosts(manifest, run_dir))
     await engine.start(preflight=False)
     state_size = (run_dir / "queue_state.json").stat().st_size
     assert state_size > SMALL_STATE_BYTES
@@ -63,7 +63,7 @@ async def test_a_tick_at_scale_writes_the_jobs_it_changed_not_the_state(tmp_path
         assert written <= 2 * record_bytes(engine, launched) + 2 * 400
         assert written < state_size / 100
         on_disk = RunDir(run_dir).load_state()
-        assert on_disk is not None and on_disk["jobs"] == engine.state_json()["jobs"]
+        assert on_disk is not None and on_disk["jobs"] == engine.persistence.state_json()["jobs"]
 
         quiet = engine.run_dir.state.bytes_written
         await engine.command("pause")
@@ -81,8 +81,7 @@ async def test_a_tick_at_scale_writes_the_jobs_it_changed_not_the_state(tmp_path
 async def test_the_state_file_is_rewritten_whole_when_the_queue_finishes(tmp_path: Path) -> None:
     manifest = make_manifest(tmp_path, [job(f"s{i}", FAST_JOB) for i in range(3)])
     run_dir = tmp_path / "run"
-    engine = Engine(manifest, run_dir, make_hosts(manifest, run_dir), poll=0.2,
-                    control_socket=False)
+    engine = Engine(manifest, run_dir, make_hosts(manifest, run_dir), poll=0.2)
     engine.run_dir.state.small_bytes = 0  # journal every change, as a large state would
     engine.run_dir.state.compact_fraction = 1000.0
     await engine.start(preflight=False)

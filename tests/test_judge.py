@@ -89,5 +89,5 @@ def test_nccl_retried_once() -> None:
 def test_lost_requeued_once_then_stuck() -> None:
     j = job()
     assert verdict_for_lost(j).status == JobStatus.PENDING
-    j.lost_requeues = 1
+    j.retries_by_class["lost"] = 1  # one lost attempt so far
     assert verdict_for_lost(j).status == JobStatus.STUCK

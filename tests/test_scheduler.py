@@ -17,6 +17,13 @@ def states(m: Manifest) -> list[JobState]:
     return [JobState(id=s.id, phase=s.phase, cmd=s.cmd) for s in m.jobs]
 
 
+def place(job: JobState, status: JobStatus, host: str, gpus: list[int]) -> None:
+    """The job's current attempt runs on these GPUs (where a job runs is its attempt's)."""
+    job.status = status
+    job.history.append(Attempt(n=len(job.history) + 1, host=host, gpus=gpus, session="s",
+                               attempt_dir="d", log="l"))
+
+
 def host(name: str = "h", used: tuple[int | None, ...] = (0, 0), **kwargs: object) -> HostView:
     gpus = tuple(GpuView(i, u) for i, u in enumerate(used))
     defaults: dict[str, object] = {"usable": True, "allowed": None, "max_parallel": 8}
@@ -32,8 +39,8 @@ def test_free_means_strictly_below_the_threshold() -> None:
 def test_gpu_held_by_our_launching_or_running_job_is_never_reused() -> None:
     m = manifest(3)
     jobs = states(m)
-    jobs[0].status, jobs[0].host, jobs[0].gpus = JobStatus.LAUNCHING, "h", [0]
-    jobs[1].status, jobs[1].host, jobs[1].gpus = JobStatus.RUNNING, "h", [1]
+    place(jobs[0], JobStatus.LAUNCHING, "h", [0])
+    place(jobs[1], JobStatus.RUNNING, "h", [1])
     # memory reads 0 (the new job has not allocated yet): the reservation still holds
     d = decide(m, jobs, [host(used=(0, 0, 0))], now=0, paused=False, preconditions={})
     assert [(x.job_id, x.gpus) for x in d.launches] == [("j2", (2,))]
@@ -95,7 +102,7 @@ def test_multi_gpu_jobs_need_all_gpus_on_one_host() -> None:
 def test_strict_waves_wait_for_the_whole_wave() -> None:
     m = manifest(3, waves="strict")
     jobs = states(m)
-    jobs[0].status, jobs[0].host, jobs[0].gpus = JobStatus.RUNNING, "h", [0]
+    place(jobs[0], JobStatus.RUNNING, "h", [0])
     d = decide(m, jobs, [host(used=(0, 0, 0))], now=0, paused=False, preconditions={})
     assert d.launches == []
     jobs[0].status = JobStatus.COMPLETED
@@ -116,8 +123,7 @@ def test_dependent_phase_waits_then_starts() -> None:
     d = decide(m, jobs, [host(used=(0, 0, 0, 0))], now=0, paused=False, preconditions={})
     assert [x.job_id for x in d.launches] == ["t1", "t2"]
     jobs[0].status = JobStatus.COMPLETED
-    jobs[1].status = JobStatus.RUNNING
-    jobs[1].host, jobs[1].gpus = "h", [1]
+    place(jobs[1], JobStatus.RUNNING, "h", [1])
     d = decide(m, jobs, [host(used=(0, 0, 0, 0))], now=0, paused=False, preconditions={})
     assert d.launches == []
     jobs[1].status = JobStatus.COMPLETED

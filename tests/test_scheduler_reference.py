@@ -181,13 +181,12 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
             specs.append(spec)
         job = JobState(id=spec.id, phase=phase, cmd="run",
                        status=draw(st.sampled_from(STATUSES)))
-        if job.status in ACTIVE or draw(st.booleans()):
-            job.host = draw(st.sampled_from(HOST_NAMES))
-            job.gpus = draw(st.lists(st.integers(0, 3), min_size=1, max_size=2, unique=True))
         job.retry_at = draw(st.none() | st.sampled_from([5.0, 10.0, 15.0]))
-        if draw(st.booleans()):
+        # where a job runs is its current attempt's: an active job always has one
+        if job.status in ACTIVE or draw(st.booleans()):
             job.history.append(Attempt(n=1, host=draw(st.sampled_from(HOST_NAMES)),
-                                       gpus=draw(st.lists(st.integers(0, 3), max_size=2)),
+                                       gpus=draw(st.lists(st.integers(0, 3), min_size=1,
+                                                          max_size=2, unique=True)),
                                        session="s", attempt_dir="d", log="l"))
         jobs.append(job)
     hosts = []

@@ -208,10 +208,10 @@ async def test_with_a_long_poll_freed_gpus_still_get_their_next_job_from_the_wat
     code = await asyncio.wait_for(run.task, 60)
     assert code == 0
     engine = run.engine
-    assert engine.full_ticks == 1  # only the first tick was a poll
-    assert engine.watch_wakeups >= 6
+    assert engine.pacing.full_ticks == 1  # only the first tick was a poll
+    assert engine.pacing.watch_wakeups >= 6
     # hand-overs on a GPU the watcher read as released, without waiting for a probe
-    assert engine.launches_on_watch_reading >= 1
+    assert engine.pacing.launches_on_watch_reading >= 1
     assert engine.watchers.started >= 1
     runs = run.runs("sim")
     assert find_overlaps(runs, include_linger=True) == []
@@ -304,8 +304,8 @@ async def test_a_probe_that_looked_before_a_session_started_does_not_lose_its_jo
         assert time.monotonic() < deadline, run.status("one")
         await asyncio.sleep(0.02)
     release_probe.set()
-    ticks = run.engine.ticks
-    while run.engine.ticks < ticks + 5:  # the held snapshot is applied, then fresh ones
+    ticks = run.engine.pacing.ticks
+    while run.engine.pacing.ticks < ticks + 5:  # the held snapshot is applied, then fresh ones
         assert time.monotonic() < deadline
         await asyncio.sleep(0.05)
     state = run.engine.jobs["one"]

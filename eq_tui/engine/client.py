@@ -1,41 +1,132 @@
 """The one interface front ends use to talk to an engine: a snapshot, events out, commands in.
 
 The in-process engine implements it directly; the control socket client (attach) implements it
-over newline-delimited JSON with the same shapes.
-
-Snapshot shape (JSON-ready dict):
-    {"project", "run_dir", "paused", "started_at", "now", "finished", "exit_code",
-     "settings": {"max_attempts", "oom_delay", "threshold_mib", "waves", "poll"},
-     "jobs": [JobState.to_json(), ...],                       # manifest order
-     "hosts": [{"name", "kind", "state": "connecting|up|down", "reason", "since", "rtt_s",
-                "stopped", "gpus": [GPU_VIEW, ...], "nodes": [NODE_VIEW, ...]}],
-     "alerts": [Alert.to_json(), ...]}                        # most recent last, bounded
-GPU_VIEW: {"index", "uuid", "name", "memory_used_mib", "memory_total_mib", "utilization_pct",
-           "allowed": bool, "job": id | None, "other": bool, "settling": bool,
-           "quarantined": bool}
-           (a Slurm host's GPUs are its job slots: max_parallel, or its `gpus:` list)
-NODE_VIEW: {"name", "state": Slurm's (e.g. "MIXED+DRAIN"), "gpus_used": int (by anyone),
-            "gpus_total": int, "jobs": [id, ...] (ours running there)}
-           (a Slurm host's partition nodes; empty for other hosts)
-Events: see engine/events.py; HostProbed.gpus carries GPU_VIEW dicts, HostProbed.nodes
-NODE_VIEW dicts (the last known list, refreshed every few seconds), JobUpdated.state a job.
-Commands: kill | retry | requeue (take job ids), pause | resume | shutdown (no ids).
+over newline-delimited JSON with the same shapes. The shapes are typed here; they are plain
+JSON-ready dicts on the wire. Events: see engine/events.py (HostProbed.gpus carries GpuView
+dicts, HostProbed.nodes NodeView dicts, JobUpdated.state a JobRecord). `engine/view.py` folds
+a snapshot and the events after it into the current picture, for every front end alike.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from eq_tui.engine.events import Event
 
 COMMANDS = ("kill", "retry", "requeue", "pause", "resume", "shutdown")
 
 
-class EngineClient(Protocol):
-    project: str
+class AttemptRecord(TypedDict, total=False):
+    n: int
+    host: str
+    gpus: list[int]
+    session: str
+    attempt_dir: str
+    log: str
+    start: float | None
+    end: float | None
+    exit_code: int | None
+    failure_class: str | None
+    decided_at: float | None
+    launched: bool
 
-    def snapshot(self) -> dict[str, Any]: ...
+
+class JobRecord(TypedDict, total=False):
+    """JobState.to_json(): host, gpus, log, started and ended are the current attempt's."""
+
+    id: str
+    phase: str
+    cmd: str
+    status: str
+    attempts: int
+    host: str | None
+    gpus: list[int]
+    log: str | None
+    started: float | None
+    ended: float | None
+    failure: dict[str, str] | None  # {"class", "detail"}
+    history: list[AttemptRecord]
+    retry_at: float | None
+    reason: str | None
+    retries_by_class: dict[str, int]
+    exited_seen_at: float | None
+    last_line: str
+
+
+class GpuView(TypedDict, total=False):
+    """One GPU as the grid draws it. A Slurm host's GPUs are its job slots."""
+
+    index: int
+    uuid: str | None
+    name: str | None
+    memory_used_mib: int | None
+    memory_total_mib: int | None
+    utilization_pct: int | None
+    allowed: bool
+    job: str | None  # ours on it
+    other: bool  # someone else's memory on it
+    settling: bool  # our job left it and its memory is still draining
+    quarantined: bool
+
+
+class NodeView(TypedDict):
+    """A Slurm partition node (empty list for other hosts)."""
+
+    name: str
+    state: str  # Slurm's, e.g. "MIXED+DRAIN"
+    gpus_used: int  # by anyone
+    gpus_total: int
+    jobs: list[str]  # ours running there
+
+
+class HostEntry(TypedDict, total=False):
+    name: str
+    kind: str
+    state: str  # connecting | up | down
+    reason: str
+    since: float
+    rtt_s: float | None
+    stopped: str | None  # why nothing launches there, if so
+    gpus: list[GpuView]
+    nodes: list[NodeView]
+
+
+class Settings(TypedDict, total=False):
+    max_attempts: int
+    oom_delay: float
+    threshold_mib: int
+    waves: str
+    poll: float
+    pid: int
+
+
+class Snapshot(TypedDict, total=False):
+    project: str
+    run_dir: str
+    paused: bool
+    started_at: float
+    created: float
+    now: float
+    finished: bool
+    exit_code: int | None
+    settings: Settings
+    jobs: list[JobRecord]  # manifest order
+    hosts: list[HostEntry]
+    alerts: list[dict[str, Any]]  # Alert.to_json(), most recent last, bounded
+
+
+class CommandResult(TypedDict):
+    ok: bool
+    results: dict[str, str]  # job id -> "ok" or why it was not changed
+    error: str | None
+
+
+class EngineClient(Protocol):
+    @property
+    def project(self) -> str: ...
+
+    def snapshot(self) -> Snapshot: ...
 
     def subscribe(self) -> asyncio.Queue[Event]:
         """A queue that receives every event published from now on."""
@@ -43,8 +134,7 @@ class EngineClient(Protocol):
 
     def unsubscribe(self, queue: asyncio.Queue[Event]) -> None: ...
 
-    async def command(self, name: str, job_ids: list[str] | None = None) -> dict[str, Any]:
-        """Returns {"ok": bool, "results": {job_id: "ok" | reason}, "error": str | None}."""
+    async def command(self, name: str, job_ids: list[str] | None = None) -> CommandResult:
         ...
 
     async def tail(self, job_id: str, attempt: int | None = None, lines: int = 200) -> list[str]:

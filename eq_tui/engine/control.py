@@ -21,20 +21,13 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from eq_tui.engine.client import EngineClient
-from eq_tui.engine.events import (
-    Event,
-    Fanout,
-    HostProbed,
-    HostStateChanged,
-    JobUpdated,
-    QueueFinished,
-    QueuePaused,
-    event_from_json,
-)
+from eq_tui.engine.client import CommandResult, EngineClient, Snapshot
+from eq_tui.engine.events import Event, Fanout, event_from_json
+from eq_tui.engine.view import ProjectState
 
 SOCKET_NAME = "control.sock"
 POINTER_NAME = "control.json"
@@ -187,7 +180,7 @@ class ControlClient:
     def __init__(self, where: str) -> None:
         self.where = where
         self.project = ""
-        self._snapshot: dict[str, Any] = {}
+        self._state: ProjectState | None = None
         self._subscribers = Fanout()
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0
@@ -220,8 +213,8 @@ class ControlClient:
         self._pending[-1] = first
         self._listener = asyncio.create_task(self._listen())
         await self._send({"op": "subscribe", "id": -1})
-        self._snapshot = await first
-        self.project = str(self._snapshot.get("project", ""))
+        self._state = ProjectState.from_snapshot(await first)
+        self.project = self._state.project
         self.connected = True
 
     async def _send(self, data: dict[str, Any]) -> None:
@@ -248,7 +241,8 @@ class ControlClient:
                         future.set_exception(RuntimeError(data.get("error")))
                 else:
                     event = event_from_json(data)
-                    self._apply(event)
+                    if self._state is not None:
+                        self._state.apply(event)
                     self._subscribers.publish(event)
         except (ConnectionError, ValueError):
             pass
@@ -264,32 +258,6 @@ class ControlClient:
         if future is not None and not future.done():
             future.set_result(value)
 
-    def _apply(self, event: Event) -> None:
-        """Keep the local snapshot current so snapshot() needs no round trip."""
-        snap = self._snapshot
-        if isinstance(event, JobUpdated):
-            jobs = snap.setdefault("jobs", [])
-            for i, job in enumerate(jobs):
-                if job.get("id") == event.job:
-                    jobs[i] = event.state
-                    break
-            else:
-                jobs.append(event.state)
-        elif isinstance(event, HostProbed):
-            for host in snap.get("hosts", []):
-                if host.get("name") == event.host:
-                    host["gpus"] = list(event.gpus)
-                    host["nodes"] = list(event.nodes)
-                    host["rtt_s"] = event.rtt_s
-        elif isinstance(event, HostStateChanged):
-            for host in snap.get("hosts", []):
-                if host.get("name") == event.host:
-                    host.update(state=event.state, reason=event.reason, since=event.at)
-        elif isinstance(event, QueuePaused):
-            snap["paused"] = event.paused
-        elif isinstance(event, QueueFinished):
-            snap["finished"], snap["exit_code"] = True, event.exit_code
-
     async def _request(self, data: dict[str, Any]) -> Any:
         if not self.connected:
             raise ConnectionError("not connected to the engine")
@@ -300,8 +268,9 @@ class ControlClient:
         await self._send(data)
         return await future
 
-    def snapshot(self) -> dict[str, Any]:
-        return self._snapshot
+    def snapshot(self) -> Snapshot:
+        """Kept current by the events, so it needs no round trip."""
+        return self._state.to_snapshot() if self._state is not None else {}
 
     def subscribe(self) -> asyncio.Queue[Event]:
         return self._subscribers.subscribe()
@@ -309,9 +278,9 @@ class ControlClient:
     def unsubscribe(self, queue: asyncio.Queue[Event]) -> None:
         self._subscribers.unsubscribe(queue)
 
-    async def command(self, name: str, job_ids: list[str] | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = await self._request({"op": "command", "name": name,
-                                                      "jobs": job_ids or []})
+    async def command(self, name: str, job_ids: list[str] | None = None) -> CommandResult:
+        result: CommandResult = await self._request({"op": "command", "name": name,
+                                                     "jobs": job_ids or []})
         return result
 
     async def tail(self, job_id: str, attempt: int | None = None,
@@ -332,3 +301,16 @@ class ControlClient:
             with contextlib.suppress(Exception):
                 self._writer.close()
         self.connected = False
+
+
+class Served(EngineClient, Protocol):
+    def close_with(self, closer: Callable[[], Awaitable[None]]) -> None: ...
+
+
+async def serve_control(engine: Served, run_dir: Path) -> ControlServer:
+    """The engine's control socket, served beside it; it closes when the engine shuts down,
+    before the run dir's lock is released."""
+    server = ControlServer(engine, run_dir)
+    await server.start()
+    engine.close_with(server.close)
+    return server

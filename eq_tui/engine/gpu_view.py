@@ -11,6 +11,12 @@ from eq_tui.hosts.base import GpuReading, HostSnapshot
 SETTLE_WINDOW_S = 60.0  # memory still high this long after our job left it: "settling"
 
 
+def holds_memory(used_mib: int | None, threshold_mib: int) -> bool:
+    """Memory at or above the free threshold: someone's, or ours still draining ("settling"
+    when our job has just left the GPU)."""
+    return used_mib is not None and used_mib >= threshold_mib
+
+
 def gpu_views(host: str, readings: tuple[GpuReading, ...], *, allowed: frozenset[int] | None,
               holders: Mapping[tuple[str, int], str], released_at: Mapping[tuple[str, int], float],
               quarantined: frozenset[int], threshold_mib: int, now: float) -> list[dict[str, Any]]:
@@ -18,7 +24,7 @@ def gpu_views(host: str, readings: tuple[GpuReading, ...], *, allowed: frozenset
     for gpu in readings:
         key = (host, gpu.index)
         job = holders.get(key)
-        busy = gpu.memory_used_mib is not None and gpu.memory_used_mib >= threshold_mib
+        busy = holds_memory(gpu.memory_used_mib, threshold_mib)
         released = released_at.get(key)
         settling = bool(job is None and busy and released is not None
                         and now - released < SETTLE_WINDOW_S)

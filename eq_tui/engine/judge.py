@@ -9,6 +9,8 @@ from eq_tui.engine.model import FailureClass, JobState, JobStatus
 from eq_tui.hosts.base import AttemptProbe
 from eq_tui.manifest.model import Manifest
 
+LAUNCH_GRACE_S = 45.0  # a `launching` attempt with no trace after this long never started
+
 
 @dataclass(frozen=True)
 class Running:
@@ -108,7 +110,7 @@ def verdict_for_exit(job: JobState, exited: Exited, manifest: Manifest, *, now: 
 
 
 def verdict_for_lost(job: JobState) -> Verdict:
-    if job.lost_requeues < 1:
+    if job.lost_count < 1:
         return Verdict(JobStatus.PENDING, str(FailureClass.LOST),
                        "session vanished with no exit record; requeued once")
     return Verdict(JobStatus.STUCK, str(FailureClass.LOST),

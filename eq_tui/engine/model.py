@@ -17,10 +17,30 @@ class JobStatus(StrEnum):
     KILLED = "killed"
     BLOCKED = "blocked"
 
+    @property
+    def is_active(self) -> bool:
+        """It holds (or is about to hold) a session and its GPUs."""
+        return self in ACTIVE
+
+    @property
+    def is_finished(self) -> bool:
+        """Nothing more happens to it without a person (or it completed)."""
+        return self in FINISHED
+
+    @property
+    def is_waiting(self) -> bool:
+        """It waits for a GPU: never launched yet, or an OOM retry."""
+        return self in WAITING
+
+    @property
+    def needs_person(self) -> bool:
+        return self in NEEDS_PERSON
+
 
 ACTIVE = frozenset({JobStatus.LAUNCHING, JobStatus.RUNNING})
-FINISHED = frozenset({JobStatus.COMPLETED, JobStatus.STUCK, JobStatus.KILLED, JobStatus.BLOCKED})
+WAITING = frozenset({JobStatus.PENDING, JobStatus.FAILED_OOM})
 NEEDS_PERSON = frozenset({JobStatus.STUCK, JobStatus.KILLED, JobStatus.BLOCKED})
+FINISHED = NEEDS_PERSON | {JobStatus.COMPLETED}
 
 
 class FailureClass(StrEnum):
@@ -37,6 +57,7 @@ class FailureClass(StrEnum):
     DEPENDENCY = "dependency"
     KILLED = "killed"
     LAUNCH_FAILED = "launch_failed"
+    REQUEUED = "requeued"  # a person requeued a running attempt
 
 
 @dataclass
@@ -72,21 +93,18 @@ class Attempt:
 
 @dataclass
 class JobState:
+    """A job and its attempts. Where it runs, its log and its times are its current attempt's:
+    they are read from `history`, never copied."""
+
     id: str
     phase: str
     cmd: str
     status: JobStatus = JobStatus.PENDING
     attempts: int = 0  # launches so far
-    host: str | None = None
-    gpus: list[int] = field(default_factory=list)
-    started: float | None = None
-    ended: float | None = None
-    log: str | None = None
     failure: Failure | None = None
     history: list[Attempt] = field(default_factory=list)
     retry_at: float | None = None  # failed_oom / delayed retry: not before this time
     reason: str | None = None  # why it waits (unmet precondition, dependency, ...)
-    lost_requeues: int = 0
     retries_by_class: dict[str, int] = field(default_factory=dict)
     exited_seen_at: float | None = None  # when we first saw its exit record with the session alive
     last_line: str = ""
@@ -95,10 +113,45 @@ class JobState:
     def current(self) -> Attempt | None:
         return self.history[-1] if self.history else None
 
+    @property
+    def host(self) -> str | None:
+        """The current attempt's host; None before the first launch or when the current
+        attempt's session never started."""
+        current = self.current
+        return current.host if current is not None and current.launched else None
+
+    @property
+    def gpus(self) -> list[int]:
+        current = self.current
+        return list(current.gpus) if current is not None and current.launched else []
+
+    @property
+    def log(self) -> str | None:
+        current = self.current
+        return current.log if current is not None else None
+
+    @property
+    def started(self) -> float | None:
+        current = self.current
+        return current.start if current is not None else None
+
+    @property
+    def ended(self) -> float | None:
+        current = self.current
+        return current.end if current is not None else None
+
+    @property
+    def lost_count(self) -> int:
+        """Attempts whose session vanished with no exit record."""
+        return self.retries_by_class.get(FailureClass.LOST, 0)
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["status"] = str(self.status)
         data["failure"] = self.failure.to_json() if self.failure else None
+        # front ends and the state file read these flat; they are derived on the way out
+        data.update(host=self.host, gpus=self.gpus, log=self.log, started=self.started,
+                    ended=self.ended)
         return data
 
     @classmethod
@@ -110,16 +163,10 @@ class JobState:
             cmd=data["cmd"],
             status=JobStatus(data["status"]),
             attempts=int(data.get("attempts", 0)),
-            host=data.get("host"),
-            gpus=list(data.get("gpus") or []),
-            started=data.get("started"),
-            ended=data.get("ended"),
-            log=data.get("log"),
             failure=Failure.from_json(data.get("failure")),
             history=history,
             retry_at=data.get("retry_at"),
             reason=data.get("reason"),
-            lost_requeues=int(data.get("lost_requeues", 0)),
             retries_by_class=dict(data.get("retries_by_class") or {}),
             exited_seen_at=data.get("exited_seen_at"),
             last_line=str(data.get("last_line") or ""),

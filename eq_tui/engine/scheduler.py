@@ -10,12 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from eq_tui.engine.model import ACTIVE, JobState, JobStatus
-from eq_tui.manifest.model import JobSpec, Manifest
-
-_FAILED = frozenset({JobStatus.STUCK, JobStatus.KILLED, JobStatus.BLOCKED})
-_ENDED = _FAILED | {JobStatus.COMPLETED}
-_WAITING = frozenset({JobStatus.PENDING, JobStatus.FAILED_OOM})
+from eq_tui.engine.model import JobState, JobStatus
+from eq_tui.manifest.model import Manifest
 
 
 @dataclass(frozen=True)
@@ -77,10 +73,10 @@ def _summarise(jobs: Sequence[JobState], phases: frozenset[str]) -> dict[str, _P
         summary = summaries.get(job.phase)
         if summary is None:
             continue
-        if job.status in _FAILED:
+        if job.status.needs_person:
             if summary.first_failed is None:
                 summary.first_failed = job
-        elif job.status not in _ENDED:
+        elif not job.status.is_finished:
             summary.unfinished = True
     return summaries
 
@@ -112,7 +108,7 @@ def gpu_holders(jobs: Sequence[JobState]) -> dict[tuple[str, int], str]:
     """(host, gpu) -> job id, for every job of ours that still holds a GPU."""
     held: dict[tuple[str, int], str] = {}
     for job in jobs:
-        if job.status in ACTIVE and job.host is not None:
+        if job.status.is_active and job.host is not None:
             for gpu in job.gpus:
                 held[(job.host, gpu)] = job.id
     return held
@@ -147,17 +143,6 @@ def _is_due(job: JobState, now: float) -> bool:
     return False
 
 
-_specs_cache: tuple[Manifest, dict[str, JobSpec]] | None = None
-
-
-def _specs(manifest: Manifest) -> dict[str, JobSpec]:
-    """Job specs by id, built once per manifest (the engine decides with the same one)."""
-    global _specs_cache
-    if _specs_cache is None or _specs_cache[0] is not manifest:
-        _specs_cache = (manifest, {spec.id: spec for spec in manifest.jobs})
-    return _specs_cache[1]
-
-
 def decide(
     manifest: Manifest,
     jobs: Sequence[JobState],
@@ -183,9 +168,9 @@ def decide(
     active: list[JobState] = []
     for job in jobs:
         status = job.status
-        if status in _WAITING:
+        if status.is_waiting:
             waiting.append(job)
-        elif status in ACTIVE:
+        elif status.is_active:
             active.append(job)
     gates = _gates(manifest, _summarise(jobs, dependencies))
     blocked_phases = {name: gate.blocked_reason for name, gate in gates.items()
@@ -211,7 +196,7 @@ def decide(
     if capacity == 0:
         return decision
 
-    specs = _specs(manifest)
+    specs = manifest.job_specs
     lookahead = max(4, 2 * capacity)
     for job in waiting:
         if capacity == 0 or lookahead == 0:

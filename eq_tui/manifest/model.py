@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 Launcher = Literal["screen", "tmux"]
@@ -110,6 +111,15 @@ class Manifest:
     retry_delay_s: float = 30.0  # for port_in_use and other "retry after a delay" classes
     phases: tuple[PhaseSpec, ...] = (PhaseSpec(name=DEFAULT_PHASE),)
     jobs: tuple[JobSpec, ...] = ()
+
+    @cached_property
+    def job_specs(self) -> dict[str, JobSpec]:
+        """Job specs by id (built once: a manifest never changes)."""
+        return {spec.id: spec for spec in self.jobs}
+
+    @cached_property
+    def host_specs(self) -> dict[str, HostSpec]:
+        return {spec.name: spec for spec in self.hosts}
 
     def phase(self, name: str) -> PhaseSpec:
         for phase in self.phases:

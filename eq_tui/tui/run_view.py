@@ -10,42 +10,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from eq_tui.engine.events import (
-    Alert,
-    Event,
-    HostProbed,
-    HostStateChanged,
-    JobUpdated,
-    QueueFinished,
-    QueuePaused,
-)
+from eq_tui.engine import Event, JobRecord, ProjectState
 from eq_tui.tui.progress import Progress, completed_duration, estimate
 from eq_tui.tui.rows import row_key
 
 MAX_ALERTS = 50
-ACTIVE = frozenset({"launching", "running"})
-Job = dict[str, Any]
-
-
-@dataclass
-class ProjectView:
-    project: str
-    run_dir: str = ""
-    paused: bool = False
-    started_at: float | None = None
-    finished: bool = False
-    exit_code: int | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
-    jobs: dict[str, Job] = field(default_factory=dict)
-    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    @property
-    def max_attempts(self) -> int:
-        return int(self.settings.get("max_attempts") or 1)
-
-    @property
-    def threshold_mib(self) -> int:
-        return int(self.settings.get("threshold_mib") or 0)
+Job = JobRecord
+ProjectView = ProjectState  # the engine's reducer holds each project's picture
 
 
 @dataclass
@@ -78,103 +49,37 @@ class RunView:
     # ---- loading ---------------------------------------------------------------------------
 
     def load_snapshot(self, snapshot: Mapping[str, Any]) -> None:
-        project = str(snapshot.get("project", ""))
-        view = ProjectView(
-            project=project, run_dir=str(snapshot.get("run_dir", "")),
-            paused=bool(snapshot.get("paused")), started_at=snapshot.get("started_at"),
-            finished=bool(snapshot.get("finished")), exit_code=snapshot.get("exit_code"),
-            settings=dict(snapshot.get("settings") or {}))
-        old = self.projects.get(project)
+        view = ProjectState.from_snapshot(snapshot)
+        old = self.projects.get(view.project)
         if old is not None:
             for job_id, job in old.jobs.items():
-                self._unindex(row_key(project, job_id), job)
-        self.projects[project] = view
-        for job in snapshot.get("jobs") or []:
-            view.jobs[str(job["id"])] = dict(job)
-            self._index(row_key(project, str(job["id"])), job)
-        for host in snapshot.get("hosts") or []:
-            view.hosts[str(host["name"])] = dict(host)
-        for alert in snapshot.get("alerts") or []:
-            self.alerts.append(dict(alert))
+                self._unindex(row_key(view.project, job_id), job)
+        self.projects[view.project] = view
+        for job_id, job in view.jobs.items():
+            self._index(row_key(view.project, job_id), job)
+        self.alerts.extend(view.alerts)
 
     # ---- events ----------------------------------------------------------------------------
 
     def apply(self, event: Event) -> Changes:
-        changes = Changes()
+        """Fold one event in (the engine's reducer) and say which rows, hosts and header
+        parts changed."""
         view = self.projects.get(event.project)
         if view is None:
-            view = self.projects[event.project] = ProjectView(project=event.project)
-        if isinstance(event, JobUpdated):
-            key = row_key(event.project, event.job)
-            old = view.jobs.get(event.job)
+            view = self.projects[event.project] = ProjectState(project=event.project)
+        applied = view.apply(event)
+        changes = Changes(header=applied.header)
+        for job_id, old in applied.jobs.items():
+            key = row_key(event.project, job_id)
             if old is not None:
                 self._unindex(key, old)
-            view.jobs[event.job] = dict(event.state)
-            self._index(key, event.state)
+            self._index(key, view.jobs[job_id])
             changes.jobs.add(key)
-            changes.header = True
-            changes.hosts |= self._move_gpu_holder(view, event.job, old, event.state)
-        elif isinstance(event, HostProbed):
-            host = view.hosts.setdefault(event.host, {"name": event.host, "state": "connecting",
-                                                      "reason": "", "gpus": []})
-            host["rtt_s"] = event.rtt_s
-            if event.ok:
-                host["gpus"] = [dict(g) for g in event.gpus]
-                host["nodes"] = [dict(n) for n in event.nodes]
-            elif event.error:
-                host["reason"] = event.error
-            changes.hosts.add(row_key(event.project, event.host))
-        elif isinstance(event, HostStateChanged):
-            host = view.hosts.setdefault(event.host, {"name": event.host, "gpus": []})
-            host["state"] = event.state
-            host["reason"] = event.reason
-            changes.hosts.add(row_key(event.project, event.host))
-        elif isinstance(event, QueuePaused):
-            view.paused = event.paused
-            changes.header = True
-        elif isinstance(event, QueueFinished):
-            view.finished = True
-            view.exit_code = event.exit_code
-            changes.header = True
-            counts = ", ".join(f"{status} {n}" for status, n in event.counts.items())
-            alert = {"project": event.project, "at": event.at,
-                     "level": "info" if event.exit_code == 0 else "warning",
-                     "message": f"queue finished (exit {event.exit_code}): {counts}"}
-            self.alerts.append(alert)
-            changes.alerts.append(alert)
-        elif isinstance(event, Alert):
-            alert = event.to_json()
-            self.alerts.append(alert)
-            changes.alerts.append(alert)
+        changes.hosts = {row_key(event.project, host) for host in applied.hosts}
+        if applied.alert is not None:
+            self.alerts.append(applied.alert)
+            changes.alerts.append(applied.alert)
         return changes
-
-    @staticmethod
-    def _move_gpu_holder(view: ProjectView, job_id: str, old: Mapping[str, Any] | None,
-                         new: Mapping[str, Any]) -> set[str]:
-        """Show a launch or an exit on the GPU at once, not at the next probe (which has the
-        last word on memory, settling and other processes)."""
-        touched: set[str] = set()
-
-        def gpus_of(job: Mapping[str, Any] | None) -> set[tuple[str, int]]:
-            if not job or job.get("status") not in ACTIVE or not job.get("host"):
-                return set()
-            return {(str(job["host"]), int(g)) for g in job.get("gpus") or []}
-
-        before, after = gpus_of(old), gpus_of(new)
-        for host_name, index in before ^ after:
-            host = view.hosts.get(host_name)
-            for gpu in (host or {}).get("gpus") or []:
-                if gpu.get("index") != index:
-                    continue
-                if (host_name, index) in after:
-                    gpu.update(job=job_id, other=False, settling=False)
-                elif gpu.get("job") == job_id:
-                    # its memory drains until the next probe says otherwise
-                    used = gpu.get("memory_used_mib")
-                    gpu.update(job=None, settling=used is not None
-                               and used >= view.threshold_mib)
-                touched.add(row_key(view.project, host_name))
-        return touched
 
     # ---- reading ---------------------------------------------------------------------------
 

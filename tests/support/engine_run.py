@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eq_tui.engine.control import serve_control
 from eq_tui.engine.engine import Engine
 from eq_tui.engine.events import Event
 from eq_tui.hosts.factory import make_hosts, sim_state_dir
@@ -88,7 +89,7 @@ class EngineRun:
 
 
 async def start_engine(manifest: Manifest, run_dir: Path, *, poll: float = 0.2,
-                       exit_when_done: bool = True) -> EngineRun:
+                       exit_when_done: bool = True, control: bool = True) -> EngineRun:
     engine = Engine(manifest, run_dir, make_hosts(manifest, run_dir), poll=poll,
                     exit_when_done=exit_when_done)
     run = EngineRun(engine=engine, manifest=manifest, run_dir=run_dir)
@@ -99,6 +100,8 @@ async def start_engine(manifest: Manifest, run_dir: Path, *, poll: float = 0.2,
             run.events.append(await queue.get())
 
     await engine.start()
+    if control:
+        await serve_control(engine, run_dir)
     collector = asyncio.create_task(collect())
     run.task = asyncio.create_task(engine.run())
 

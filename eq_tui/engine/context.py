@@ -1,0 +1,67 @@
+"""What every part of the engine shares: the manifest, the hosts, the clock, the bus, the
+ledger, and the run's own fields that are not jobs (token, pause, quarantine)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from eq_tui.engine.bus import Bus
+from eq_tui.engine.host_record import HostRecord
+from eq_tui.engine.launchvars import substitute
+from eq_tui.engine.ledger import Ledger
+from eq_tui.engine.store import RunDir
+from eq_tui.manifest.model import JobSpec, Manifest
+
+_SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
+
+
+def shell_path(path: str) -> str:
+    """A path for command text: bare when it needs no quoting (it may sit inside quotes the
+    manifest's args rendering added), quoted otherwise."""
+    return path if _SAFE_PATH.fullmatch(path) else shlex.quote(path)
+
+
+def output_pattern(spec: JobSpec, run_dir: str) -> str | None:
+    """The job's output_check glob with its launch-time variables filled in."""
+    if not spec.output_check:
+        return None
+    return substitute(spec.output_check, run_dir=run_dir, job_id=spec.id)
+
+
+@dataclass
+class RunContext:
+    manifest: Manifest
+    run_dir: RunDir
+    hosts: dict[str, HostRecord]
+    clock: Callable[[], float]
+    bus: Bus
+    ledger: Ledger
+    token: str
+    created: float
+    started_at: float
+    paused: bool = False
+
+    @property
+    def project(self) -> str:
+        return self.manifest.project
+
+    def run_dir_value(self) -> str:
+        return str(self.run_dir.path.resolve())
+
+    def cwd_for(self, host: str) -> str | None:
+        if self.manifest.cwd:
+            return self.manifest.cwd
+        record = self.hosts.get(host)
+        if record is not None and record.kind in ("local", "sim"):
+            return str(Path(self.manifest.source).resolve().parent)
+        return None
+
+    def output_pattern(self, spec: JobSpec) -> str | None:
+        return output_pattern(spec, self.run_dir_value())
+
+    def stopped_hosts(self) -> dict[str, str]:
+        return {name: r.stopped for name, r in self.hosts.items() if r.stopped is not None}

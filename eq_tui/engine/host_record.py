@@ -1,0 +1,47 @@
+"""What the engine knows about each host: the link, the last probe, and what it decided about
+the host (GPUs quarantined, launching stopped). One record per host instead of a dict each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from eq_tui.hosts.base import Host, HostSnapshot
+from eq_tui.manifest.model import HostSpec
+
+LinkState = str  # "connecting" | "up" | "down"
+
+
+@dataclass
+class HostLink:
+    state: LinkState
+    since: float
+    reason: str = ""
+    rtt_s: float | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "reason": self.reason, "since": self.since,
+                "rtt_s": self.rtt_s}
+
+
+@dataclass
+class HostRecord:
+    name: str
+    host: Host
+    spec: HostSpec | None
+    link: HostLink
+    snapshot: HostSnapshot | None = None
+    probes: int = 0  # probe round trips asked, for tests and benchmarks
+    log_root: str | None = None
+    output_scanned: bool = False  # its first probe checked pending jobs' outputs
+    quarantined: set[int] = field(default_factory=set)
+    stopped: str | None = None  # why nothing launches there (disk full, preflight), if so
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind if self.spec else "local"
+
+    @property
+    def allowed(self) -> frozenset[int] | None:
+        return frozenset(self.spec.gpus) if self.spec and self.spec.gpus is not None else None

@@ -1,0 +1,186 @@
+"""The jobs and every change to them. Only the ledger mutates a job's status, its attempts and
+its record; every change is published (JobUpdated, JobStateChanged) and marked for writing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from eq_tui.engine.bus import Bus
+from eq_tui.engine.events import JobStateChanged, JobUpdated
+from eq_tui.engine.model import Attempt, Failure, JobState, JobStatus
+from eq_tui.errors import RunDirError
+from eq_tui.hosts.base import AttemptRef, PathCheck
+from eq_tui.manifest.model import JobSpec, Manifest
+
+ReleaseHook = Callable[[str, list[int], float], None]
+OutputPattern = Callable[[JobSpec], str | None]
+
+
+class Ledger:
+    def __init__(self, manifest: Manifest, bus: Bus, clock: Callable[[], float], *,
+                 on_release: ReleaseHook, output_pattern: OutputPattern) -> None:
+        self.manifest = manifest
+        self.bus = bus
+        self.clock = clock
+        self.jobs: dict[str, JobState] = {}
+        self.retired: list[dict[str, Any]] = []  # jobs removed from the manifest, for history
+        self.unsaved = False
+        self.changed_ids: dict[str, None] = {}  # jobs changed since the last write, in order
+        self._on_release = on_release
+        self._output_pattern = output_pattern
+        self._version = 0  # counts job changes; what is built from the jobs keys on it
+        self._attempts_cache: tuple[tuple[int, int, int], dict[str, list[AttemptRef]]] | None \
+            = None
+        self._output_checks_cache: tuple[tuple[int, int, int], list[PathCheck]] | None = None
+
+    @property
+    def project(self) -> str:
+        return self.manifest.project
+
+    # ---- changes ---------------------------------------------------------------------------
+
+    def changed(self, job: JobState) -> None:
+        """Every change to a job ends here: it is what gets the job written to disk."""
+        self.unsaved = True
+        self.changed_ids[job.id] = None
+        self._version += 1
+        self.bus.publish(JobUpdated(project=self.project, at=self.clock(), job=job.id,
+                                    state=job.to_json()))
+
+    def set_status(self, job: JobState, new: JobStatus, *, failure_class: str | None = None,
+                   detail: str = "") -> None:
+        old = job.status
+        now = self.clock()
+        if old.is_active and not new.is_active and job.host is not None:
+            self._on_release(job.host, job.gpus, now)
+        job.status = new
+        if new == JobStatus.COMPLETED:
+            job.failure = None
+            job.reason = None
+        if failure_class is not None:
+            job.failure = Failure(failure_class, detail)
+        current = job.current
+        self.bus.publish(JobStateChanged(
+            project=self.project, at=now, job=job.id, old=str(old), new=str(new),
+            host=job.host, gpus=tuple(job.gpus), attempt=current.n if current else 0,
+            failure_class=failure_class, detail=detail))
+        self.changed(job)
+
+    def begin_attempt(self, job: JobState, *, n: int, host: str, gpus: list[int], session: str,
+                      attempt_dir: str, decided_at: float, replayed: bool = False) -> Attempt:
+        """A new attempt, recorded as `launching` (the caller writes it to disk before any
+        session starts). `replayed`: restored from the journal, which already holds its
+        `launching` line, so none is written again."""
+        attempt = Attempt(n=n, host=host, gpus=list(gpus), session=session,
+                          attempt_dir=attempt_dir, log=f"{attempt_dir}/log",
+                          decided_at=decided_at)
+        job.history.append(attempt)
+        job.attempts += 1
+        job.retry_at = None
+        job.reason = None
+        job.last_line = ""
+        job.exited_seen_at = None
+        if replayed:
+            job.status = JobStatus.LAUNCHING
+            self.changed(job)
+        else:
+            self.set_status(job, JobStatus.LAUNCHING)
+        return attempt
+
+    # ---- loading ---------------------------------------------------------------------------
+
+    def restore(self, saved: dict[str, Any], source: str) -> None:
+        self.retired = list(saved.get("retired") or [])
+        for raw in saved.get("jobs", []):
+            try:
+                job = JobState.from_json(raw)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise RunDirError(f"{source}: a job record is unreadable ({exc!r}); fix or "
+                                  "move the file") from None
+            self.jobs[job.id] = job
+
+    def reconcile(self) -> None:
+        """New jobs are added, changed commands of unfinished jobs take effect next attempt,
+        jobs gone from the manifest are retired unless still running."""
+        ordered: dict[str, JobState] = {}
+        for spec in self.manifest.jobs:
+            job = self.jobs.pop(spec.id, None)
+            if job is None:
+                job = JobState(id=spec.id, phase=spec.phase, cmd=spec.cmd)
+            else:
+                if job.cmd != spec.cmd and job.status != JobStatus.COMPLETED:
+                    self.bus.alert("info", f"{spec.id}: command changed; the next attempt uses "
+                                   f"`{spec.cmd}` (was `{job.cmd}`)", job=spec.id)
+                    job.cmd = spec.cmd
+                job.phase = spec.phase
+            ordered[spec.id] = job
+        for job in self.jobs.values():
+            if job.status.is_active:
+                self.bus.alert("warning", f"{job.id} is no longer in the manifest; it keeps "
+                               "running and is watched until it ends", job=job.id)
+                ordered[job.id] = job
+            else:
+                self.retired.append(job.to_json())
+        self.jobs = ordered
+        self._version += 1
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    def all_finished(self) -> bool:
+        return all(job.status.is_finished for job in self.jobs.values())
+
+    def _key(self) -> tuple[int, int, int]:
+        return (self._version, id(self.jobs), len(self.jobs))
+
+    def attempts_by_host(self) -> dict[str, list[AttemptRef]]:
+        """The attempts each host's probe asks about: one pass over the jobs per change of
+        them (not one per host per tick)."""
+        key = self._key()
+        if self._attempts_cache is None or self._attempts_cache[0] != key:
+            by_host: dict[str, list[AttemptRef]] = {}
+            for job in self.jobs.values():
+                current = job.current
+                if not job.status.is_active or job.host is None or current is None:
+                    continue
+                spec = self.manifest.job_specs.get(job.id)
+                by_host.setdefault(job.host, []).append(AttemptRef(
+                    key=job.id, session=current.session, attempt_dir=current.attempt_dir,
+                    output_check=self._output_pattern(spec) if spec else None))
+            self._attempts_cache = (key, by_host)
+        return self._attempts_cache[1]
+
+    def pending_output_checks(self) -> list[PathCheck]:
+        key = self._key()
+        if self._output_checks_cache is None or self._output_checks_cache[0] != key:
+            checks = []
+            for job in self.jobs.values():
+                if not job.status.is_waiting:
+                    continue
+                spec = self.manifest.job_specs.get(job.id)
+                pattern = self._output_pattern(spec) if spec else None
+                if pattern:
+                    checks.append(PathCheck(job.id, pattern))
+            self._output_checks_cache = (key, checks)
+        return self._output_checks_cache[1]
+
+    def held_gpus(self) -> dict[tuple[str, int], str]:
+        """(host, gpu) -> job id for every GPU a job of ours holds (from the attempt index)."""
+        return {(host, gpu): ref.key for host, refs in self.attempts_by_host().items()
+                for ref in refs if ref.key in self.jobs for gpu in self.jobs[ref.key].gpus}
+
+    def any_job_due(self, now: float) -> bool:
+        for job in self.jobs.values():
+            if job.status == JobStatus.PENDING and (job.retry_at is None or job.retry_at <= now):
+                return True
+            if job.status == JobStatus.FAILED_OOM and job.retry_at is not None \
+                    and job.retry_at <= now:
+                return True
+        return False
+
+    def next_retry(self, now: float) -> float | None:
+        """When the earliest OOM retry still ahead comes due."""
+        retries = [job.retry_at for job in self.jobs.values()
+                   if job.status == JobStatus.FAILED_OOM and job.retry_at is not None
+                   and job.retry_at > now]
+        return min(retries) if retries else None

@@ -1,0 +1,133 @@
+"""The run's state on disk: queue_state.json (whole, or the changed jobs through the store's
+journal), restoring it, replaying launches only the event journal knows of, and summary.md."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from eq_tui.engine.context import RunContext
+from eq_tui.engine.model import JobState, JobStatus
+from eq_tui.engine.naming import attempt_dir, session_name
+from eq_tui.engine.store import STATE_VERSION
+from eq_tui.engine.summary import render_summary
+from eq_tui.errors import HostError
+
+
+class Persistence:
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.finished = False  # the queue has finished (set by the engine)
+        self._persisted_whole = False
+        self._finish_persisted = False
+
+    # ---- writing ---------------------------------------------------------------------------
+
+    def fields(self) -> dict[str, Any]:
+        """The state file's top-level fields: all but the jobs."""
+        ctx = self.ctx
+        return {
+            "version": STATE_VERSION,
+            "project": ctx.project,
+            "token": ctx.token,
+            "created": ctx.created,
+            "updated": ctx.clock(),
+            "paused": ctx.paused,
+            "quarantine": {name: sorted(r.quarantined) for name, r in ctx.hosts.items()
+                           if r.quarantined},
+            "stopped_hosts": ctx.stopped_hosts(),
+            "retired": ctx.ledger.retired,
+        }
+
+    def state_json(self) -> dict[str, Any]:
+        jobs = self.ctx.ledger.jobs
+        return {**self.fields(), "jobs": [job.to_json() for job in jobs.values()]}
+
+    def due(self) -> bool:
+        """Something to write: a change not on disk yet, or journal lines old enough that
+        queue_state.json should take them in (so it stays current while nothing changes)."""
+        return self.ctx.ledger.unsaved or self.ctx.run_dir.state.compaction_due()
+
+    def persist(self, *, whole: bool = False) -> None:
+        """Write the state: whole the first time and when the queue finishes; otherwise the
+        top-level fields and the records of the jobs that changed (the store journals them
+        when the state is large). Jobs are serialised now, not when they changed, so every
+        change made since is in."""
+        ledger = self.ctx.ledger
+        at_finish = self.finished and not self._finish_persisted
+        if whole or at_finish or not self._persisted_whole:
+            self.ctx.run_dir.save_state(self.state_json())
+            self._persisted_whole = True
+        else:
+            self.ctx.run_dir.save_changes(self.fields(), [
+                ledger.jobs[job_id].to_json() for job_id in ledger.changed_ids
+                if job_id in ledger.jobs])
+        self._finish_persisted = self.finished
+        ledger.changed_ids.clear()
+        ledger.unsaved = False
+
+    # ---- reading back ----------------------------------------------------------------------
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        ctx = self.ctx
+        ctx.token = str(saved.get("token") or ctx.token)
+        ctx.created = float(saved.get("created") or ctx.created)
+        ctx.paused = bool(saved.get("paused", False))
+        for name, gpus in (saved.get("quarantine") or {}).items():
+            if name in ctx.hosts:
+                ctx.hosts[name].quarantined = set(gpus)
+        for name, why in (saved.get("stopped_hosts") or {}).items():
+            if name in ctx.hosts:
+                ctx.hosts[name].stopped = str(why)
+        ctx.ledger.restore(saved, str(ctx.run_dir.state_file))
+
+    async def replay_launches(self, saved_at: float) -> None:
+        """Launches the journal (events.jsonl) knows of but the loaded state does not — it was
+        recovered from the previous copy — are restored as `launching` attempts, so the probe
+        adopts or judges them and nothing is launched twice."""
+        ctx = self.ctx
+        for event in ctx.run_dir.read_events(since=saved_at - 1.0):
+            if event.get("type") != "job_state_changed" or event.get("new") != "launching":
+                continue
+            job = ctx.ledger.jobs.get(str(event.get("job")))
+            host = event.get("host")
+            n = int(event.get("attempt") or 0)
+            if job is None or host not in ctx.hosts or n <= len(job.history):
+                continue
+            try:
+                root = await ctx.hosts[host].host.log_root(ctx.project, ctx.token)
+            except HostError:
+                root = None
+            if root is None:
+                continue
+            ctx.ledger.begin_attempt(
+                job, n=n, host=host, gpus=list(event.get("gpus") or []),
+                session=session_name(ctx.project, ctx.token, job.id, n),
+                attempt_dir=attempt_dir(root, job.id, n),
+                decided_at=float(event.get("at") or 0.0), replayed=True)
+            ctx.bus.alert("warning", f"{job.id}: attempt {n} on {host} was missing from the "
+                          "state file; restored from the event journal", host=host, job=job.id)
+
+    # ---- summary ---------------------------------------------------------------------------
+
+    async def write_summary(self) -> None:
+        ctx = self.ctx
+        jobs = list(ctx.ledger.jobs.values())
+        tails: dict[str, list[str]] = {}
+        needing = [j for j in jobs if j.status in (JobStatus.STUCK, JobStatus.KILLED)
+                   and j.current is not None]
+
+        async def fetch(job: JobState) -> None:
+            current = job.current
+            record = ctx.hosts.get(current.host) if current else None
+            if record is None or current is None:
+                return
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(10):
+                    tails[job.id] = await record.host.tail(current.attempt_dir, 8)
+
+        await asyncio.gather(*(fetch(job) for job in needing[:50]))
+        text = render_summary(ctx.project, jobs, started=ctx.created, ended=ctx.clock(),
+                              log_tails=tails)
+        ctx.run_dir.write_summary(text)
