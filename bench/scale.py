@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eq_tui.engine.model import JobState, JobStatus
+from eq_tui.engine.model import Attempt, JobState, JobStatus
 from eq_tui.engine.scheduler import GpuView, HostView, decide
 from eq_tui.manifest.model import JobSpec, Manifest
 
@@ -47,7 +47,8 @@ def scenario(n_jobs: int, *, busy: bool = False) -> tuple[Manifest, list[JobStat
             job.status = JobStatus.COMPLETED
         elif running < HOSTS * GPUS - 8:  # all but 8 GPUs busy: the scheduler has work to do
             job.status = JobStatus.RUNNING
-            job.host, job.gpus = f"h{running // GPUS}", [running % GPUS]
+            job.history.append(Attempt(n=1, host=f"h{running // GPUS}", gpus=[running % GPUS],
+                                       session=f"s{i}", attempt_dir=f"/d/{i}", log=f"/d/{i}/log"))
             running += 1
     used = 20_000 if busy else 0
     hosts = [HostView(name=f"h{h}", usable=True,
@@ -111,7 +112,7 @@ def engine_figures(n_jobs: int, ticks: int) -> dict[str, Any]:
         whole = await written(engine, [f"j{i}" for i in range(200, 200 + CHANGED)])
         state.small_bytes = small_bytes
         start = time.perf_counter()
-        engine._persist(whole=True)
+        engine.persistence.persist(whole=True)
         whole_write_ms = (time.perf_counter() - start) * 1000
         await engine.stop()
         await engine.run()

@@ -117,13 +117,15 @@ class JobState:
     def host(self) -> str | None:
         """The current attempt's host; None before the first launch or when the current
         attempt's session never started."""
-        current = self.current
-        return current.host if current is not None and current.launched else None
+        if not self.history:
+            return None
+        current = self.history[-1]
+        return current.host if current.launched else None
 
     @property
     def gpus(self) -> list[int]:
         current = self.current
-        return list(current.gpus) if current is not None and current.launched else []
+        return current.gpus if current is not None and current.launched else []
 
     @property
     def log(self) -> str | None:

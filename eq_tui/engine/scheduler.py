@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from eq_tui.engine.model import JobState, JobStatus
+from eq_tui.engine.model import ACTIVE, FINISHED, NEEDS_PERSON, WAITING, JobState, JobStatus
 from eq_tui.manifest.model import Manifest
 
 
@@ -73,10 +73,10 @@ def _summarise(jobs: Sequence[JobState], phases: frozenset[str]) -> dict[str, _P
         summary = summaries.get(job.phase)
         if summary is None:
             continue
-        if job.status.needs_person:
+        if job.status in NEEDS_PERSON:
             if summary.first_failed is None:
                 summary.first_failed = job
-        elif not job.status.is_finished:
+        elif job.status not in FINISHED:
             summary.unfinished = True
     return summaries
 
@@ -108,7 +108,7 @@ def gpu_holders(jobs: Sequence[JobState]) -> dict[tuple[str, int], str]:
     """(host, gpu) -> job id, for every job of ours that still holds a GPU."""
     held: dict[tuple[str, int], str] = {}
     for job in jobs:
-        if job.status.is_active and job.host is not None:
+        if job.status in ACTIVE and job.host is not None:
             for gpu in job.gpus:
                 held[(job.host, gpu)] = job.id
     return held
@@ -168,9 +168,9 @@ def decide(
     active: list[JobState] = []
     for job in jobs:
         status = job.status
-        if status.is_waiting:
+        if status in WAITING:  # the sets, not the predicates: this loop sees every job
             waiting.append(job)
-        elif status.is_active:
+        elif status in ACTIVE:
             active.append(job)
     gates = _gates(manifest, _summarise(jobs, dependencies))
     blocked_phases = {name: gate.blocked_reason for name, gate in gates.items()

@@ -19,7 +19,7 @@ from eq_tui.engine.events import (
     QueuePaused,
 )
 from eq_tui.engine.gpu_view import holds_memory
-from eq_tui.engine.model import JobStatus
+from eq_tui.engine.model import ACTIVE
 
 MAX_ALERTS = 200
 
@@ -146,6 +146,6 @@ class ProjectState:
 
 
 def _gpus_held(job: Mapping[str, Any] | None) -> set[tuple[str, int]]:
-    if not job or not JobStatus(job.get("status", "pending")).is_active or not job.get("host"):
+    if not job or job.get("status") not in ACTIVE or not job.get("host"):
         return set()
     return {(str(job["host"]), int(g)) for g in job.get("gpus") or []}
