@@ -17,7 +17,7 @@ from eq_tui.cli import main
 from eq_tui.hosts.base import AttemptRef, ProbeRequest
 from eq_tui.hosts.gpu_csv import parse_apps, parse_gpus
 from eq_tui.hosts.logclean import clean_text
-from eq_tui.hosts.shell_host import parse_probe
+from eq_tui.hosts.shell_protocol import parse_probe
 
 EXAMPLES = int(os.environ.get("EQ_HYPOTHESIS_EXAMPLES", "200"))
 FAST = settings(max_examples=EXAMPLES, deadline=None,
