@@ -13,7 +13,6 @@ every NODES_EVERY_S.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -278,7 +277,8 @@ class SlurmHost:
         await self.runner.close()
 
 
-def make_slurm_host(spec: HostSpec, local_log_dir: str) -> SlurmHost:
+def make_slurm_host(spec: HostSpec, local_log_dir: str, *,
+                    ssh_config: str | None = None) -> SlurmHost:
     """A local Slurm client writes attempt logs under the run dir (a shared filesystem on a
     real cluster); through a login node they go under $HOME/.eq-tui like any ssh host."""
     assert spec.slurm is not None
@@ -291,8 +291,7 @@ def make_slurm_host(spec: HostSpec, local_log_dir: str) -> SlurmHost:
     else:
         from eq_tui.hosts.ssh import SshRunner
 
-        runner = SshRunner(spec.name, spec.slurm.ssh,
-                           config_path=os.environ.get("EQ_TUI_SSH_CONFIG"))
+        runner = SshRunner(spec.name, spec.slurm.ssh, config_path=ssh_config)
         log_dir = spec.log_dir
     slots = spec.gpus if spec.gpus is not None else range(spec.max_parallel)
     return SlurmHost(spec.name, runner, spec.slurm, slots=slots, log_dir=log_dir)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import shlex
 import time
@@ -38,9 +37,6 @@ class HostLinkState:
 
 
 def default_ssh_config() -> str | None:
-    explicit = os.environ.get("EQ_TUI_SSH_CONFIG")
-    if explicit:
-        return explicit
     home_config = Path.home() / ".ssh" / "config"
     return str(home_config) if home_config.is_file() else None
 
