@@ -1,7 +1,8 @@
 """A Host that runs the package's POSIX sh snippets through any CommandRunner (local or ssh).
 
 Everything variable reaches the scripts as positional arguments or on stdin, never inside the
-script text; the remote side needs only sh, screen or tmux, and nvidia-smi.
+script text (the format is shell_protocol.py's); the remote side needs only sh, screen or
+tmux, and nvidia-smi.
 """
 
 from __future__ import annotations
