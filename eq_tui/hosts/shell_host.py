@@ -49,7 +49,6 @@ class ShellHost:
         self.query_gpus = query_gpus and gpu_reader is None
         self.gpu_reader = gpu_reader
         self._home: str | None = None
-        self.probes_sent = 0
 
     async def _run(self, name: str, args: list[str], *, stdin: bytes = b"",
                    timeout: float | None = 30.0) -> tuple[int, bytes, bytes]:
@@ -83,7 +82,6 @@ class ShellHost:
         taken_at = time.time()
         try:
             stdin = probe_stdin(request)
-            self.probes_sent += 1
             code, out, err = await self._run("probe.sh", args, stdin=stdin,
                                              timeout=PROBE_TIMEOUT_S)
         except HostError as exc:

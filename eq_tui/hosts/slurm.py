@@ -102,7 +102,6 @@ class SlurmHost:
         self.name_prefix = name_prefix
         # The attempt-file side (log root, tail) is exactly a shell host's.
         self._files = ShellHost(name, runner, log_dir=log_dir, query_gpus=False)
-        self.submissions = 0
         self.lookups = 0
         self._clock = clock
         self.nodes_every_s = NODES_EVERY_S
@@ -239,7 +238,6 @@ class SlurmHost:
         stdin = launch_stdin(files_request)
         args = [request.session, request.attempt_dir,
                 *sbatch_options(self.spec, max(1, len(request.gpus)))]
-        self.submissions += 1
         result = await self.runner.run(script("slurm_submit.sh"), args, stdin=stdin, timeout=60)
         if result.returncode != 0:
             message = result.stderr.decode(errors="replace").strip()
