@@ -236,10 +236,11 @@ def engine_latencies(run_dir: Path, slots: list[Slot]) -> dict[str, float]:
             "decision_to_start_p95_s": percentile(decision_to_start, 0.95)}
 
 
-async def run_engine(manifest_path: Path, run_dir: Path, poll: float, watch: bool) -> Engine:
+async def run_engine(manifest_path: Path, run_dir: Path, poll: float, watch: bool,
+                     ssh_config: str) -> Engine:
     manifest = load_manifest(str(manifest_path))
-    engine = Engine(manifest, run_dir, make_hosts(manifest, run_dir), poll=poll,
-                    exit_when_done=True, watch=watch)
+    hosts = make_hosts(manifest, run_dir, ssh_config=ssh_config)
+    engine = Engine(manifest, run_dir, hosts, poll=poll, exit_when_done=True, watch=watch)
     await engine.start()
     await engine.run()
     return engine
@@ -248,8 +249,6 @@ async def run_engine(manifest_path: Path, run_dir: Path, poll: float, watch: boo
 def run_sweep(config: SweepConfig) -> dict[str, Any]:
     bed = SshBed.create([(f"g{i:02d}", GPUS_PER_HOST, 24576, "NVIDIA L40S (sim)")
                          for i in range(config.hosts)])
-    previous_config = os.environ.get("EQ_TUI_SSH_CONFIG")
-    os.environ["EQ_TUI_SSH_CONFIG"] = str(bed.ssh_config)
     try:
         work = bed.work / "bench"
         work.mkdir()
@@ -260,7 +259,7 @@ def run_sweep(config: SweepConfig) -> dict[str, Any]:
             started = time.monotonic()
             machine_before, engine_before = machine_cpu_s(), engine_cpu_s()
             engine = asyncio.run(run_engine(path, Path(scratch) / "run", config.poll,
-                                            config.watch))
+                                            config.watch, str(bed.ssh_config)))
             wall = time.monotonic() - started
             machine_cpu = machine_cpu_s() - machine_before
             engine_cpu = engine_cpu_s() - engine_before
@@ -269,10 +268,6 @@ def run_sweep(config: SweepConfig) -> dict[str, Any]:
         probes_server = {name: len(host.commands("probe.sh")) for name, host in bed.hosts.items()}
     finally:
         bed.close()
-        if previous_config is None:
-            os.environ.pop("EQ_TUI_SSH_CONFIG", None)
-        else:
-            os.environ["EQ_TUI_SSH_CONFIG"] = previous_config
     gaps = reuse_gaps(slots)
     t0 = min(s.start for s in slots)
     makespan = max(s.released for s in slots) - t0

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -65,7 +64,8 @@ def manifest_for(bed: SshBed, names: list[str], jobs: int) -> str:
 async def tick_times(bed: SshBed, names: list[str], rounds: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as scratch:
         manifest = load_manifest_text(manifest_for(bed, names, 200), f"{scratch}/m.yaml")
-        engine = Engine(manifest, Path(scratch) / "run", make_hosts(manifest, Path(scratch)))
+        hosts = make_hosts(manifest, Path(scratch), ssh_config=str(bed.ssh_config))
+        engine = Engine(manifest, Path(scratch) / "run", hosts)
         await engine.start(preflight=False)
         try:
             await engine.tick()  # launches 2 per host
@@ -87,7 +87,6 @@ async def tick_times(bed: SshBed, names: list[str], rounds: int) -> dict[str, fl
 async def main_async(rounds: int) -> dict[str, object]:
     specs = [(f"h{i:02d}", 8, 81920, "NVIDIA H100 80GB (sim)") for i in range(16)]
     bed = SshBed.create(specs)
-    os.environ["EQ_TUI_SSH_CONFIG"] = str(bed.ssh_config)
     try:
         rtts = await probe_rtts(bed, rounds)
         names = sorted(bed.hosts)

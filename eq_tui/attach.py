@@ -77,7 +77,7 @@ def _local_source(run_dir: Path) -> str | None:
     return str(source) if source else None
 
 
-def _not_running_here(run_dir: Path) -> RunDirError:
+def _not_running_here(run_dir: Path, config_path: str | None) -> RunDirError:
     from eq_tui.status import load_jobs
 
     if not (run_dir / "queue_state.json").exists():
@@ -93,7 +93,7 @@ def _not_running_here(run_dir: Path) -> RunDirError:
     def start() -> None:
         from eq_tui.detach import start_detached
 
-        start_detached([source], [run_dir], None)
+        start_detached([source], [run_dir], None, ssh_config=config_path)
 
     return EngineNotRunning(
         f"no engine is running for {run_dir} ({left} of {len(jobs)} jobs not finished); "
@@ -103,11 +103,11 @@ def _not_running_here(run_dir: Path) -> RunDirError:
         "Start it now in the background?", start)
 
 
-async def _attach_local(run_dir: Path, theme: str | None) -> int:
+async def _attach_local(run_dir: Path, theme: str | None, config_path: str | None) -> int:
     try:
         client = await ControlClient.connect(run_dir)
     except (OSError, ConnectionError, RuntimeError):
-        raise _not_running_here(run_dir) from None
+        raise _not_running_here(run_dir, config_path) from None
     return await run_attached(client, where=str(run_dir), theme=theme)
 
 
@@ -173,7 +173,7 @@ def attach(where: str, *, theme: str | None = None, resume: bool = False,
     def once() -> int:
         if target is not None:
             return asyncio.run(_attach_remote(target, theme, config_path))
-        return asyncio.run(_attach_local(Path(where), theme))
+        return asyncio.run(_attach_local(Path(where), theme, config_path))
 
     try:
         return once()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -180,14 +179,11 @@ def _check_options(options: argparse.Namespace) -> None:
                              "--detach (and without --dry-run)")
     if options.poll is not None and not options.poll > 0:
         raise UsageError(f"--poll must be a positive number of seconds, not {options.poll}")
-    if options.ssh_config:
-        if not Path(options.ssh_config).is_file():
-            raise UsageError(f"--ssh-config {options.ssh_config}: no such file")
-        os.environ["EQ_TUI_SSH_CONFIG"] = str(Path(options.ssh_config).resolve())
 
 
 def _run(options: argparse.Namespace) -> int:
     _check_options(options)
+    ssh_config = _ssh_config(options.ssh_config or None)
     from eq_tui.engine.store import archive_run_dir, default_run_dir
     from eq_tui.manifest.loader import load_manifest
 
@@ -206,11 +202,12 @@ def _run(options: argparse.Namespace) -> int:
                              f"{options.on} each project gets ~/.eq-tui/runs/<project>/")
         return start_on_host(options.on, [(Path(m.source), m.project) for m in manifests],
                              run_dir=options.run_dir, poll=options.poll, fresh=options.fresh,
-                             config_path=_ssh_config(options.ssh_config))
+                             config_path=ssh_config)
     if options.dry_run:
         from eq_tui.plan import print_plan
 
-        return asyncio.run(print_plan(manifests, run_dirs, as_json=options.json))
+        return asyncio.run(print_plan(manifests, run_dirs, as_json=options.json,
+                                      ssh_config=ssh_config))
     if options.fresh:
         for run_dir in run_dirs:
             _refuse_if_locked(run_dir)
@@ -222,8 +219,8 @@ def _run(options: argparse.Namespace) -> int:
 
         for run_dir in run_dirs:
             _refuse_if_locked(run_dir)
-        return start_detached(options.manifests, run_dirs, options.poll)
-    return asyncio.run(_run_engines(options, manifests, run_dirs))
+        return start_detached(options.manifests, run_dirs, options.poll, ssh_config=ssh_config)
+    return asyncio.run(_run_engines(options, manifests, run_dirs, ssh_config))
 
 
 def _refuse_if_locked(run_dir: Path) -> None:
@@ -236,7 +233,8 @@ def _refuse_if_locked(run_dir: Path) -> None:
     probe.release_lock()
 
 
-async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: list[Path]) -> int:
+async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: list[Path],
+                       ssh_config: str | None) -> int:
     from eq_tui.engine.control import serve_control
     from eq_tui.engine.engine import Engine
     from eq_tui.hosts.factory import make_hosts
@@ -245,7 +243,7 @@ async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: l
     try:
         for manifest, run_dir in zip(manifests, run_dirs, strict=True):
             poll = options.poll or manifest.poll or 2.0
-            hosts = make_hosts(manifest, run_dir)
+            hosts = make_hosts(manifest, run_dir, ssh_config=ssh_config)
             engine = Engine(manifest, run_dir, hosts, poll=poll, exit_when_done=options.no_ui)
             await engine.start()
             engines.append(engine)

@@ -16,10 +16,13 @@ from eq_tui.errors import RunDirError
 HEALTHY_WITHIN_S = 60.0
 
 
-def engine_command(manifest: str, run_dir: Path, poll: float | None) -> list[str]:
+def engine_command(manifest: str, run_dir: Path, poll: float | None,
+                   ssh_config: str | None = None) -> list[str]:
     command = [sys.executable, "-m", "eq_tui", manifest, "--no-ui", "--run-dir", str(run_dir)]
     if poll is not None:
         command += ["--poll", str(poll)]
+    if ssh_config is not None:
+        command += ["--ssh-config", ssh_config]
     return command
 
 
@@ -45,14 +48,15 @@ def _log_tail(path: Path, lines: int = 15) -> str:
         return "(no engine log)"
 
 
-def start_detached(manifests: list[str], run_dirs: list[Path], poll: float | None) -> int:
+def start_detached(manifests: list[str], run_dirs: list[Path], poll: float | None, *,
+                   ssh_config: str | None = None) -> int:
     for manifest, run_dir in zip(manifests, run_dirs, strict=True):
         run_dir.mkdir(parents=True, exist_ok=True)
         log = run_dir / "engine.log"
         with open(log, "ab") as out:
             process = subprocess.Popen(
-                engine_command(manifest, run_dir, poll), stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True, cwd=os.getcwd())
+                engine_command(manifest, run_dir, poll, ssh_config), stdin=subprocess.DEVNULL,
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=os.getcwd())
         if not asyncio.run(_wait_healthy(process, run_dir)):
             code = process.poll()
             if code is None:

@@ -31,21 +31,19 @@ def first_wave(manifest: Manifest) -> dict[str, str]:
     return {x.job_id: f"{x.host}:{','.join(map(str, x.gpus))}" for x in decision.launches}
 
 
-async def _preflight(manifest: Manifest) -> list[PreflightFinding]:
-    from eq_tui.hosts.factory import make_hosts
+async def _preflight(manifest: Manifest, ssh_config: str | None) -> list[PreflightFinding]:
+    from eq_tui.hosts.factory import job_cwd, make_hosts
 
     findings: list[PreflightFinding] = []
     with tempfile.TemporaryDirectory(prefix="eq-tui-dryrun-") as scratch:
-        hosts = make_hosts(manifest, Path(scratch))
+        hosts = make_hosts(manifest, Path(scratch), ssh_config=ssh_config)
         try:
             for name, host in hosts.items():
                 spec = next(h for h in manifest.hosts if h.name == name)
-                cwd = manifest.cwd or (str(Path(manifest.source).resolve().parent)
-                                       if spec.kind in ("local", "sim") else None)
                 try:
                     findings += await host.preflight(PreflightRequest(
-                        cwd=cwd, conda=manifest.conda, conda_hook=manifest.conda_hook,
-                        launcher=manifest.launcher))
+                        cwd=job_cwd(spec, manifest), conda=manifest.conda,
+                        conda_hook=manifest.conda_hook, launcher=manifest.launcher))
                 except Exception as exc:
                     findings.append(PreflightFinding(host=name, check="connection", ok=False,
                                                      detail=str(exc)))
@@ -56,11 +54,11 @@ async def _preflight(manifest: Manifest) -> list[PreflightFinding]:
 
 
 async def print_plan(manifests: list[Manifest], run_dirs: list[Path], *,
-                     as_json: bool = False) -> int:
+                     as_json: bool = False, ssh_config: str | None = None) -> int:
     failed = False
     for manifest, run_dir in zip(manifests, run_dirs, strict=True):
         placement = first_wave(manifest)
-        findings = await _preflight(manifest)
+        findings = await _preflight(manifest, ssh_config)
         failed = failed or any(not f.ok for f in findings)
         if as_json:
             print(json.dumps({

@@ -10,14 +10,14 @@ import contextlib
 import io
 import os
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from eq_tui.cli import main
 from eq_tui.hosts.base import AttemptRef, ProbeRequest
 from eq_tui.hosts.gpu_csv import parse_apps, parse_gpus
 from eq_tui.hosts.logclean import clean_text
-from eq_tui.hosts.shell_host import parse_probe
+from eq_tui.hosts.shell_protocol import parse_probe
 
 EXAMPLES = int(os.environ.get("EQ_HYPOTHESIS_EXAMPLES", "200"))
 FAST = settings(max_examples=EXAMPLES, deadline=None,
@@ -49,6 +49,7 @@ csv_cell = st.one_of(st.integers(-5, 100000).map(str), st.sampled_from(
 
 @FAST
 @given(st.lists(st.lists(csv_cell, max_size=8).map(", ".join), max_size=6).map("\n".join))
+@example("INF, 0, 0\nnan, 1e999, -inf")
 def test_odd_nvidia_smi_csv_never_raises(text: str) -> None:
     gpus, warnings = parse_gpus(text)
     apps, app_warnings = parse_apps(text)

@@ -25,7 +25,7 @@ from eq_tui.errors import HostError
 from eq_tui.hosts.base import AttemptProbe, AttemptRef, ProbeRequest
 from eq_tui.hosts.local import LocalRunner
 from eq_tui.hosts.runner import CommandResult
-from eq_tui.hosts.shell_host import script
+from eq_tui.hosts.shell_protocol import script
 from eq_tui.hosts.slurm import EXIT_RECORD_GRACE_S, NODES_EVERY_S, SlurmHost, sbatch_options
 from eq_tui.hosts.slurm_parse import (
     SlurmJob,

@@ -6,6 +6,9 @@ import asyncio
 import json
 import secrets
 import shutil
+import subprocess
+import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -151,11 +154,11 @@ def write_manifest(bed: SshBed, tmp_path: Path, *, epochs: int, oom: str) -> Pat
 
 
 async def test_two_hosts_run_a_phased_sweep_with_one_probe_per_host_per_tick(
-        bed: SshBed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EQ_TUI_SSH_CONFIG", str(bed.ssh_config))
+        bed: SshBed, tmp_path: Path) -> None:
     manifest = load_manifest(write_manifest(bed, tmp_path, epochs=3, oom="1"))
     before = {name: len(host.commands("probe.sh")) for name, host in bed.hosts.items()}
-    run = await start_engine(manifest, tmp_path / "run", poll=0.3)
+    run = await start_engine(manifest, tmp_path / "run", poll=0.3,
+                             ssh_config=str(bed.ssh_config))
     assert run.task is not None
     code = await asyncio.wait_for(run.task, 120)
     assert code == 0
@@ -173,10 +176,10 @@ async def test_two_hosts_run_a_phased_sweep_with_one_probe_per_host_per_tick(
 
 
 async def test_a_host_that_goes_down_keeps_its_jobs_and_is_reconciled(
-        bed: SshBed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EQ_TUI_SSH_CONFIG", str(bed.ssh_config))
+        bed: SshBed, tmp_path: Path) -> None:
     manifest = load_manifest(write_manifest(bed, tmp_path, epochs=15, oom="0"))
-    run = await start_engine(manifest, tmp_path / "run", poll=0.3)
+    run = await start_engine(manifest, tmp_path / "run", poll=0.3,
+                             ssh_config=str(bed.ssh_config))
     try:
         await run.wait_for(lambda: any(j.host == "beta" and str(j.status) == "running"
                                        for j in run.engine.jobs.values()), timeout=60)
@@ -206,6 +209,51 @@ async def test_a_host_that_goes_down_keeps_its_jobs_and_is_reconciled(
         launched = [a for a in job["history"] if a["launched"]]
         assert len(launched) == 1, job  # nothing launched twice
     assert all(j["status"] == "completed" for j in state["jobs"])
+
+
+ONE_JOB = """\
+project: {project}
+cwd: {work}
+hosts: [{{name: alpha, ssh: alpha, log_dir: {work}/logs}}]
+jobs: [{{id: one, cmd: "fake-train --epochs 1 --epoch-seconds 0.1 --mem 100"}}]
+"""
+
+
+def one_job_manifest(bed: SshBed, tmp_path: Path, project: str) -> Path:
+    work = bed.work / tmp_path.name
+    work.mkdir()
+    shutil.chown(work, "eqtest", "eqtest")
+    path = tmp_path / "one.yaml"
+    path.write_text(ONE_JOB.format(project=project, work=work))
+    return path
+
+
+def eq(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "eq_tui", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_ssh_config_reaches_the_hosts_of_a_dry_run(bed: SshBed, tmp_path: Path) -> None:
+    # `alpha` is an alias only the bed's ssh config knows: no config, no connection
+    result = eq(str(one_job_manifest(bed, tmp_path, "sshdry")), "--dry-run",
+                "--ssh-config", str(bed.ssh_config))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok   alpha: connection" in result.stdout
+
+
+def test_ssh_config_reaches_a_detached_engine(bed: SshBed, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    started = eq(str(one_job_manifest(bed, tmp_path, "sshdetach")), "--detach", "--poll", "0.3",
+                 "--run-dir", str(run_dir), "--ssh-config", str(bed.ssh_config))
+    assert started.returncode == 0, started.stderr
+    try:
+        deadline = time.monotonic() + 60
+        while json.loads(eq("status", str(run_dir), "--json").stdout)["counts"] \
+                != {"completed": 1}:
+            assert time.monotonic() < deadline, eq("status", str(run_dir)).stdout
+            time.sleep(0.2)
+    finally:
+        eq("stop", str(run_dir))
 
 
 async def test_preflight_names_the_host_and_what_is_missing(bed: SshBed) -> None:

@@ -7,13 +7,13 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from eq_tui.engine.bus import Bus
 from eq_tui.engine.host_record import HostRecord
 from eq_tui.engine.launchvars import substitute
 from eq_tui.engine.ledger import Ledger
 from eq_tui.engine.store import RunDir
+from eq_tui.hosts.factory import job_cwd
 from eq_tui.manifest.model import JobSpec, Manifest
 
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
@@ -53,12 +53,11 @@ class RunContext:
         return str(self.run_dir.path.resolve())
 
     def cwd_for(self, host: str) -> str | None:
-        if self.manifest.cwd:
-            return self.manifest.cwd
+        """Where a job runs on this host (the host factory knows each kind's default)."""
         record = self.hosts.get(host)
-        if record is not None and record.kind in ("local", "sim"):
-            return str(Path(self.manifest.source).resolve().parent)
-        return None
+        if record is None or record.spec is None:
+            return self.manifest.cwd
+        return job_cwd(record.spec, self.manifest)
 
     def output_pattern(self, spec: JobSpec) -> str | None:
         return output_pattern(spec, self.run_dir_value())

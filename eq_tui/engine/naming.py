@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
 import secrets
 
-ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]+")
+from eq_tui.manifest.ids import ID_PATTERN
 
 
 def validate_id(value: str, what: str = "id") -> str:

@@ -1,22 +1,17 @@
 """A Host that runs the package's POSIX sh snippets through any CommandRunner (local or ssh).
 
 Everything variable reaches the scripts as positional arguments or on stdin, never inside the
-script text; the remote side needs only sh, screen or tmux, and nvidia-smi.
+script text (the format is shell_protocol.py's); the remote side needs only sh, screen or
+tmux, and nvidia-smi.
 """
 
 from __future__ import annotations
 
-import re
-import secrets
-import shlex
 import time
 from collections.abc import Awaitable, Callable
-from functools import cache
-from importlib import resources
 
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import (
-    AttemptProbe,
     GpuProcess,
     GpuReading,
     HostSnapshot,
@@ -26,67 +21,21 @@ from eq_tui.hosts.base import (
     PreflightRequest,
     ProbeRequest,
 )
-from eq_tui.hosts.gpu_csv import parse_apps, parse_gpus
 from eq_tui.hosts.logclean import clean_line, clean_text
 from eq_tui.hosts.runner import CommandRunner, StreamingRunner
+from eq_tui.hosts.shell_protocol import (
+    PROBE_TIMEOUT_S,
+    check_field,
+    launch_stdin,
+    new_boundary,
+    parse_probe,
+    preconditions_stdin,
+    probe_stdin,
+    script,
+)
 from eq_tui.hosts.watch import WatchEnd, WatchEvent, WatchRequest, run_watch
 
 GpuReader = Callable[[], Awaitable[tuple[list[GpuReading], list[GpuProcess], list[str]]]]
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_FIELD_UNSAFE = re.compile(r"[\t\n\r]")
-PROBE_TIMEOUT_S = 30.0
-_INCLUDE = re.compile(r"^# eq-tui include: ([A-Za-z0-9_.]+)$", re.MULTILINE)
-
-
-@cache
-def script(name: str) -> str:
-    """A host script's text, each `# eq-tui include: NAME` line replaced by that script (pieces
-    two scripts share: the remote side gets one self-contained text per command)."""
-    text = (resources.files("eq_tui.hosts") / "scripts" / name).read_text(encoding="utf-8")
-    return _INCLUDE.sub(lambda match: script(match.group(1)), text)
-
-
-def launch_stdin(request: LaunchRequest) -> bytes:
-    """The request as launch.sh and slurm_submit.sh read it (_launch_request.sh): the number
-    of env lines, `export NAME='value'` lines, the command text, the end marker."""
-    env = dict(request.env)
-    env["EQ_CWD"] = request.cwd or ""
-    env["EQ_CONDA"] = request.conda or ""
-    env["EQ_CONDA_HOOK"] = request.conda_hook or ""
-    exports = []
-    for name, value in env.items():
-        if not _ENV_NAME.fullmatch(name):
-            raise HostError(f"environment variable name {name!r} is not valid")
-        exports.append(f"export {name}={shlex.quote(value)}\n")
-    text = "".join(exports)
-    return f"{text.count(chr(10))}\n{text}{request.cmd}\nEQ_LAUNCH_END\n".encode()
-
-
-def _field(value: str, what: str) -> str:
-    if _FIELD_UNSAFE.search(value):
-        raise HostError(f"{what} {value!r} contains a tab or newline")
-    return value
-
-
-def _hex_text(value: str) -> str:
-    try:
-        return bytes.fromhex(value).decode("utf-8", errors="replace")
-    except ValueError:
-        return ""
-
-
-def _float(value: str) -> float | None:
-    try:
-        return float(value)
-    except ValueError:
-        return None
-
-
-def _int(value: str) -> int | None:
-    try:
-        return int(value)
-    except ValueError:
-        return None
 
 
 class ShellHost:
@@ -100,7 +49,6 @@ class ShellHost:
         self.query_gpus = query_gpus and gpu_reader is None
         self.gpu_reader = gpu_reader
         self._home: str | None = None
-        self.probes_sent = 0
 
     async def _run(self, name: str, args: list[str], *, stdin: bytes = b"",
                    timeout: float | None = 30.0) -> tuple[int, bytes, bytes]:
@@ -121,32 +69,19 @@ class ShellHost:
             base = self.log_dir
             if base == "~" or base.startswith("~/"):
                 base = await self.home() + base[1:]
-            return _field(f"{base.rstrip('/')}/{project}-{token}", "log dir")
+            return check_field(f"{base.rstrip('/')}/{project}-{token}", "log dir")
         return f"{await self.home()}/.eq-tui/{project}-{token}/logs"
 
     # ---- probe -------------------------------------------------------------------------------
 
-    def _probe_stdin(self, request: ProbeRequest) -> bytes:
-        lines = []
-        for ref in request.attempts:
-            lines.append("\t".join(("A", _field(ref.key, "key"), _field(ref.session, "session"),
-                                    _field(ref.attempt_dir, "attempt dir"),
-                                    _field(ref.output_check or "-", "output_check"))))
-        for kind, checks in (("O", request.output_checks), ("P", request.preconditions)):
-            for check in checks:
-                lines.append("\t".join((kind, _field(check.key, "key"),
-                                        _field(check.pattern, "path"))))
-        return ("\n".join(lines) + "\n").encode() if lines else b""
-
     async def probe(self, request: ProbeRequest) -> HostSnapshot:
-        boundary = f"@@eq-{secrets.token_hex(8)}"
+        boundary = new_boundary()
         args = [request.cwd or "-", self.session_prefix, "1" if self.query_gpus else "0",
                 boundary]
         started = time.monotonic()
         taken_at = time.time()
         try:
-            stdin = self._probe_stdin(request)
-            self.probes_sent += 1
+            stdin = probe_stdin(request)
             code, out, err = await self._run("probe.sh", args, stdin=stdin,
                                              timeout=PROBE_TIMEOUT_S)
         except HostError as exc:
@@ -185,8 +120,8 @@ class ShellHost:
 
     async def launch(self, request: LaunchRequest) -> None:
         stdin = launch_stdin(request)
-        args = [request.launcher, _field(request.session, "session"),
-                _field(request.attempt_dir, "attempt dir")]
+        args = [request.launcher, check_field(request.session, "session"),
+                check_field(request.attempt_dir, "attempt dir")]
         code, _out, err = await self._run("launch.sh", args, stdin=stdin, timeout=40)
         if code != 0:
             message = err.decode(errors="replace").strip() or f"launch.sh exited {code}"
@@ -203,30 +138,13 @@ class ShellHost:
                                            timeout=15)
         return clean_text(out)
 
-    async def follow(self, attempt_dir: str, offset: int) -> tuple[int, list[str]]:
-        """New log lines since byte `offset`; returns the new offset (follow mode)."""
-        _code, out, _err = await self._run("tail.sh", [attempt_dir, "0", str(max(0, offset))],
-                                           timeout=15)
-        head, _, rest = out.partition(b"\n")
-        size = _int(head.decode(errors="replace").strip())
-        if size is None:
-            return offset, []
-        if size < offset:  # the log was replaced: start over
-            return 0, []
-        # only whole lines: a partial last line is read again next time
-        complete, newline, _partial = rest.rpartition(b"\n")
-        if not newline:
-            return offset, []
-        return offset + len(complete) + 1, clean_text(complete + b"\n")
-
     # ---- preflight ---------------------------------------------------------------------------
 
     async def preflight(self, request: PreflightRequest) -> list[PreflightFinding]:
         args = [request.cwd or "-", request.launcher, "1" if self.query_gpus else "0",
                 request.conda or "-", request.conda_hook or "-"]
         try:
-            stdin = "".join(f"P\t{_field(check.key, 'key')}\t{_field(check.pattern, 'path')}\n"
-                            for check in request.preconditions).encode()
+            stdin = preconditions_stdin(request.preconditions)
             code, out, err = await self._run("preflight.sh", args, stdin=stdin, timeout=60)
         except HostError as exc:
             return [PreflightFinding(self.name, "connection", False, str(exc))]
@@ -255,90 +173,3 @@ class ShellHost:
     async def close(self) -> None:
         await self.runner.close()
 
-
-def parse_probe(host: str, text: str, boundary: str, request: ProbeRequest, *,
-                taken_at: float, rtt_s: float | None) -> HostSnapshot:
-    """Turn probe.sh output into a snapshot; anything cut off or garbled gives ok=False."""
-    sections: dict[str, list[str]] = {}
-    codes: dict[str, int | None] = {}
-    current: list[str] | None = None
-    ended = False
-    for line in text.split("\n"):
-        if line.startswith(boundary + " "):
-            name = line[len(boundary) + 1:].strip()
-            if name.endswith("_rc") or " " in name:
-                key, _, value = name.partition(" ")
-                codes[key] = _int(value)
-                current = None
-                continue
-            if name == "end":
-                ended = True
-                break
-            current = sections.setdefault(name, [])
-            continue
-        if current is not None:
-            current.append(line)
-    if not ended:
-        return HostSnapshot(host=host, ok=False, taken_at=taken_at,
-                            error="probe output was cut off")
-    warnings: list[str] = []
-    sessions = set()
-    for line in sections.get("sessions", []):
-        kind, _, ident = line.partition(" ")
-        if kind == "screen" and "." in ident:
-            sessions.add(ident.split(".", 1)[1])
-        elif kind == "tmux" and ident:
-            sessions.add(ident)
-    gpus: list[GpuReading] = []
-    processes: list[GpuProcess] = []
-    if "gpus" in sections:
-        gpu_text = "\n".join(sections["gpus"])
-        if codes.get("gpus_rc") not in (0, None):
-            first = next((ln for ln in sections["gpus"] if ln.strip()), "no output")
-            warnings.append(f"nvidia-smi failed (exit {codes.get('gpus_rc')}): {first[:200]}")
-        else:
-            gpus, gpu_warnings = parse_gpus(gpu_text)
-            warnings += gpu_warnings
-            if not gpus and not gpu_warnings:
-                warnings.append("nvidia-smi listed no GPUs")
-            if codes.get("apps_rc") == 0:
-                processes, app_warnings = parse_apps("\n".join(sections.get("apps", [])))
-                warnings += app_warnings
-    refs = {ref.key: ref for ref in request.attempts}
-    facts: dict[str, list[str]] = {}
-    tails: dict[str, str] = {}
-    last_lines: dict[str, str] = {}
-    output_checks: dict[str, bool] = {}
-    preconditions: dict[str, bool] = {}
-    for line in sections.get("requests", []):
-        parts = line.split("\t")
-        if parts[0] == "A" and len(parts) == 9:
-            facts[parts[1]] = parts
-        elif parts[0] == "T" and len(parts) == 3:
-            tails[parts[1]] = _hex_text(parts[2])
-        elif parts[0] == "L" and len(parts) == 3:
-            last_lines[parts[1]] = clean_line(_hex_text(parts[2]))
-        elif parts[0] == "O" and len(parts) == 3:
-            output_checks[parts[1]] = parts[2] == "1"
-        elif parts[0] == "P" and len(parts) == 3:
-            preconditions[parts[1]] = parts[2] == "1"
-    attempts: dict[str, AttemptProbe] = {}
-    for key, ref in refs.items():
-        fact = facts.get(key)
-        if fact is None:
-            return HostSnapshot(host=host, ok=False, taken_at=taken_at,
-                                error=f"probe returned nothing for {key}")
-        _, _, pid, alive, start, code, exited_at, size, out = fact
-        exit_code = _int(code) if code != "-" else None
-        attempts[key] = AttemptProbe(
-            key=key, session_alive=ref.session in sessions,
-            pid=_int(pid) if pid != "-" else None, pid_alive=alive == "1",
-            started=_float(start) if start != "-" else None, exit_code=exit_code,
-            exited_at=_float(exited_at) if exited_at != "-" else None,
-            log_size=_int(size) or 0,
-            output_ok=None if out == "-" else out == "1",
-            log_tail=tails.get(key, ""), last_line=last_lines.get(key, ""))
-    return HostSnapshot(host=host, ok=True, taken_at=taken_at, rtt_s=rtt_s, gpus=tuple(gpus),
-                        processes=tuple(processes), sessions=frozenset(sessions),
-                        attempts=attempts, output_checks=output_checks,
-                        preconditions=preconditions, warnings=tuple(warnings))

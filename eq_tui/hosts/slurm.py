@@ -13,8 +13,6 @@ every NODES_EVERY_S.
 
 from __future__ import annotations
 
-import os
-import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -32,12 +30,16 @@ from eq_tui.hosts.base import (
     ProbeRequest,
 )
 from eq_tui.hosts.runner import CommandRunner
-from eq_tui.hosts.shell_host import (
+from eq_tui.hosts.shell_host import ShellHost
+from eq_tui.hosts.shell_protocol import (
     PROBE_TIMEOUT_S,
-    ShellHost,
+    hex_lines,
     launch_stdin,
+    new_boundary,
     parse_probe,
+    probe_stdin,
     script,
+    split_sections,
 )
 from eq_tui.hosts.slurm_parse import (
     NodeGpus,
@@ -74,17 +76,6 @@ def sbatch_options(spec: SlurmSpec, gpus: int) -> list[str]:
     return [*options, *spec.sbatch_args]
 
 
-def _sections(text: str, boundary: str) -> dict[str, list[str]]:
-    sections: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in text.split("\n"):
-        if line.startswith(boundary + " "):
-            current = sections.setdefault(line[len(boundary) + 1:].strip(), [])
-        elif current is not None:
-            current.append(line)
-    return sections
-
-
 def _common_prefix(names: Sequence[str], default: str) -> str:
     """The job names' shared start (eq_<project>_<token>_ in practice): squeue output is
     filtered by it, so other jobs of the same user cost nothing."""
@@ -109,9 +100,8 @@ class SlurmHost:
         self.spec = spec
         self.slots = tuple(slots)
         self.name_prefix = name_prefix
-        # The attempt-file side (log root, tail, follow) is exactly a shell host's.
+        # The attempt-file side (log root, tail) is exactly a shell host's.
         self._files = ShellHost(name, runner, log_dir=log_dir, query_gpus=False)
-        self.submissions = 0
         self.lookups = 0
         self._clock = clock
         self.nodes_every_s = NODES_EVERY_S
@@ -132,7 +122,7 @@ class SlurmHost:
                      for i in self.slots)
 
     async def probe(self, request: ProbeRequest) -> HostSnapshot:
-        boundary = f"@@eq-{secrets.token_hex(8)}"
+        boundary = new_boundary()
         prefix = _common_prefix([ref.session for ref in request.attempts], self.name_prefix)
         list_nodes = (self._nodes_at is None
                       or self._clock() - self._nodes_at >= self.nodes_every_s)
@@ -143,28 +133,27 @@ class SlurmHost:
         try:
             result = await self.runner.run(
                 script("slurm_queue.sh") + "\n" + script("probe.sh"), args,
-                stdin=self._files._probe_stdin(request), timeout=PROBE_TIMEOUT_S)
+                stdin=probe_stdin(request), timeout=PROBE_TIMEOUT_S)
         except HostError as exc:
             return HostSnapshot(host=self.name, ok=False, taken_at=taken_at, error=str(exc))
         text = result.stdout.decode("utf-8", errors="replace")
-        sections = _sections(text, boundary)
-        if "slurm_rc 0" not in sections:  # the `BOUNDARY slurm_rc N` line, N = squeue's exit
-            detail = " ".join(line.strip() for line in sections.get("slurm", []) if line)
+        sections = split_sections(text, boundary)
+        if sections.codes.get("slurm_rc") != 0:  # the `BOUNDARY slurm_rc N` line: squeue's exit
+            detail = " ".join(line.strip() for line in sections.lines.get("slurm", []) if line)
             return HostSnapshot(host=self.name, ok=False, taken_at=taken_at,
                                 error=f"squeue failed: {detail[:300] or 'no answer'}")
         files = parse_probe(self.name, text, boundary, request, taken_at=taken_at,
                             rtt_s=time.monotonic() - started)
         if not files.ok:
             return files
-        queue = parse_squeue("\n".join(sections.get("slurm", [])), prefix)
-        if "nodes_rc 0" in sections:
-            self._nodes = tuple(parse_nodes("\n".join(sections.get("nodes", [])),
-                                            self.spec.partition))
+        queue = parse_squeue(sections.text("slurm"), prefix)
+        if sections.codes.get("nodes_rc") == 0:
+            self._nodes = tuple(parse_nodes(sections.text("nodes"), self.spec.partition))
             self._nodes_at = self._clock()
             self._nodes_error = None
-        elif "nodes" in sections:
+        elif "nodes" in sections.lines:
             # kept until a listing works, so the engine alerts once, not every refresh
-            detail = " ".join(line.strip() for line in sections["nodes"] if line.strip())
+            detail = " ".join(line.strip() for line in sections.lines["nodes"] if line.strip())
             self._nodes_error = f"node list unavailable: {detail[:200] or 'no answer'}"
             self._nodes_at = self._clock()
         sessions = {ref.key: ref.session for ref in request.attempts}
@@ -225,7 +214,7 @@ class SlurmHost:
         their log tails. Only runs when such an attempt exists (a second round trip).
         None when the lookup itself failed (cut off, host unreachable)."""
         self.lookups += 1
-        boundary = f"@@eq-{secrets.token_hex(8)}"
+        boundary = new_boundary()
         stdin = "".join(f"{key}\t{dirs[key]}\n" for key, _name in ended).encode()
         try:
             result = await self.runner.run(script("slurm_finished.sh"),
@@ -233,21 +222,13 @@ class SlurmHost:
                                            stdin=stdin, timeout=PROBE_TIMEOUT_S)
         except HostError:
             return None
-        sections = _sections(result.stdout.decode("utf-8", errors="replace"), boundary)
-        if "end" not in sections:
+        sections = split_sections(result.stdout.decode("utf-8", errors="replace"), boundary)
+        if not sections.ended:
             return None
         names = frozenset(name for _key, name in ended)
-        found = parse_scontrol_jobs("\n".join(sections.get("scontrol", [])), names)
-        found.update(parse_sacct("\n".join(sections.get("sacct", [])), names))
-        tails = {}
-        for line in sections.get("tails", []):
-            parts = line.split("\t")
-            if len(parts) == 3 and parts[0] == "T":
-                try:
-                    tails[parts[1]] = bytes.fromhex(parts[2]).decode("utf-8", errors="replace")
-                except ValueError:
-                    continue
-        return found, tails
+        found = parse_scontrol_jobs(sections.text("scontrol"), names)
+        found.update(parse_sacct(sections.text("sacct"), names))
+        return found, hex_lines(sections.lines.get("tails", []), "T")
 
     # ---- launch, kill, tail ----------------------------------------------------------------
 
@@ -257,7 +238,6 @@ class SlurmHost:
         stdin = launch_stdin(files_request)
         args = [request.session, request.attempt_dir,
                 *sbatch_options(self.spec, max(1, len(request.gpus)))]
-        self.submissions += 1
         result = await self.runner.run(script("slurm_submit.sh"), args, stdin=stdin, timeout=60)
         if result.returncode != 0:
             message = result.stderr.decode(errors="replace").strip()
@@ -272,9 +252,6 @@ class SlurmHost:
 
     async def tail(self, attempt_dir: str, lines: int) -> list[str]:
         return await self._files.tail(attempt_dir, lines)
-
-    async def follow(self, attempt_dir: str, offset: int) -> tuple[int, list[str]]:
-        return await self._files.follow(attempt_dir, offset)
 
     # ---- preflight ---------------------------------------------------------------------------
 
@@ -298,7 +275,8 @@ class SlurmHost:
         await self.runner.close()
 
 
-def make_slurm_host(spec: HostSpec, local_log_dir: str) -> SlurmHost:
+def make_slurm_host(spec: HostSpec, local_log_dir: str, *,
+                    ssh_config: str | None = None) -> SlurmHost:
     """A local Slurm client writes attempt logs under the run dir (a shared filesystem on a
     real cluster); through a login node they go under $HOME/.eq-tui like any ssh host."""
     assert spec.slurm is not None
@@ -311,8 +289,7 @@ def make_slurm_host(spec: HostSpec, local_log_dir: str) -> SlurmHost:
     else:
         from eq_tui.hosts.ssh import SshRunner
 
-        runner = SshRunner(spec.name, spec.slurm.ssh,
-                           config_path=os.environ.get("EQ_TUI_SSH_CONFIG"))
+        runner = SshRunner(spec.name, spec.slurm.ssh, config_path=ssh_config)
         log_dir = spec.log_dir
     slots = spec.gpus if spec.gpus is not None else range(spec.max_parallel)
     return SlurmHost(spec.name, runner, spec.slurm, slots=slots, log_dir=log_dir)

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
-import re
 import shlex
 import time
 from collections.abc import Callable, Sequence
@@ -24,8 +22,8 @@ import asyncssh
 
 from eq_tui.errors import HostError
 from eq_tui.hosts.runner import CommandResult, LineStream
+from eq_tui.manifest.ssh_target import FORMS, parse_ssh_target
 
-_TARGET = re.compile(r"(?:(?P<user>[^@\s]+)@)?(?P<host>[^@:\s]+)(?::(?P<port>\d+))?")
 BACKOFF_START_S = 0.5
 BACKOFF_MAX_S = 30.0
 REFUSED_RETRY_S = 60.0  # a refused host key is retried rarely: the user has to act first
@@ -39,9 +37,6 @@ class HostLinkState:
 
 
 def default_ssh_config() -> str | None:
-    explicit = os.environ.get("EQ_TUI_SSH_CONFIG")
-    if explicit:
-        return explicit
     home_config = Path.home() / ".ssh" / "config"
     return str(home_config) if home_config.is_file() else None
 
@@ -51,15 +46,14 @@ class SshRunner:
                  connect_timeout: float = 10.0, keepalive_interval: float = 15.0,
                  max_channels: int = 8,
                  on_state: Callable[[HostLinkState], None] | None = None) -> None:
-        match = _TARGET.fullmatch(target)
-        if match is None:
-            raise HostError(f"{host_label}: {target!r} is not an ssh alias or "
-                            "[user@]host[:port]")
+        parsed = parse_ssh_target(target)
+        if parsed is None:
+            raise HostError(f"{host_label}: {target!r} is not {FORMS}")
         self.label = host_label
         self.target = target
-        self._host = match["host"]
-        self._user = match["user"]
-        self._port = int(match["port"]) if match["port"] else None
+        self._host = parsed.host
+        self._user = parsed.user
+        self._port = parsed.port
         self.config_path = config_path or default_ssh_config()
         self.connect_timeout = connect_timeout
         self.keepalive_interval = keepalive_interval

@@ -8,9 +8,8 @@ from typing import Any
 from eq_tui.manifest import schema
 from eq_tui.manifest.model import HostSpec, SimulateSpec, SlurmSpec
 from eq_tui.manifest.schema import Context
+from eq_tui.manifest.ssh_target import FORMS, parse_ssh_target
 from eq_tui.manifest.yaml_lines import Path_
-
-_SSH_TARGET = re.compile(r"(?:([^@\s]+)@)?([^@:\s]+)(?::(\d+))?")
 
 
 def parse_hosts(ctx: Context, top: dict[str, Any]) -> tuple[HostSpec, ...]:
@@ -20,9 +19,9 @@ def parse_hosts(ctx: Context, top: dict[str, Any]) -> tuple[HostSpec, ...]:
         ctx.fail("give either 'ssh' (one host) or 'hosts' (a list), not both", ("hosts",))
     if "ssh" in top:
         target = _ssh_target(ctx, top["ssh"], ("ssh",))
-        match = _SSH_TARGET.fullmatch(target)
-        assert match is not None  # _ssh_target checked it
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", match.group(2)).strip("-") or "host"
+        parsed = parse_ssh_target(target)
+        assert parsed is not None  # _ssh_target checked it
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", parsed.host).strip("-") or "host"
         return (HostSpec(name=name, ssh=target, gpus=default_gpus,
                          max_parallel=default_parallel),)
     if "hosts" not in top:
@@ -67,8 +66,8 @@ def gpu_capacity(host: HostSpec) -> int | None:
 
 def _ssh_target(ctx: Context, value: Any, path: Path_) -> str:
     target = ctx.string(value, path)
-    if not _SSH_TARGET.fullmatch(target):
-        ctx.fail(f"{target!r} is not an ssh alias or [user@]host[:port]", path)
+    if parse_ssh_target(target) is None:
+        ctx.fail(f"{target!r} is not {FORMS}", path)
     return target
 
 

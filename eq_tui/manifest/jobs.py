@@ -25,6 +25,7 @@ from eq_tui.manifest.expand import (
     substitute,
     valid_arg_key,
 )
+from eq_tui.manifest.ids import ID_PATTERN
 from eq_tui.manifest.model import JobSpec, Precondition
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.yaml_lines import Path_
@@ -255,7 +256,7 @@ class JobMaker:
         else:
             raw_id = ctx.string(entry["id"], (*path, "id"), allow_numbers=True)
         job_id = self._sub(raw_id, variables, (*path, "id"), point)
-        if not schema.ID_PATTERN.fullmatch(job_id):
+        if not ID_PATTERN.fullmatch(job_id):
             where = f" (grid point {describe_point(point)})" if point else ""
             ctx.fail(f"job id {job_id!r}{where} may only use letters, digits, '_', '.', '-'",
                      (*path, "id") if "id" in entry else path)

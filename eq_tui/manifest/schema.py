@@ -7,8 +7,8 @@ import math
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
-from eq_tui.engine.naming import ID_PATTERN
 from eq_tui.errors import ManifestError
+from eq_tui.manifest.ids import ID_PATTERN
 from eq_tui.manifest.yaml_lines import Located, Path_
 
 TOP_KEYS = frozenset({

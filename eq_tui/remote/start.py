@@ -6,11 +6,11 @@ from __future__ import annotations
 import posixpath
 import shlex
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from eq_tui import __version__
 from eq_tui.errors import HostError, RunDirError
+from eq_tui.manifest.ssh_target import parse_ssh_target
 from eq_tui.remote.link import RemoteLink, RemoteRunDir
 from eq_tui.remote.target import RemoteTarget, command_line
 
@@ -41,20 +41,17 @@ exec "$eq" "$@" --detach --run-dir "$run"
 """
 
 
-@dataclass(frozen=True)
-class Started:
-    run_dir: str   # absolute, on the host
-
-
 def ssh_command(host: str, config_path: str | None) -> list[str]:
     """The OpenSSH command line that reaches `host` the way eq-tui does."""
     command = ["ssh"]
     if config_path:
         command += ["-F", config_path]
-    name, _, port = host.partition(":")
-    if port:
-        command += ["-p", port]
-    return [*command, name]
+    target = parse_ssh_target(host)
+    if target is None:  # checked on the command line already; ssh will say what is wrong
+        return [*command, host]
+    if target.port is not None:
+        command += ["-p", str(target.port)]
+    return [*command, target.login]
 
 
 async def find_eq_tui(link: RemoteLink, config_path: str | None) -> str:

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eq_tui.errors import UsageError
+from eq_tui.manifest.ssh_target import TARGET_PATTERN, parse_ssh_target
 
-# an ssh alias or user@host, optionally :port, then :RUN_DIR
-_REMOTE = re.compile(r"(?P<host>(?:[^@\s:/]+@)?[^@\s:/]+(?::\d+)?):(?P<run_dir>.+)", re.S)
-_HOST = re.compile(r"(?:[^@\s:/]+@)?[^@\s:/]+(?::\d+)?")
+# an ssh target (alias or [user@]host[:port]), then :RUN_DIR
+_REMOTE = re.compile(rf"(?P<target>{TARGET_PATTERN}):(?P<run_dir>.+)", re.S)
 
 
 @dataclass(frozen=True)
@@ -32,12 +32,12 @@ def parse_target(text: str) -> RemoteTarget | None:
     if match is None:
         return None
     # greedy: user@host:2222:/runs/x is host user@host:2222; box:7 is host box, run dir 7
-    return RemoteTarget(match["host"], match["run_dir"])
+    return RemoteTarget(match["target"], match["run_dir"])
 
 
 def check_host(host: str) -> str:
     """A `--on HOST` value, or a usage error that shows the accepted forms."""
-    if _HOST.fullmatch(host) is None:
+    if parse_ssh_target(host) is None:
         raise UsageError(f"--on {host!r}: give an ssh alias, host, user@host or "
                          "user@host:port")
     return host

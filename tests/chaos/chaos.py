@@ -263,12 +263,10 @@ def retry_fault_victims(manifest: Path, run_dir: Path, bed: SshBed) -> int:
     from eq_tui.hosts.factory import make_hosts
     from eq_tui.manifest.loader import load_manifest
 
-    os.environ["EQ_TUI_SSH_CONFIG"] = str(bed.ssh_config)
-
     async def go() -> int:
         loaded = load_manifest(manifest)
-        engine = Engine(loaded, run_dir, make_hosts(loaded, run_dir), poll=0.5,
-                        exit_when_done=True)
+        hosts = make_hosts(loaded, run_dir, ssh_config=str(bed.ssh_config))
+        engine = Engine(loaded, run_dir, hosts, poll=0.5, exit_when_done=True)
         await engine.start()
         victims = [j.id for j in engine.jobs.values() if str(j.status) == "stuck"
                    and j.failure is not None and j.failure.cls in FAULT_CLASSES]

@@ -1,0 +1,235 @@
+"""What eq-tui and its host scripts say to each other over stdin and stdout, for the shell
+(screen/tmux) and Slurm hosts alike.
+
+Requests go in on stdin as tab-separated lines, so every field is checked for tabs and
+newlines first. Answers come back in sections, each opened by a `BOUNDARY NAME` line (a random
+boundary per command, so no program's output can forge one); `BOUNDARY NAME_rc N` lines carry
+exit codes and `BOUNDARY end` says the output is complete. Log text crosses as hex, so no byte
+in a log can break a line apart.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shlex
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+
+from eq_tui.errors import HostError
+from eq_tui.hosts.base import (
+    AttemptProbe,
+    GpuProcess,
+    GpuReading,
+    HostSnapshot,
+    LaunchRequest,
+    PathCheck,
+    ProbeRequest,
+)
+from eq_tui.hosts.gpu_csv import parse_apps, parse_gpus
+from eq_tui.hosts.logclean import clean_line
+
+PROBE_TIMEOUT_S = 30.0
+_INCLUDE = re.compile(r"^# eq-tui include: ([A-Za-z0-9_.]+)$", re.MULTILINE)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_FIELD_UNSAFE = re.compile(r"[\t\n\r]")
+
+
+@cache
+def script(name: str) -> str:
+    """A host script's text, each `# eq-tui include: NAME` line replaced by that script (pieces
+    two scripts share: the remote side gets one self-contained text per command)."""
+    text = (resources.files("eq_tui.hosts") / "scripts" / name).read_text(encoding="utf-8")
+    return _INCLUDE.sub(lambda match: script(match.group(1)), text)
+
+
+def new_boundary() -> str:
+    return f"@@eq-{secrets.token_hex(8)}"
+
+
+# ---- requests ------------------------------------------------------------------------------
+
+def check_field(value: str, what: str) -> str:
+    """`value`, if it can travel as one field of a tab-separated line; else a HostError."""
+    if _FIELD_UNSAFE.search(value):
+        raise HostError(f"{what} {value!r} contains a tab or newline")
+    return value
+
+
+def probe_stdin(request: ProbeRequest) -> bytes:
+    """probe.sh's requests: `A` attempt lines, `O` output checks, `P` preconditions."""
+    lines = []
+    for ref in request.attempts:
+        lines.append("\t".join(("A", check_field(ref.key, "key"),
+                                check_field(ref.session, "session"),
+                                check_field(ref.attempt_dir, "attempt dir"),
+                                check_field(ref.output_check or "-", "output_check"))))
+    for kind, checks in (("O", request.output_checks), ("P", request.preconditions)):
+        lines += [_check_line(kind, check) for check in checks]
+    return ("\n".join(lines) + "\n").encode() if lines else b""
+
+
+def preconditions_stdin(checks: tuple[PathCheck, ...]) -> bytes:
+    """preflight.sh's requests: one `P` line per precondition."""
+    return "".join(_check_line("P", check) + "\n" for check in checks).encode()
+
+
+def _check_line(kind: str, check: PathCheck) -> str:
+    return "\t".join((kind, check_field(check.key, "key"), check_field(check.pattern, "path")))
+
+
+def launch_stdin(request: LaunchRequest) -> bytes:
+    """The request as launch.sh and slurm_submit.sh read it (_launch_request.sh): the number
+    of env lines, `export NAME='value'` lines, the command text, the end marker."""
+    env = dict(request.env)
+    env["EQ_CWD"] = request.cwd or ""
+    env["EQ_CONDA"] = request.conda or ""
+    env["EQ_CONDA_HOOK"] = request.conda_hook or ""
+    exports = []
+    for name, value in env.items():
+        if not _ENV_NAME.fullmatch(name):
+            raise HostError(f"environment variable name {name!r} is not valid")
+        exports.append(f"export {name}={shlex.quote(value)}\n")
+    text = "".join(exports)
+    return f"{text.count(chr(10))}\n{text}{request.cmd}\nEQ_LAUNCH_END\n".encode()
+
+
+# ---- answers -------------------------------------------------------------------------------
+
+@dataclass
+class Sections:
+    """A script's output split at its boundary lines."""
+
+    lines: dict[str, list[str]] = field(default_factory=dict)
+    codes: dict[str, int | None] = field(default_factory=dict)  # `NAME_rc N` lines
+    ended: bool = False  # the `end` line came: nothing was cut off
+
+    def text(self, name: str) -> str:
+        return "\n".join(self.lines.get(name, []))
+
+
+def split_sections(text: str, boundary: str) -> Sections:
+    sections = Sections()
+    current: list[str] | None = None
+    for line in text.split("\n"):
+        if line.startswith(boundary + " "):
+            name = line[len(boundary) + 1:].strip()
+            if name.endswith("_rc") or " " in name:
+                key, _, value = name.partition(" ")
+                sections.codes[key] = _int(value)
+                current = None
+            elif name == "end":
+                sections.ended = True
+                break
+            else:
+                current = sections.lines.setdefault(name, [])
+        elif current is not None:
+            current.append(line)
+    return sections
+
+
+def hex_text(value: str) -> str:
+    """Log bytes sent as hex, as text; "" for anything that is not hex."""
+    try:
+        return bytes.fromhex(value).decode("utf-8", errors="replace")
+    except ValueError:
+        return ""
+
+
+def hex_lines(lines: list[str], kind: str) -> dict[str, str]:
+    """`KIND<TAB>key<TAB>hex` lines (log tails `T`, last lines `L`) as key → text."""
+    found = {}
+    for line in lines:
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[0] == kind:
+            found[parts[1]] = hex_text(parts[2])
+    return found
+
+
+def _float(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _int(value: str) -> int | None:
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def parse_probe(host: str, text: str, boundary: str, request: ProbeRequest, *,
+                taken_at: float, rtt_s: float | None) -> HostSnapshot:
+    """Turn probe.sh output into a snapshot; anything cut off or garbled gives ok=False."""
+    sections = split_sections(text, boundary)
+    if not sections.ended:
+        return HostSnapshot(host=host, ok=False, taken_at=taken_at,
+                            error="probe output was cut off")
+    sessions = _sessions(sections.lines.get("sessions", []))
+    gpus, processes, warnings = _gpus(sections)
+    requests = sections.lines.get("requests", [])
+    facts: dict[str, list[str]] = {}
+    checks: dict[str, dict[str, bool]] = {"O": {}, "P": {}}
+    for line in requests:
+        parts = line.split("\t")
+        if parts[0] == "A" and len(parts) == 9:
+            facts[parts[1]] = parts
+        elif parts[0] in checks and len(parts) == 3:
+            checks[parts[0]][parts[1]] = parts[2] == "1"
+    tails = hex_lines(requests, "T")
+    last_lines = {key: clean_line(text) for key, text in hex_lines(requests, "L").items()}
+    attempts: dict[str, AttemptProbe] = {}
+    for ref in request.attempts:
+        fact = facts.get(ref.key)
+        if fact is None:
+            return HostSnapshot(host=host, ok=False, taken_at=taken_at,
+                                error=f"probe returned nothing for {ref.key}")
+        _, _, pid, alive, start, code, exited_at, size, out = fact
+        attempts[ref.key] = AttemptProbe(
+            key=ref.key, session_alive=ref.session in sessions,
+            pid=_int(pid) if pid != "-" else None, pid_alive=alive == "1",
+            started=_float(start) if start != "-" else None,
+            exit_code=_int(code) if code != "-" else None,
+            exited_at=_float(exited_at) if exited_at != "-" else None,
+            log_size=_int(size) or 0,
+            output_ok=None if out == "-" else out == "1",
+            log_tail=tails.get(ref.key, ""), last_line=last_lines.get(ref.key, ""))
+    return HostSnapshot(host=host, ok=True, taken_at=taken_at, rtt_s=rtt_s, gpus=tuple(gpus),
+                        processes=tuple(processes), sessions=frozenset(sessions),
+                        attempts=attempts, output_checks=checks["O"],
+                        preconditions=checks["P"], warnings=tuple(warnings))
+
+
+def _sessions(lines: list[str]) -> set[str]:
+    sessions = set()
+    for line in lines:
+        kind, _, ident = line.partition(" ")
+        if kind == "screen" and "." in ident:
+            sessions.add(ident.split(".", 1)[1])
+        elif kind == "tmux" and ident:
+            sessions.add(ident)
+    return sessions
+
+
+def _gpus(sections: Sections) -> tuple[list[GpuReading], list[GpuProcess], list[str]]:
+    warnings: list[str] = []
+    gpus: list[GpuReading] = []
+    processes: list[GpuProcess] = []
+    if "gpus" not in sections.lines:
+        return gpus, processes, warnings
+    code = sections.codes.get("gpus_rc")
+    if code not in (0, None):
+        first = next((ln for ln in sections.lines["gpus"] if ln.strip()), "no output")
+        warnings.append(f"nvidia-smi failed (exit {code}): {first[:200]}")
+        return gpus, processes, warnings
+    gpus, gpu_warnings = parse_gpus(sections.text("gpus"))
+    warnings += gpu_warnings
+    if not gpus and not gpu_warnings:
+        warnings.append("nvidia-smi listed no GPUs")
+    if sections.codes.get("apps_rc") == 0:
+        processes, app_warnings = parse_apps(sections.text("apps"))
+        warnings += app_warnings
+    return gpus, processes, warnings
