@@ -18,7 +18,7 @@ import pytest
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import LaunchRequest, ProbeRequest
 from eq_tui.hosts.shell_host import ShellHost
-from eq_tui.hosts.ssh import HostLinkState, SshRunner
+from eq_tui.hosts.ssh import SshRunner
 from eq_tui.manifest.loader import load_manifest
 from eq_tui.sim.state import find_overlaps, read_runs
 from tests.support.engine_run import start_engine
@@ -92,21 +92,20 @@ async def test_unknown_and_changed_host_keys_are_refused_with_advice(bed: SshBed
     config.write_text(bed.ssh_config.read_text().replace(str(bed.known_hosts),
                                                          str(tmp_path / "empty_known_hosts")))
     (tmp_path / "empty_known_hosts").write_text("")
-    states: list[HostLinkState] = []
-    unknown = SshRunner("alpha", "alpha", config_path=str(config), on_state=states.append)
+    unknown = SshRunner("alpha", "alpha", config_path=str(config))
     try:
         with pytest.raises(HostError, match=r"not trusted.*ssh-keyscan -p"):
             await unknown.run("true")
-        assert states[-1].state == "refused"
+        assert unknown.link.state == "refused"
     finally:
         await unknown.close()
 
 
 async def test_down_host_fails_fast_and_reconnects(bed: SshBed) -> None:
-    states: list[HostLinkState] = []
-    beta = runner(bed, "beta", on_state=states.append)
+    beta = runner(bed, "beta")
     try:
         assert (await beta.run("echo up")).stdout == b"up\n"
+        assert beta.link.state == "up"
         bed.take_down("beta")
         await wait_until(lambda: beta.link.state == "down")
         with pytest.raises(HostError, match=r"down|lost|cannot connect"):
@@ -114,7 +113,6 @@ async def test_down_host_fails_fast_and_reconnects(bed: SshBed) -> None:
         bed.start("beta")
         await wait_until(lambda: beta.link.state == "up", timeout=30)
         assert (await beta.run("echo back")).stdout == b"back\n"
-        assert [s.state for s in states][:2] == ["up", "down"]
     finally:
         await beta.close()
 
@@ -301,12 +299,11 @@ async def test_a_changed_host_key_is_refused() -> None:
         assert (await first.run("echo ok")).stdout == b"ok\n"
         await first.close()
         lone.rotate_host_key("gamma")  # known_hosts still has the old key
-        states: list[HostLinkState] = []
-        second = runner(lone, "gamma", on_state=states.append)
+        second = runner(lone, "gamma")
         try:
             with pytest.raises(HostError, match=r"not trusted.*ssh-keygen -R"):
                 await second.run("true")
-            assert states[-1].state == "refused"
+            assert second.link.state == "refused"
         finally:
             await second.close()
     finally:

@@ -45,11 +45,10 @@ class HostWatchers:
 
     def covers_gpus(self, host: str) -> bool:
         """Whether a GPU release on this host will be reported as it happens."""
-        watcher = self._running.get(host)
-        return (watcher is not None and watcher.ended is None and watcher.failed_at is None
-                and self._hosts[host].watches_gpus)
+        return self.watching(host) and self._hosts[host].watches_gpus
 
     def watching(self, host: str) -> bool:
+        """A watcher runs on this host now (started, not ended, not failed)."""
         watcher = self._running.get(host)
         return watcher is not None and watcher.ended is None and watcher.failed_at is None
 

@@ -13,7 +13,7 @@ import contextlib
 import random
 import shlex
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,8 +44,7 @@ def default_ssh_config() -> str | None:
 class SshRunner:
     def __init__(self, host_label: str, target: str, *, config_path: str | None = None,
                  connect_timeout: float = 10.0, keepalive_interval: float = 15.0,
-                 max_channels: int = 8,
-                 on_state: Callable[[HostLinkState], None] | None = None) -> None:
+                 max_channels: int = 8) -> None:
         parsed = parse_ssh_target(target)
         if parsed is None:
             raise HostError(f"{host_label}: {target!r} is not {FORMS}")
@@ -58,7 +57,6 @@ class SshRunner:
         self.connect_timeout = connect_timeout
         self.keepalive_interval = keepalive_interval
         self._channels = asyncio.Semaphore(max_channels)
-        self._on_state = on_state
         self._conn: asyncssh.SSHClientConnection | None = None
         self._connect_lock = asyncio.Lock()
         self._supervisor: asyncio.Task[None] | None = None
@@ -73,8 +71,6 @@ class SshRunner:
         if state == self.link.state and reason == self.link.reason:
             return
         self.link = HostLinkState(state, time.time(), reason)
-        if self._on_state is not None:
-            self._on_state(self.link)
 
     def _where(self) -> str:
         return f"{self._host}:{self._port}" if self._port else self._host
