@@ -40,7 +40,10 @@ exit codes: 0 every job completed; 1 finished with jobs stuck, killed or blocked
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}\n(see `{self.prog} --help`)")
+        # main() prefixes "eq-tui: "; a subcommand adds its own name once
+        command = self.prog.removeprefix("eq-tui").strip()
+        where = f"{command}: " if command else ""
+        raise UsageError(f"{where}{message}\n(see `{self.prog} --help`)")
 
 
 def build_parser() -> argparse.ArgumentParser:
