@@ -15,6 +15,7 @@ from pathlib import Path
 
 from eq_tui import __version__
 from eq_tui.errors import EqTuiError, UsageError
+from eq_tui.tools import TOOL_COMMANDS, tool_command
 
 DESCRIPTION = """\
 Run batches of ML experiments on GPU hosts (SSH, local, simulated, Slurm): place each job on a
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "user@host[:port]); --run-dir is then a path there")
     parser.add_argument("--ssh-config", metavar="PATH",
                         help="ssh config file to use instead of ~/.ssh/config")
+    parser.add_argument("--secrets-stdin", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--version", action="version", version=f"eq-tui {__version__}")
     return parser
 
@@ -117,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args and args[0] in ("status", "stop", "attach"):
             return _run_dir_command(args[0], args[1:])
+        if args and args[0] in TOOL_COMMANDS:
+            return tool_command(args[0], args[1:])
         options = build_parser().parse_args(args)
         return _run(options)
     except EqTuiError as exc:
@@ -193,8 +197,10 @@ def _run(options: argparse.Namespace) -> int:
     _check_options(options)
     from eq_tui.engine.store import archive_run_dir, default_run_dir
     from eq_tui.manifest.loader import load_manifest
+    from eq_tui.manifest.secrets import handed_over, load_for_run
 
-    manifests = [load_manifest(path) for path in options.manifests]
+    manifests = load_for_run([load_manifest(path) for path in options.manifests],
+                             from_stdin=options.secrets_stdin, warn=not options.dry_run)
     projects = [m.project for m in manifests]
     run_dirs = [Path(options.run_dir) if options.run_dir else
                 default_run_dir(m.source, m.project) for m in manifests]
@@ -209,7 +215,8 @@ def _run(options: argparse.Namespace) -> int:
                              f"{options.on} each project gets ~/.eq-tui/runs/<project>/")
         return start_on_host(options.on, [(Path(m.source), m.project) for m in manifests],
                              run_dir=options.run_dir, poll=options.poll, fresh=options.fresh,
-                             config_path=_ssh_config(options.ssh_config))
+                             config_path=_ssh_config(options.ssh_config),
+                             secrets=[handed_over(m) for m in manifests])
     if options.dry_run:
         from eq_tui.plan import print_plan
 
@@ -225,7 +232,8 @@ def _run(options: argparse.Namespace) -> int:
 
         for run_dir in run_dirs:
             _refuse_if_locked(run_dir)
-        return start_detached(options.manifests, run_dirs, options.poll)
+        return start_detached(options.manifests, run_dirs, options.poll,
+                              [handed_over(m) for m in manifests])
     return asyncio.run(_run_engines(options, manifests, run_dirs))
 
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from eq_tui.manifest.expand import LAUNCH_TIME_VARS
 
-SCHEMA_ID = "https://github.com/eq-tui/eq-tui/docs/manifest.schema.json"
 _ID = "^[A-Za-z0-9_.-]+$"
 _SSH = r"^(?:[^@\s]+@)?[^@:\s]+(?::\d+)?$"
 _ENV_NAME = "^[A-Za-z_][A-Za-z0-9_]*$"
@@ -215,7 +214,6 @@ _TOP = {
 
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": SCHEMA_ID,
     "title": "eq-tui manifest",
     "description": "A batch of ML jobs for eq-tui; see docs/manifest.md.",
     **_obj(_TOP),

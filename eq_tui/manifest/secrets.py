@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import stat
+import sys
 from collections.abc import Mapping
 from typing import IO
 
@@ -120,9 +121,26 @@ def warnings(manifest: Manifest) -> list[str]:
            f"manifest goes (git, --detach --on copies it to the host); read it with "
            f"{{from_env: {name}}} or {{from_file: PATH}} instead"
            for name in inline_secrets(manifest)]
-    for name in missing_secrets(manifest):
-        var = manifest.env[name]
-        where = f"${var.from_env} is not set" if var.from_env else f"{var.from_file} does not exist"
-        out.append(f"secret {name} not provided ({where}): no job will launch until an "
-                   f"engine is started from an environment that has it")
+    out += [_missing_text(manifest, name) for name in missing_secrets(manifest)]
     return out
+
+
+def _missing_text(manifest: Manifest, name: str) -> str:
+    var = manifest.env[name]
+    where = f"${var.from_env} is not set" if var.from_env else f"{var.from_file} does not exist"
+    return (f"secret {name} not provided ({where}): no job launches until its engine runs "
+            f"with it (`eq-tui stop RUN_DIR`, then `eq-tui attach RUN_DIR --resume` from an "
+            f"environment that has it)")
+
+
+def load_for_run(manifests: list[Manifest], *, from_stdin: bool,
+                 warn: bool) -> list[Manifest]:
+    """The manifests of a run with their secrets resolved: those handed over on stdin (an
+    engine started by --detach or --on), else this process's environment and files."""
+    provided = read_handed_over(sys.stdin) if from_stdin else {}
+    resolved = [resolve(manifest, provided) for manifest in manifests]
+    for manifest in resolved if warn else ():
+        for name in missing_secrets(manifest):
+            print(f"eq-tui: warning: {manifest.source}: {_missing_text(manifest, name)}",
+                  file=sys.stderr)
+    return resolved
