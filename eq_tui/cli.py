@@ -29,6 +29,12 @@ other commands (RUN_DIR may be HOST:RUN_DIR, a run dir on an ssh host; add --ssh
                                --resume starts it in the background first if it is not running
   eq-tui stop RUN_DIR          stop a running engine (its jobs keep running)
 
+to write a manifest and set up the tool:
+  eq-tui init                  write a commented manifest: --cmd "python train.py --lr {1e-3,3e-4}"
+                               --hosts box1,box2 [--conda ENV] [-o PATH] (asks at a terminal)
+  eq-tui schema                the manifest's JSON Schema, for editor completion
+  eq-tui completion SHELL      shell completion for bash, zsh or fish
+
 in the background on an ssh host:
   eq-tui MANIFEST --detach --on HOST    sends the manifest to ~/.eq-tui/runs/<project>/ there,
                                starts the engine there (eq-tui must be installed on HOST), and
