@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from eq_tui.cli import main
 from eq_tui.errors import ManifestError
-from eq_tui.manifest import schema
+from eq_tui.manifest import json_schema, schema
 from eq_tui.manifest.json_schema import SCHEMA, schema_text
 from eq_tui.manifest.loader import load_manifest_text
 
@@ -85,8 +85,11 @@ def test_the_schema_rejects_what_an_editor_should_flag(document: dict[str, Any],
 _KEYS = sorted(schema.TOP_KEYS | schema.HOST_KEYS | schema.PHASE_KEYS | schema.SLURM_KEYS
                | schema.SIMULATE_KEYS | schema.ENV_KEYS | schema.OOM_KEYS
                | {"N", "seed", "lr", "K", "all", "screen", "tmux", "block", "run", "${N}"})
+# the edge values a schema and a loader most often disagree on, then anything
+_EDGES = st.sampled_from([None, True, False, 0, 1, -1, 2, 1.5, 1.0, "", "all", "x", "1", "a b",
+                          [], {}, [0], ["x"], {"x": 1}]).map(copy.deepcopy)  # never shared
 _SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-3, max_value=70000),
+    _EDGES, st.booleans(), st.integers(min_value=-3, max_value=70000),
     st.floats(allow_nan=False, allow_infinity=False, width=32),
     st.sampled_from(_KEYS), st.text(max_size=8))
 _VALUES = st.recursive(
@@ -94,12 +97,40 @@ _VALUES = st.recursive(
     lambda inner: st.one_of(st.lists(inner, max_size=3),
                             st.dictionaries(st.sampled_from(_KEYS), inner, max_size=3)),
     max_leaves=8)
-_BASES = [yaml.safe_load(p.read_text(encoding="utf-8")) for p in SAMPLES] + [
-    {"jobs": [{"id": "a", "cmd": "python t.py"}]},
-    {"hosts": [{"name": "s", "simulate": {"gpus": 2}}], "grid": {"N": [1, 2]},
-     "template": {"cmd": "x ${N}", "args": {"seed": 1}},
-     "env": {"K": {"from_env": "K"}, "F": {"from_file": "~/.k"}, "V": {"value": 1}}},
-]
+# Small valid manifests with every kind of mapping the schema knows, and where those are
+_FLAT = {"hosts": [{"name": "s", "simulate": {"gpus": 2}}, {"name": "c", "slurm": {"qos": "q"}},
+                   {"name": "b", "ssh": "box"}],
+         "env": {"K": {"from_env": "K"}, "F": {"from_file": "~/.k"}, "V": {"value": 1}},
+         "oom_retry": {"delay": 1}, "jobs": [{"id": "a", "cmd": "python t.py",
+                                              "preconditions": [{"path": "p"}]}],
+         "grid": {"N": [1, 2]}, "template": {"cmd": "x ${N}", "args": {"seed": 1}}}
+_PHASED = {"ssh": "box", "default_cmd": "python t.py", "phases": [
+    {"name": "a", "jobs": [{"id": "a1", "args": {"x": 1}}]},
+    {"name": "b", "depends_on": "a", "grid": {"N": [1]}, "template": {"cmd": "x ${N}"}}]}
+_SLOTS = [(_FLAT, (), "top"), (_FLAT, ("hosts", 0), "host"), (_FLAT, ("hosts", 2), "host"),
+          (_FLAT, ("hosts", 0, "simulate"), "simulate"), (_FLAT, ("hosts", 1, "slurm"), "slurm"),
+          (_FLAT, ("env", "K"), "env_var"), (_FLAT, ("env", "V"), "env_var"),
+          (_FLAT, ("oom_retry",), "oom_retry"), (_FLAT, ("jobs", 0), "job"),
+          (_FLAT, ("jobs", 0, "preconditions", 0), "precondition"),
+          (_FLAT, ("template",), "template"), (_PHASED, (), "top"),
+          (_PHASED, ("phases", 0), "phase"), (_PHASED, ("phases", 1), "phase")]
+_BASES = [yaml.safe_load(p.read_text(encoding="utf-8")) for p in SAMPLES] + [_FLAT, _PHASED]
+
+
+def _place_keys(where: str) -> list[str]:
+    return sorted(schema.ENV_KEYS if where == "env_var" else json_schema.keys(where))
+
+
+@st.composite
+def _one_key_off(draw: st.DrawFn) -> Any:
+    """A valid manifest with one known key of one mapping set to an edge or random value."""
+    base, path, where = draw(st.sampled_from(_SLOTS))
+    document = copy.deepcopy(base)
+    parent = document
+    for part in path:
+        parent = parent[part]
+    parent[draw(st.sampled_from(_place_keys(where)))] = draw(st.one_of(_EDGES, _VALUES))
+    return document
 
 
 def _paths(node: Any, here: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -123,18 +154,18 @@ def _mutated(draw: st.DrawFn) -> Any:
         parent = document
         for part in path[:-1]:
             parent = parent[part]
-        action = draw(st.sampled_from(["replace", "delete", "add"]))
+        action = draw(st.sampled_from(["edge", "replace", "delete", "add"]))
         if action == "delete":
             del parent[path[-1]]
         elif action == "add" and isinstance(parent, dict):
             parent[draw(st.sampled_from(_KEYS))] = draw(_VALUES)
         else:
-            parent[path[-1]] = draw(_VALUES)
+            parent[path[-1]] = draw(_EDGES if action == "edge" else _VALUES)
     return document
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_mutated())
+@given(st.one_of(_one_key_off(), _mutated()))
 def test_what_the_schema_rejects_the_loader_rejects(document: Any) -> None:
     errors = _errors(document)
     if not errors:
