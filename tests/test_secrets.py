@@ -53,7 +53,7 @@ def test_the_loader_records_where_secrets_live_not_their_values(manifest_path: P
     manifest = load_manifest(manifest_path)
     token, keyfile = manifest.env["TOKEN"], manifest.env["KEYFILE"]
     assert token.from_env == "EQ_TEST_TOKEN" and token.secret and not token.provided
-    assert keyfile.from_file == str(manifest_path.parent / "key.txt")  # beside the manifest
+    assert keyfile.from_file == "key.txt"  # as written: read beside the manifest
     assert keyfile.line == 6
     assert missing_secrets(manifest) == ["TOKEN", "KEYFILE"]
 
@@ -130,3 +130,14 @@ def test_no_job_launches_while_a_secret_is_missing(manifest_path: Path) -> None:
 
 def test_the_environment_of_this_test_has_no_token() -> None:
     assert "EQ_TEST_TOKEN" not in os.environ  # the cases above rely on it
+
+
+def test_a_secret_file_under_home_is_read_from_this_users_home(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".wandb").write_text(VALUE)
+    (tmp_path / ".wandb").chmod(0o400)
+    manifest = resolve(load_manifest_text("env: {W: {from_file: ~/.wandb}}\n"
+                                          "jobs: [{id: a, cmd: x}]\n", str(tmp_path / "m.yaml")))
+    assert manifest.env["W"].value == VALUE
+    assert manifest.to_json()["env"]["W"] == {"from_file": "~/.wandb", "secret": True}

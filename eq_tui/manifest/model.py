@@ -58,7 +58,7 @@ class EnvVar:
     value: str
     secret: bool = False  # passed to the job, never written to disk or shown
     from_env: str | None = None  # a secret read from the environment of the eq-tui command
-    from_file: str | None = None  # a secret read from this file (absolute, ~ expanded)
+    from_file: str | None = None  # a secret read from this file, as written (~, relative)
     provided: bool = True  # False: a from_env/from_file secret whose value this process lacks
     line: int | None = field(default=None, compare=False)  # where the manifest names it
 

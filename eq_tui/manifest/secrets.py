@@ -16,6 +16,7 @@ import os
 import stat
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import IO
 
 from eq_tui.errors import ManifestError, UsageError
@@ -67,16 +68,27 @@ def resolve(manifest: Manifest, provided: Mapping[str, str] | None = None,
         elif var.from_env is not None:
             value = env.get(var.from_env)
         elif var.from_file is not None:
-            value = read_secret_file(manifest.source, name, var)
+            value = read_secret_file(manifest.source, name, var,
+                                     relative_to=str(Path(manifest.source).resolve().parent))
         resolved[name] = dataclasses.replace(var, value=value or "", provided=value is not None)
     return dataclasses.replace(manifest, env=resolved)
 
 
-def read_secret_file(source: str, name: str, var: EnvVar) -> str | None:
+def secret_file_path(written: str, relative_to: str | None) -> str:
+    """`~` is this user's home; a relative path is relative to `relative_to` (the manifest's
+    directory), else to the current directory."""
+    path = Path(written).expanduser()
+    if not path.is_absolute() and relative_to is not None:
+        path = Path(relative_to) / path
+    return str(path)
+
+
+def read_secret_file(source: str, name: str, var: EnvVar, *,
+                     relative_to: str | None = None) -> str | None:
     """The file's text without its trailing newline; None when there is no such file. A file
     that others may read is refused: a secret there is not one."""
     assert var.from_file is not None
-    path = var.from_file
+    path = secret_file_path(var.from_file, relative_to)
     key_path = f"env.{name}.from_file"
     try:
         with open(path, "rb") as handle:

@@ -57,16 +57,7 @@ def _env_var(ctx: Context, value: Any, path: Path_) -> EnvVar:
     where = ctx.string(value["from_file"], (*path, "from_file"))
     if not where:
         ctx.fail("from_file needs a path", (*path, "from_file"))
-    return EnvVar(value="", secret=True, from_file=_secret_path(ctx.source, where),
-                  provided=False, line=line)
-
-
-def _secret_path(source: str, where: str) -> str:
-    """`~` is the user's home; a relative path is relative to the manifest's directory."""
-    path = Path(where).expanduser()
-    if not path.is_absolute():
-        path = Path(source).resolve().parent / path
-    return str(path)
+    return EnvVar(value="", secret=True, from_file=where, provided=False, line=line)
 
 
 def _env_text(ctx: Context, value: Any, path: Path_) -> str:

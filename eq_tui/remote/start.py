@@ -128,7 +128,8 @@ async def resume(link: RemoteLink, run_dir: RemoteRunDir, config_path: str | Non
 
 def secrets_for(env: object, source: str) -> dict[str, str]:
     """The from_env/from_file secrets a run's manifest.json names, as this machine has them
-    (a file path as recorded, so an absolute or ~ path resumes from anywhere)."""
+    (a from_file path as written: `~` is this user's home, a relative path is relative to the
+    current directory)."""
     values: dict[str, str] = {}
     if not isinstance(env, dict):
         return values
@@ -139,7 +140,7 @@ def secrets_for(env: object, source: str) -> dict[str, str]:
         if isinstance(entry.get("from_env"), str):
             value = os.environ.get(entry["from_env"])
         elif isinstance(entry.get("from_file"), str):
-            var = EnvVar(value="", secret=True, from_file=os.path.expanduser(entry["from_file"]))
+            var = EnvVar(value="", secret=True, from_file=entry["from_file"])
             value = read_secret_file(source, str(name), var)
         if value is not None:
             values[str(name)] = value
