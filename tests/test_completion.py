@@ -114,3 +114,16 @@ def test_fish_completes_subcommands_and_each_commands_flags(
     assert offered("eq-tui st") == ["status", "stop"]
     assert offered("eq-tui x.yaml --dr") == ["--dry-run"]
     assert offered("eq-tui status --") == ["--help", "--json", "--ssh-config"]
+
+
+def test_zsh_loads_it_and_registers_eq_tui(capsys: pytest.CaptureFixture[str],
+                                           tmp_path: Path) -> None:
+    assert main(["completion", "zsh"]) == 0
+    path = tmp_path / "_eq-tui"
+    path.write_text(capsys.readouterr().out)
+    program = (f"autoload -U compinit && compinit -u -d {shlex.quote(str(tmp_path / 'dump'))}; "
+               f"source {shlex.quote(str(path))} && print -r -- ${{_comps[eq-tui]}}")
+    result = subprocess.run(["zsh", "-f", "-c", program], capture_output=True, text=True,
+                            timeout=30, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert "-F _eq_tui" in result.stdout
