@@ -21,8 +21,8 @@ import pytest
 
 from eq_tui.remote.target import RemoteTarget
 from tests.support.remote_eq import check_eq_tui_runs_there, install_eq_tui
+from tests.support.secret_search import command_lines_holding, files_holding, poll
 from tests.support.sshbed import USER, SshBed
-from tests.test_secrets_e2e import command_lines_holding, files_holding, poll
 
 pytestmark = pytest.mark.integration
 EQ = [sys.executable, "-m", "eq_tui"]
