@@ -14,6 +14,7 @@ from pathlib import Path
 
 from eq_tui import __version__
 from eq_tui.errors import EqTuiError, UsageError
+from eq_tui.tools import TOOL_COMMANDS, tool_command
 
 DESCRIPTION = """\
 Run batches of ML experiments on GPU hosts (SSH, local, simulated, Slurm): place each job on a
@@ -27,6 +28,12 @@ other commands (RUN_DIR may be HOST:RUN_DIR, a run dir on an ssh host; add --ssh
                                --resume starts it in the background first if it is not running
   eq-tui stop RUN_DIR          stop a running engine (its jobs keep running)
 
+to write a manifest and set up the tool:
+  eq-tui init                  write a commented manifest: --cmd "python train.py --lr {1e-3,3e-4}"
+                               --hosts box1,box2 [--conda ENV] [-o PATH] (asks at a terminal)
+  eq-tui schema                the manifest's JSON Schema, for editor completion
+  eq-tui completion SHELL      shell completion for bash, zsh or fish
+
 in the background on an ssh host:
   eq-tui MANIFEST --detach --on HOST    sends the manifest to ~/.eq-tui/runs/<project>/ there,
                                starts the engine there (eq-tui must be installed on HOST), and
@@ -39,7 +46,10 @@ exit codes: 0 every job completed; 1 finished with jobs stuck, killed or blocked
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}\n(see `{self.prog} --help`)")
+        # main() prefixes "eq-tui: "; a subcommand adds its own name once
+        command = self.prog.removeprefix("eq-tui").strip()
+        where = f"{command}: " if command else ""
+        raise UsageError(f"{where}{message}\n(see `{self.prog} --help`)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "user@host[:port]); --run-dir is then a path there")
     parser.add_argument("--ssh-config", metavar="PATH",
                         help="ssh config file to use instead of ~/.ssh/config")
+    parser.add_argument("--secrets-stdin", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--version", action="version", version=f"eq-tui {__version__}")
     return parser
 
@@ -113,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args and args[0] in ("status", "stop", "attach"):
             return _run_dir_command(args[0], args[1:])
+        if args and args[0] in TOOL_COMMANDS:
+            return tool_command(args[0], args[1:])
         options = build_parser().parse_args(args)
         return _run(options)
     except EqTuiError as exc:
@@ -186,8 +199,10 @@ def _run(options: argparse.Namespace) -> int:
     ssh_config = _ssh_config(options.ssh_config or None)
     from eq_tui.engine.store import archive_run_dir, default_run_dir
     from eq_tui.manifest.loader import load_manifest
+    from eq_tui.manifest.secrets import handed_over, load_for_run
 
-    manifests = [load_manifest(path) for path in options.manifests]
+    manifests = load_for_run([load_manifest(path) for path in options.manifests],
+                             from_stdin=options.secrets_stdin, warn=not options.dry_run)
     projects = [m.project for m in manifests]
     run_dirs = [Path(options.run_dir) if options.run_dir else
                 default_run_dir(m.source, m.project) for m in manifests]
@@ -202,7 +217,8 @@ def _run(options: argparse.Namespace) -> int:
                              f"{options.on} each project gets ~/.eq-tui/runs/<project>/")
         return start_on_host(options.on, [(Path(m.source), m.project) for m in manifests],
                              run_dir=options.run_dir, poll=options.poll, fresh=options.fresh,
-                             config_path=ssh_config)
+                             config_path=ssh_config,
+                             secrets=[handed_over(m) for m in manifests])
     if options.dry_run:
         from eq_tui.plan import print_plan
 
@@ -219,7 +235,8 @@ def _run(options: argparse.Namespace) -> int:
 
         for run_dir in run_dirs:
             _refuse_if_locked(run_dir)
-        return start_detached(options.manifests, run_dirs, options.poll, ssh_config=ssh_config)
+        return start_detached(options.manifests, run_dirs, options.poll,
+                              [handed_over(m) for m in manifests], ssh_config=ssh_config)
     return asyncio.run(_run_engines(options, manifests, run_dirs, ssh_config))
 
 

@@ -12,18 +12,28 @@ from pathlib import Path
 
 from eq_tui.engine.control import ControlClient
 from eq_tui.errors import RunDirError
+from eq_tui.manifest.secrets import SECRETS_STDIN_FLAG, hand_over_bytes, handed_over, resolve
 
 HEALTHY_WITHIN_S = 60.0
 
 
 def engine_command(manifest: str, run_dir: Path, poll: float | None,
-                   ssh_config: str | None = None) -> list[str]:
+                   secrets: bool = False, ssh_config: str | None = None) -> list[str]:
     command = [sys.executable, "-m", "eq_tui", manifest, "--no-ui", "--run-dir", str(run_dir)]
     if poll is not None:
         command += ["--poll", str(poll)]
     if ssh_config is not None:
         command += ["--ssh-config", ssh_config]
+    if secrets:
+        command.append(SECRETS_STDIN_FLAG)
     return command
+
+
+def _secrets_here(manifests: list[str]) -> list[dict[str, str]]:
+    """The secrets this process can read for each manifest (an `attach --resume`)."""
+    from eq_tui.manifest.loader import load_manifest
+
+    return [handed_over(resolve(load_manifest(manifest))) for manifest in manifests]
 
 
 async def _wait_healthy(process: subprocess.Popen[bytes], run_dir: Path) -> bool:
@@ -48,15 +58,26 @@ def _log_tail(path: Path, lines: int = 15) -> str:
         return "(no engine log)"
 
 
-def start_detached(manifests: list[str], run_dirs: list[Path], poll: float | None, *,
+def start_detached(manifests: list[str], run_dirs: list[Path], poll: float | None,
+                   secrets: list[dict[str, str]] | None = None, *,
                    ssh_config: str | None = None) -> int:
-    for manifest, run_dir in zip(manifests, run_dirs, strict=True):
+    """`secrets`: per manifest, the from_env/from_file values to hand to its engine over its
+    stdin (None: whatever this process can read)."""
+    handed = _secrets_here(manifests) if secrets is None else secrets
+    for manifest, run_dir, values in zip(manifests, run_dirs, handed, strict=True):
         run_dir.mkdir(parents=True, exist_ok=True)
         log = run_dir / "engine.log"
         with open(log, "ab") as out:
             process = subprocess.Popen(
-                engine_command(manifest, run_dir, poll, ssh_config), stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=os.getcwd())
+                engine_command(manifest, run_dir, poll, bool(values), ssh_config),
+                stdin=subprocess.PIPE if values else subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True, cwd=os.getcwd())
+        if process.stdin is not None:
+            try:
+                process.stdin.write(hand_over_bytes(values))
+                process.stdin.close()
+            except OSError:
+                pass  # it died at once: _wait_healthy says so with its log
         if not asyncio.run(_wait_healthy(process, run_dir)):
             code = process.poll()
             if code is None:

@@ -5,6 +5,7 @@ Nothing is launched and no run state is written.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
@@ -13,6 +14,7 @@ from eq_tui.engine.model import JobState
 from eq_tui.engine.scheduler import GpuView, HostView, decide
 from eq_tui.hosts.base import PreflightFinding, PreflightRequest
 from eq_tui.manifest.model import Manifest
+from eq_tui.manifest.secrets import warnings as secret_warnings
 
 
 def first_wave(manifest: Manifest) -> dict[str, str]:
@@ -26,7 +28,8 @@ def first_wave(manifest: Manifest) -> dict[str, str]:
                               gpus=tuple(GpuView(i, 0) for i in indexes), allowed=None,
                               max_parallel=spec.max_parallel))
     jobs = [JobState(id=s.id, phase=s.phase, cmd=s.cmd) for s in manifest.jobs]
-    decision = decide(manifest, jobs, views, now=0.0, paused=False,
+    # where jobs go once every secret is there (a missing one is a warning of its own)
+    decision = decide(dataclasses.replace(manifest, env={}), jobs, views, now=0.0, paused=False,
                       preconditions={s.id: True for s in manifest.jobs})
     return {x.job_id: f"{x.host}:{','.join(map(str, x.gpus))}" for x in decision.launches}
 
@@ -65,7 +68,8 @@ async def print_plan(manifests: list[Manifest], run_dirs: list[Path], *,
                 "project": manifest.project, "run_dir": str(run_dir),
                 "jobs": [{"id": s.id, "phase": s.phase, "first": placement.get(s.id),
                           "cmd": s.cmd, "output_check": s.output_check} for s in manifest.jobs],
-                "preflight": [f.__dict__ for f in findings]}, indent=1))
+                "preflight": [f.__dict__ for f in findings],
+                "warnings": secret_warnings(manifest)}, indent=1))
             continue
         print(f"project {manifest.project}: {len(manifest.jobs)} jobs, "
               f"{len(manifest.phases)} phase(s), hosts "
@@ -80,4 +84,6 @@ async def print_plan(manifests: list[Manifest], run_dirs: list[Path], *,
             mark = "ok  " if finding.ok else "FAIL"
             job = f" [{finding.job}]" if finding.job else ""
             print(f"  {mark} {finding.host}: {finding.check}{job} {finding.detail}".rstrip())
+        for warning in secret_warnings(manifest):
+            print(f"warning: {warning}")
     return 3 if failed else 0

@@ -36,6 +36,7 @@ def test_usage_errors_exit_2_without_traceback(args: list[str],
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.startswith("eq-tui")
+    assert "eq-tui: eq-tui" not in err  # the program's name once
 
 
 def _write_state(run_dir: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -335,6 +336,8 @@ async def test_preflight_names_each_check_and_each_precondition(bed: Bed) -> Non
     by_check = {(f.check, f.job): f for f in findings}
     assert all(f.host == "t" for f in findings)
     assert by_check[("cwd", None)].ok and by_check[("launcher", None)].ok
+    # the launcher and its version, never its usage text
+    assert re.fullmatch(r"tmux \d\S*", by_check[("launcher", None)].detail)
     assert by_check[("nvidia-smi", None)].ok and "2 GPU(s)" in by_check[("nvidia-smi", None)].detail
     assert by_check[("precondition", "a#0")].ok
     assert not by_check[("precondition", "b#0")].ok
@@ -345,6 +348,8 @@ async def test_preflight_names_each_check_and_each_precondition(bed: Bed) -> Non
         launcher="screen", preconditions=(PathCheck("a#0", "ckpt/teacher_N*.pt"),)))
     failed = {f.check for f in findings if not f.ok}
     assert failed == {"cwd", "conda", "precondition"}  # relative globs need the cwd
+    launcher = next(f for f in findings if f.check == "launcher")
+    assert re.fullmatch(r"screen \d+\.\d+\S*", launcher.detail), launcher.detail
 
 
 async def test_tail_cleans_ansi_progress_bars_and_bad_bytes(bed: Bed) -> None:

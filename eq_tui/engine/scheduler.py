@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from eq_tui.engine.model import ACTIVE, FINISHED, NEEDS_PERSON, WAITING, JobState, JobStatus
 from eq_tui.manifest.model import Manifest
+from eq_tui.manifest.secrets import missing_reason
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,9 @@ def decide(
     a job with preconditions launches only on a fresh positive result.
     """
     decision = Decision()
+    secrets_missing = missing_reason(manifest)
+    if secrets_missing is not None:
+        return _without_secrets(manifest, jobs, secrets_missing)
     threshold = manifest.gpu_free_threshold_mib
     dependencies = _dependencies(manifest)
     quiet = {h.name: _quiet_gpus(h, threshold) for h in hosts}
@@ -231,6 +235,22 @@ def decide(
             free[host_name].remove(gpu)
         slots[host_name] -= 1
         capacity = sum(min(len(free[h.name]), slots[h.name]) for h in hosts)
+    return decision
+
+
+def _without_secrets(manifest: Manifest, jobs: Sequence[JobState], reason: str) -> Decision:
+    """Every job gets the manifest's env: without one of its secrets none launches; blocked
+    phases still block."""
+    decision = Decision()
+    gates = _gates(manifest, _summarise(jobs, _dependencies(manifest)))
+    for job in jobs:
+        if job.status not in WAITING:
+            continue
+        blocked = gates[job.phase].blocked_reason if job.phase in gates else None
+        if blocked and job.status == JobStatus.PENDING:
+            decision.block[job.id] = blocked
+        else:
+            decision.waiting[job.id] = reason
     return decision
 
 

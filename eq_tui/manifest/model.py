@@ -58,6 +58,10 @@ class HostSpec:
 class EnvVar:
     value: str
     secret: bool = False  # passed to the job, never written to disk or shown
+    from_env: str | None = None  # a secret read from the environment of the eq-tui command
+    from_file: str | None = None  # a secret read from this file, as written (~, relative)
+    provided: bool = True  # False: a from_env/from_file secret whose value this process lacks
+    line: int | None = field(default=None, compare=False)  # where the manifest names it
 
 
 @dataclass(frozen=True)
@@ -130,8 +134,13 @@ class Manifest:
     def to_json(self) -> dict[str, Any]:
         """The expanded manifest for manifest.json, with secret env values redacted."""
         data = asdict(self)
-        data["env"] = {
-            name: {"value": "<secret>" if var.secret else var.value, "secret": var.secret}
-            for name, var in self.env.items()
-        }
+        data["env"] = {name: _env_json(var) for name, var in self.env.items()}
         return data
+
+
+def _env_json(var: EnvVar) -> dict[str, Any]:
+    if var.from_env is not None:
+        return {"from_env": var.from_env, "secret": True}
+    if var.from_file is not None:
+        return {"from_file": var.from_file, "secret": True}
+    return {"value": "<secret>" if var.secret else var.value, "secret": var.secret}

@@ -8,25 +8,21 @@ from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from eq_tui.errors import ManifestError
+from eq_tui.manifest import json_schema
 from eq_tui.manifest.ids import ID_PATTERN
 from eq_tui.manifest.yaml_lines import Located, Path_
 
-TOP_KEYS = frozenset({
-    "project", "cwd", "conda", "conda_hook", "env", "ssh", "hosts", "gpus", "max_parallel",
-    "gpu_free_threshold_mib", "gpus_per_job", "launcher", "waves", "oom_retry", "poll",
-    "stale_grace_s", "retry_delay_s", "default_cmd", "args", "preconditions", "output_check",
-    "jobs", "grid", "template", "phases"})
-HOST_KEYS = frozenset({"name", "ssh", "gpus", "max_parallel", "simulate", "slurm", "log_dir"})
-SIMULATE_KEYS = frozenset({"gpus", "memory_mib", "model", "linger_s"})
-SLURM_KEYS = frozenset({"ssh", "partition", "account", "qos", "time", "mem", "cpus_per_task",
-                        "sbatch_args"})
-OOM_KEYS = frozenset({"delay", "max_attempts"})
-JOB_KEYS = frozenset({"id", "cmd", "args", "output_check", "preconditions", "gpus_per_job"})
-SCOPE_KEYS = frozenset({"jobs", "grid", "template", "default_cmd", "args", "preconditions",
-                        "output_check", "gpus_per_job"})
-PHASE_KEYS = SCOPE_KEYS | {"name", "depends_on", "on_dependency_failure"}
-PRECONDITION_KEYS = frozenset({"type", "path"})
-ENV_KEYS = frozenset({"value", "secret"})
+# The known keys come from the JSON Schema, so the loader and `eq-tui schema` cannot drift.
+TOP_KEYS = json_schema.keys("top")
+HOST_KEYS = json_schema.keys("host")
+SIMULATE_KEYS = json_schema.keys("simulate")
+SLURM_KEYS = json_schema.keys("slurm")
+OOM_KEYS = json_schema.keys("oom_retry")
+JOB_KEYS = json_schema.keys("job")
+PHASE_KEYS = json_schema.keys("phase")
+SCOPE_KEYS = PHASE_KEYS - {"name", "depends_on", "on_dependency_failure"}
+PRECONDITION_KEYS = json_schema.keys("precondition")
+ENV_KEYS = json_schema.env_var_keys()
 
 
 def render_path(path: Path_) -> str:

@@ -35,13 +35,29 @@ def parse_env(ctx: Context, raw: Any) -> dict[str, EnvVar]:
 
 
 def _env_var(ctx: Context, value: Any, path: Path_) -> EnvVar:
-    if isinstance(value, dict):
-        ctx.check_keys(value, schema.ENV_KEYS, path)
-        if "value" not in value:
-            ctx.fail("needs a 'value'", path)
-        return EnvVar(value=_env_text(ctx, value["value"], (*path, "value")),
-                      secret=ctx.boolean(value.get("secret", False), (*path, "secret")))
-    return EnvVar(_env_text(ctx, value, path))
+    if not isinstance(value, dict):
+        return EnvVar(_env_text(ctx, value, path))
+    ctx.check_keys(value, schema.ENV_KEYS, path)
+    sources = [key for key in ("value", "from_env", "from_file") if key in value]
+    if len(sources) != 1:
+        ctx.fail("give exactly one of 'value', 'from_env' or 'from_file'"
+                 + (f", not {' and '.join(sources)}" if sources else ""), path)
+    secret = ctx.boolean(value.get("secret", sources[0] != "value"), (*path, "secret"))
+    if sources[0] == "value":
+        return EnvVar(value=_env_text(ctx, value["value"], (*path, "value")), secret=secret)
+    if not secret:
+        ctx.fail(f"a value read {sources[0]} is always secret; drop 'secret: false'",
+                 (*path, "secret"))
+    line = ctx.line((*path, sources[0]))
+    if sources[0] == "from_env":
+        name = ctx.string(value["from_env"], (*path, "from_env"))
+        if not _ENV_NAME.fullmatch(name):
+            ctx.fail(f"{name!r} is not a valid environment variable name", (*path, "from_env"))
+        return EnvVar(value="", secret=True, from_env=name, provided=False, line=line)
+    where = ctx.string(value["from_file"], (*path, "from_file"))
+    if not where:
+        ctx.fail("from_file needs a path", (*path, "from_file"))
+    return EnvVar(value="", secret=True, from_file=where, provided=False, line=line)
 
 
 def _env_text(ctx: Context, value: Any, path: Path_) -> str:

@@ -14,15 +14,16 @@ from eq_tui.remote.target import RemoteTarget
 
 
 async def _start_on_host(host: str, manifests: list[tuple[Path, str]], run_dir: str | None,
-                         extra: list[str], config_path: str | None) -> int:
+                         extra: list[str], config_path: str | None,
+                         secrets: list[dict[str, str]]) -> int:
     link = await open_link(host, config_path)
     try:
         eq_tui = await find_eq_tui(link, config_path)
-        for path, project in manifests:
+        for (path, project), values in zip(manifests, secrets, strict=True):
             directory = await upload_manifest(link, path, project)
             remote_run = run_dir or posixpath.join(directory, "run")
             await start_engine(link, eq_tui, posixpath.join(directory, path.name), remote_run,
-                               extra)
+                               extra, values)
             located = await link.locate(RemoteTarget(host, remote_run))
             client = await link.control(located)
             if client is None:
@@ -44,7 +45,10 @@ async def _start_on_host(host: str, manifests: list[tuple[Path, str]], run_dir: 
 
 
 def start_on_host(host: str, manifests: list[tuple[Path, str]], *, run_dir: str | None,
-                  poll: float | None, fresh: bool, config_path: str | None) -> int:
-    """manifests: (local path, project) pairs, already validated here."""
+                  poll: float | None, fresh: bool, config_path: str | None,
+                  secrets: list[dict[str, str]] | None = None) -> int:
+    """manifests: (local path, project) pairs, already validated here; secrets: per manifest,
+    the from_env/from_file values read here, sent over the SSH channel to the engine there."""
     extra = (["--poll", str(poll)] if poll is not None else []) + (["--fresh"] if fresh else [])
-    return asyncio.run(_start_on_host(host, manifests, run_dir, extra, config_path))
+    handed = secrets if secrets is not None else [{} for _ in manifests]
+    return asyncio.run(_start_on_host(host, manifests, run_dir, extra, config_path, handed))

@@ -3,6 +3,7 @@ resume offered when attaching to a run dir whose engine is not running there."""
 
 from __future__ import annotations
 
+import os
 import posixpath
 import shlex
 import sys
@@ -10,6 +11,8 @@ from pathlib import Path
 
 from eq_tui import __version__
 from eq_tui.errors import HostError, RunDirError
+from eq_tui.manifest.model import EnvVar
+from eq_tui.manifest.secrets import SECRETS_STDIN_FLAG, hand_over_bytes, read_secret_file
 from eq_tui.manifest.ssh_target import parse_ssh_target
 from eq_tui.remote.link import RemoteLink, RemoteRunDir
 from eq_tui.remote.target import RemoteTarget, command_line
@@ -88,12 +91,15 @@ async def upload_manifest(link: RemoteLink, manifest: Path, project: str) -> str
 
 
 async def start_engine(link: RemoteLink, eq_tui: str, manifest: str, run_dir: str,
-                       extra: list[str]) -> None:
+                       extra: list[str], secrets: dict[str, str] | None = None) -> None:
     """Runs `eq-tui MANIFEST --detach` in the manifest's directory on the host (an absolute
     path there): it returns once the engine answers on its control socket, or fails with the
-    engine's log tail."""
+    engine's log tail. `secrets` travel on the SSH channel's stdin, never on a command line."""
     directory = posixpath.dirname(manifest) or "/"
+    if secrets:
+        extra = [*extra, SECRETS_STDIN_FLAG]
     result = await link.run(START, [eq_tui, directory, run_dir, manifest, *extra],
+                            stdin=hand_over_bytes(secrets) if secrets else b"",
                             timeout=START_TIMEOUT_S)
     if result.returncode != 0:
         said = (result.stderr or result.stdout).decode(errors="replace").strip()
@@ -113,7 +119,29 @@ async def resume(link: RemoteLink, run_dir: RemoteRunDir, config_path: str | Non
         raise RunDirError(f"{run_dir}: its manifest.json names {source!r}, a relative path; "
                           f"start it on {link.target} from the directory it ran in")
     eq_tui = await find_eq_tui(link, config_path)
-    await start_engine(link, eq_tui, source, run_dir.path, [])
+    await start_engine(link, eq_tui, source, run_dir.path, [],
+                       secrets_for(saved.get("env"), source))
+
+
+def secrets_for(env: object, source: str) -> dict[str, str]:
+    """The from_env/from_file secrets a run's manifest.json names, as this machine has them
+    (a from_file path as written: `~` is this user's home, a relative path is relative to the
+    current directory)."""
+    values: dict[str, str] = {}
+    if not isinstance(env, dict):
+        return values
+    for name, entry in env.items():
+        if not isinstance(entry, dict):
+            continue
+        value: str | None = None
+        if isinstance(entry.get("from_env"), str):
+            value = os.environ.get(entry["from_env"])
+        elif isinstance(entry.get("from_file"), str):
+            var = EnvVar(value="", secret=True, from_file=entry["from_file"])
+            value = read_secret_file(source, str(name), var)
+        if value is not None:
+            values[str(name)] = value
+    return values
 
 
 def how_to_reach(target: RemoteTarget, config_path: str | None) -> dict[str, str]:

@@ -19,7 +19,13 @@ else
     report cwd fail "working directory $cwd does not exist"
 fi
 if command -v "$launcher" >/dev/null 2>&1; then
-    report launcher ok "$("$launcher" -V 2>/dev/null </dev/null | head -n 1)"
+    # screen's version flag is -v (-V prints its usage), tmux's is -V
+    case $launcher in screen) flag=-v ;; *) flag=-V ;; esac
+    # "Screen version 4.09.00 (GNU) 30-Jan-22" / "tmux 3.3a" -> the version number alone
+    version=$("$launcher" "$flag" 2>&1 </dev/null |
+              sed -n "s/^[Ss]creen version \([^ ]*\).*/\1/p; s/^tmux \([^ ]*\).*/\1/p" |
+              head -n 1)
+    report launcher ok "$launcher ${version:-(version unknown)}"
 else
     report launcher fail "$launcher is not installed (apt-get install $launcher)"
 fi

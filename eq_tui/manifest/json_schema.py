@@ -1,0 +1,240 @@
+"""The manifest's JSON Schema (draft 2020-12): the one list of keys the loader checks against
+(schema.py takes its known-key sets from here), what `eq-tui schema` prints and what editors
+with the YAML language server complete from.
+
+The schema is never stricter than the loader: whatever it rejects, the loader rejects too
+(tests check this on fuzzed manifests). Rules that need more than one key at a time (a job
+id unique after expansion, a dependency on a phase with jobs) are the loader's alone.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from eq_tui.manifest.expand import LAUNCH_TIME_VARS
+
+_ID = "^[A-Za-z0-9_.-]+$"
+_SSH = r"^(?:[^@\s]+@)?[^@:\s]+(?::\d+)?$"
+_ENV_NAME = "^[A-Za-z_][A-Za-z0-9_]*$"
+_ARG_KEY = "^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+_GRID_KEY = "^[A-Za-z_][A-Za-z0-9_]*$"
+
+_NULL = {"type": "null"}
+_TEXT = {"type": ["string", "number"]}  # numbers keep the text written
+_IDENT = {"anyOf": [{"type": "string", "pattern": _ID}, {"type": "number"}]}
+
+
+def _doc(schema: dict[str, Any], text: str, **extra: Any) -> dict[str, Any]:
+    return {**schema, "description": text, **extra}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """The loader treats an explicit null like a missing key here."""
+    return {"anyOf": [schema, _NULL]}
+
+
+def _int(minimum: int) -> dict[str, Any]:
+    return {"type": "integer", "minimum": minimum}
+
+
+def _num(minimum: float = 0) -> dict[str, Any]:
+    return {"type": "number", "minimum": minimum}
+
+
+def _obj(properties: dict[str, Any], *, required: tuple[str, ...] = (),
+         **extra: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties,
+                              "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+    return {**schema, **extra}
+
+
+_GPUS = _doc({"anyOf": [{"const": "all"}, {"type": "array", "minItems": 1, "uniqueItems": True,
+                                          "items": _int(0)}]},
+             "GPU indices this host may use, or \"all\".", default="all",
+             examples=[[0, 1, 2, 3], "all"])
+_MAX_PARALLEL = _doc(_int(1), "At most this many jobs at once on a host.", default=8)
+_SCALAR = {"type": ["string", "number", "boolean"]}
+
+_SIMULATE = _obj({
+    "gpus": _doc(_int(1), "How many simulated GPUs.", default=4),
+    "memory_mib": _doc(_int(1), "Memory of each simulated GPU in MiB.", default=24576),
+    "model": _doc(_TEXT, "The GPU name nvidia-smi reports.", default="NVIDIA Simulated GPU"),
+    "linger_s": _doc(_num(), "Memory stays used this long after a fake job exits.",
+                     default=0),
+}, description="Simulated GPUs on this machine (the demo and the tests).")
+
+_SLURM = _obj({
+    "ssh": _doc(_nullable({"type": "string", "pattern": _SSH}),
+                "Login node (ssh alias or [user@]host[:port]); absent: the local Slurm client."),
+    "partition": _doc(_nullable(_TEXT), "sbatch --partition."),
+    "account": _doc(_nullable(_TEXT), "sbatch --account."),
+    "qos": _doc(_nullable(_TEXT), "sbatch --qos."),
+    "time": _doc(_nullable(_TEXT), "sbatch --time, e.g. 04:00:00."),
+    "mem": _doc(_nullable(_TEXT), "sbatch --mem, e.g. 32G."),
+    "cpus_per_task": _doc(_nullable(_int(1)), "sbatch --cpus-per-task."),
+    "sbatch_args": _doc(_nullable({"type": "array", "items": _TEXT}),
+                        "More sbatch arguments, one per item."),
+}, description="A Slurm cluster: jobs are submitted with sbatch --gres=gpu:N.")
+
+_HOST = _obj({
+    "name": _doc(_IDENT, "The host's name in the UI, the state and the session names."),
+    "ssh": _doc(_nullable({"type": "string", "pattern": _SSH}),
+                "ssh alias (from ~/.ssh/config) or [user@]host[:port]."),
+    "gpus": _GPUS,
+    "max_parallel": _MAX_PARALLEL,
+    "simulate": _doc(_nullable({"$ref": "#/$defs/simulate"}), "Simulated GPUs."),
+    "slurm": _doc(_nullable({"$ref": "#/$defs/slurm"}), "A Slurm cluster."),
+    "log_dir": _doc(_nullable({"type": "string"}),
+                    "Where attempt logs live on the host (default chosen by the host)."),
+}, required=("name",), description="One machine: ssh, simulate or slurm; none of them: this "
+                                   "machine.")
+
+_PRECONDITION = _obj({
+    "type": _doc({"enum": ["checkpoint_exists"]}, "The only kind so far.",
+                 default="checkpoint_exists"),
+    "path": _doc({"type": "string"}, "A path or glob on the host, relative to cwd; ${var} "
+                                     "is substituted."),
+}, required=("path",), description="Checked on the host right before launch.")
+
+_ARGS = _doc(_nullable({
+    "type": "object", "propertyNames": {"pattern": _ARG_KEY},
+    "additionalProperties": {"anyOf": [_SCALAR, _NULL,
+                                       {"type": "array", "items": _SCALAR}]},
+}), "Rendered as --key value after the command; true: a bare --key; false or null: dropped; "
+    "a list: --key a b.", examples=[{"seed": 42, "lr": "3e-4", "fast": True}])
+_PRECONDITIONS = _doc(_nullable({"type": "array", "items": {"$ref": "#/$defs/precondition"}}),
+                      "Checked on the host right before launch; an unmet one keeps the job "
+                      "pending.")
+_OUTPUT_CHECK = _doc(_nullable({"type": "string"}),
+                     "A glob on the host that must match for the job to count as completed.")
+_GPUS_PER_JOB = _doc(_nullable(_int(1)), "GPUs each job gets (on one host).", default=1)
+
+_JOB_FIELDS = {
+    "id": _doc(_TEXT, "Unique after expansion; [A-Za-z0-9_.-]+; ${var} is substituted."),
+    "cmd": _doc(_nullable({"type": "string"}), "The command (else the scope's default_cmd)."),
+    "args": _ARGS,
+    "output_check": _OUTPUT_CHECK,
+    "preconditions": _PRECONDITIONS,
+    "gpus_per_job": _GPUS_PER_JOB,
+}
+_JOB = _obj(_JOB_FIELDS, description="One job: an id, and cmd or args after default_cmd.")
+_TEMPLATE = _obj(_JOB_FIELDS, description="A job for every grid point; without id, jobs are "
+                                          "named from the grid point (N64_seed42).")
+
+_GRID = _doc(_nullable({
+    "type": "object", "minProperties": 1,
+    "propertyNames": {"pattern": _GRID_KEY, "not": {"enum": sorted(LAUNCH_TIME_VARS)}},
+    "additionalProperties": {"type": "array", "minItems": 1, "items": _SCALAR},
+}), "Variables and their values: one job per point of the Cartesian product (the last key "
+    "varies fastest).", examples=[{"lr": ["1e-3", "3e-4"], "seed": [1, 2, 3]}])
+
+_SCOPE = {
+    "default_cmd": _doc(_nullable({"type": "string"}),
+                        "The command of jobs that give no cmd; their args follow it."),
+    "args": _ARGS,
+    "preconditions": _PRECONDITIONS,
+    "output_check": _OUTPUT_CHECK,
+    "gpus_per_job": _GPUS_PER_JOB,
+    "jobs": _doc(_nullable({"type": "array", "items": {"$ref": "#/$defs/job"}}),
+                 "Explicit jobs."),
+    "grid": _GRID,
+    "template": _doc(_nullable({"$ref": "#/$defs/template"}), "The job made for every grid "
+                                                               "point."),
+}
+
+_PHASE = _obj({
+    "name": _doc(_IDENT, "The phase's name; depends_on refers to it."),
+    "depends_on": _doc(_nullable({"anyOf": [{"type": ["string", "number"]},
+                                            {"type": "array", "items": _TEXT}]}),
+                       "Phase(s) whose jobs must all complete first."),
+    "on_dependency_failure": _doc({"enum": ["block", "run"]},
+                                  "When a dependency ends stuck or killed: block this phase's "
+                                  "jobs, or run them anyway.", default="block"),
+    **_SCOPE,
+}, required=("name",), description="A group of jobs that may wait for other phases.")
+
+_ENV_VAR = _doc({"anyOf": [
+    {"type": ["string", "number", "boolean"]},
+    _obj({"value": _doc({"type": ["string", "number", "boolean"]}, "The value itself."),
+          "secret": _doc({"type": "boolean"}, "Never written to disk or shown; with from_env "
+                         "and from_file always true.", default=False),
+          "from_env": _doc({"type": "string", "pattern": _ENV_NAME},
+                           "A secret read from the environment of the eq-tui command."),
+          "from_file": _doc({"type": "string", "minLength": 1},
+                            "A secret read from this file, which only its owner may read.")},
+         oneOf=[{"required": ["value"]}, {"required": ["from_env"]},
+                {"required": ["from_file"]}]),
+]}, "A value, {value, secret}, {from_env: NAME} or {from_file: PATH}.")
+
+_OOM_RETRY = _obj({
+    "delay": _doc(_num(), "Seconds to wait before retrying a CUDA out-of-memory failure.",
+                  default=120),
+    "max_attempts": _doc(_int(1), "Attempts in all before the job is stuck.", default=3),
+}, description="Retrying CUDA out-of-memory failures.")
+
+_TOP = {
+    "project": _doc(_IDENT, "Names the run dir and the sessions (default: the file's stem)."),
+    "cwd": _doc(_nullable(_TEXT), "Working directory of the jobs on the hosts."),
+    "conda": _doc(_nullable(_TEXT), "Conda env activated before each job."),
+    "conda_hook": _doc(_nullable(_TEXT), "A conda.sh path or a shell snippet that makes "
+                                         "`conda activate` work (default: auto-detected)."),
+    "env": _doc(_nullable({"type": "object", "propertyNames": {"pattern": _ENV_NAME},
+                           "additionalProperties": {"$ref": "#/$defs/env_var"}}),
+                "Extra environment variables for every job.",
+                examples=[{"WANDB_MODE": "offline",
+                           "WANDB_API_KEY": {"from_env": "WANDB_API_KEY"}}]),
+    "ssh": _doc({"type": "string", "pattern": _SSH},
+                "One ssh host (alias or [user@]host[:port]); instead of hosts."),
+    "hosts": _doc({"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/host"}},
+                  "The machines to run on (default: this machine)."),
+    "gpus": _GPUS,
+    "max_parallel": _MAX_PARALLEL,
+    "gpu_free_threshold_mib": _doc(_int(1), "A GPU is free when its used memory is below "
+                                            "this.", default=500),
+    "launcher": _doc({"enum": ["screen", "tmux"]}, "What runs each job's detached session.",
+                     default="screen"),
+    "waves": _doc({"enum": ["rolling", "strict"]}, "rolling: a GPU takes its next job as soon "
+                  "as it is free; strict: a whole wave ends before the next starts.",
+                  default="rolling"),
+    "oom_retry": _doc(_nullable({"$ref": "#/$defs/oom_retry"}), "CUDA OOM retries."),
+    "poll": _doc(_nullable({"type": "number", "exclusiveMinimum": 0}),
+                 "Seconds between full probes (--poll wins).", default=2),
+    "stale_grace_s": _doc(_num(), "Seconds a session may outlive its process before it is "
+                                  "killed as stale.", default=5),
+    "retry_delay_s": _doc(_num(), "Delay before retrying a port-in-use failure.", default=30),
+    **_SCOPE,
+    "phases": _doc(_nullable({"type": "array", "minItems": 1,
+                              "items": {"$ref": "#/$defs/phase"}}),
+                   "Groups of jobs with dependencies; top-level jobs/grid/template then go "
+                   "into the phases."),
+}
+
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "eq-tui manifest",
+    "description": "A batch of ML jobs for eq-tui; see docs/manifest.md.",
+    **_obj(_TOP),
+    "not": {"required": ["ssh", "hosts"]},
+    "$defs": {"host": _HOST, "simulate": _SIMULATE, "slurm": _SLURM, "env_var": _ENV_VAR,
+              "oom_retry": _OOM_RETRY, "precondition": _PRECONDITION, "job": _JOB,
+              "template": _TEMPLATE, "phase": _PHASE},
+}
+
+
+def keys(where: str) -> frozenset[str]:
+    """The keys allowed at `where`: "top" or a $defs name ("host", "phase", ...)."""
+    if where == "top":
+        return frozenset(SCHEMA["properties"])
+    return frozenset(SCHEMA["$defs"][where]["properties"])
+
+
+def env_var_keys() -> frozenset[str]:
+    """The keys of an `env: {NAME: {...}}` mapping."""
+    return frozenset(SCHEMA["$defs"]["env_var"]["anyOf"][1]["properties"])
+
+
+def schema_text() -> str:
+    return json.dumps(SCHEMA, indent=2) + "\n"

@@ -1,0 +1,77 @@
+"""docs/manifest.md describes every key of the schema, in the section of the place it goes,
+and the README links only to files inside the repository."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from eq_tui.manifest import json_schema
+from eq_tui.manifest.expand import LAUNCH_TIME_VARS
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = (ROOT / "docs" / "manifest.md").read_text(encoding="utf-8")
+
+# where each part of the schema is described: the heading of its section in docs/manifest.md
+SECTIONS = {"top": "## Top level", "host": "## Hosts", "simulate": "### simulate",
+            "slurm": "### slurm", "env_var": "## env and secrets", "oom_retry": "## oom_retry",
+            "job": "## Jobs and templates", "template": "## Jobs and templates",
+            "precondition": "### preconditions", "phase": "## Phases"}
+
+
+def section(heading: str) -> str:
+    """The text under `heading` up to the next heading of any level."""
+    start = DOC.index(heading + "\n") + len(heading)
+    end = re.search(r"^#{2,6} ", DOC[start:], re.MULTILINE)
+    return DOC[start:start + end.start()] if end else DOC[start:]
+
+
+def documented_keys(text: str) -> set[str]:
+    """Keys in the first cell of a table row: `| `key` |` or `| `a`, `b` |`."""
+    keys: set[str] = set()
+    for line in text.splitlines():
+        match = re.match(r"\| ((?:`[^`]+`(?:, )?)+) \|", line)
+        if match:
+            keys.update(re.findall(r"`([^`]+)`", match.group(1)))
+    return keys
+
+
+def schema_keys(where: str) -> frozenset[str]:
+    if where == "env_var":
+        return json_schema.env_var_keys()
+    return json_schema.keys(where)
+
+
+def test_every_part_of_the_schema_has_a_section() -> None:
+    assert set(SECTIONS) == {"top", *json_schema.SCHEMA["$defs"]}
+
+
+@pytest.mark.parametrize("where", sorted(SECTIONS))
+def test_every_key_is_described_where_it_goes(where: str) -> None:
+    described = documented_keys(section(SECTIONS[where]))
+    missing = schema_keys(where) - described
+    assert not missing, f"docs/manifest.md {SECTIONS[where]!r} does not describe {missing}"
+    unknown = described - schema_keys(where) - ({"${" + v + "}" for v in LAUNCH_TIME_VARS})
+    assert not unknown, f"docs/manifest.md {SECTIONS[where]!r} describes unknown keys {unknown}"
+
+
+def test_launch_time_variables_and_job_environment_are_described() -> None:
+    variables = section("## Variables")
+    for name in LAUNCH_TIME_VARS:
+        assert f"`${{{name}}}`" in variables
+    for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTHONUNBUFFERED", "EQ_JOB_ID",
+                 "EQ_ATTEMPT", "EQ_PROJECT", "EQ_RUN_DIR"):
+        assert f"| `{name}` |" in variables
+
+
+def test_readme_links_stay_inside_the_repository() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    assert "docs/manifest.md" in links
+    for link in links:
+        if re.match(r"[a-z]+://|#", link):
+            continue
+        target = (ROOT / link.split("#")[0]).resolve()
+        assert target.is_relative_to(ROOT) and target.exists(), link

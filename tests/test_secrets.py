@@ -1,0 +1,143 @@
+"""Secrets from the environment or an owner-only file: resolved outside the loader, never in
+manifest.json, and while one is missing no job launches (the scheduler says which)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from eq_tui.engine.model import JobState, JobStatus
+from eq_tui.engine.scheduler import GpuView, HostView, decide
+from eq_tui.errors import ManifestError
+from eq_tui.manifest.loader import load_manifest, load_manifest_text
+from eq_tui.manifest.secrets import (
+    handed_over,
+    missing_secrets,
+    read_handed_over,
+    resolve,
+    warnings,
+)
+
+VALUE = "tok-51f0c2-secret"
+MANIFEST = """\
+project: s
+hosts: [{name: h, simulate: {gpus: 2}}]
+env:
+  PLAIN: visible
+  TOKEN: {from_env: EQ_TEST_TOKEN}
+  KEYFILE: {from_file: key.txt}
+phases:
+  - {name: a, jobs: [{id: a1, cmd: "true"}]}
+  - {name: b, depends_on: a, jobs: [{id: b1, cmd: "true"}]}
+"""
+
+
+@pytest.fixture
+def manifest_path(tmp_path: Path) -> Path:
+    path = tmp_path / "m.yaml"
+    path.write_text(MANIFEST)
+    return path
+
+
+def _key_file(tmp_path: Path, mode: int) -> Path:
+    key = tmp_path / "key.txt"
+    key.write_text(VALUE + "-file\n")
+    key.chmod(mode)
+    return key
+
+
+def test_the_loader_records_where_secrets_live_not_their_values(manifest_path: Path) -> None:
+    manifest = load_manifest(manifest_path)
+    token, keyfile = manifest.env["TOKEN"], manifest.env["KEYFILE"]
+    assert token.from_env == "EQ_TEST_TOKEN" and token.secret and not token.provided
+    assert keyfile.from_file == "key.txt"  # as written: read beside the manifest
+    assert keyfile.line == 6
+    assert missing_secrets(manifest) == ["TOKEN", "KEYFILE"]
+
+
+def test_resolve_reads_the_environment_and_an_owner_only_file(manifest_path: Path) -> None:
+    _key_file(manifest_path.parent, 0o600)
+    manifest = resolve(load_manifest(manifest_path), environ={"EQ_TEST_TOKEN": VALUE})
+    assert manifest.env["TOKEN"].value == VALUE
+    assert manifest.env["KEYFILE"].value == VALUE + "-file"  # without the trailing newline
+    assert missing_secrets(manifest) == []
+    assert handed_over(manifest) == {"TOKEN": VALUE, "KEYFILE": VALUE + "-file"}
+    saved = json.dumps(manifest.to_json())
+    assert VALUE not in saved and "EQ_TEST_TOKEN" in saved and "visible" in saved
+
+
+def test_a_secret_file_others_may_read_is_refused(manifest_path: Path) -> None:
+    key = _key_file(manifest_path.parent, 0o640)
+    with pytest.raises(ManifestError) as caught:
+        resolve(load_manifest(manifest_path), environ={})
+    message = str(caught.value)
+    assert f"{manifest_path}:6: env.KEYFILE.from_file" in message
+    assert "others may read it (mode 0640)" in message and f"chmod 600 {key}" in message
+
+
+def test_values_handed_over_win_and_a_missing_one_is_named(manifest_path: Path) -> None:
+    manifest = resolve(load_manifest(manifest_path), {"KEYFILE": "given"},
+                       environ={"EQ_TEST_TOKEN": VALUE})
+    assert manifest.env["KEYFILE"].value == "given"  # no file needed
+    lacking = resolve(load_manifest(manifest_path), environ={})
+    assert missing_secrets(lacking) == ["TOKEN", "KEYFILE"]
+    said = warnings(lacking)
+    assert any("secret TOKEN not provided ($EQ_TEST_TOKEN is not set)" in w for w in said)
+
+
+def test_dry_run_warns_about_a_secret_written_in_the_manifest() -> None:
+    manifest = load_manifest_text("env: {K: {value: v, secret: true}}\n"
+                                  "jobs: [{id: a, cmd: x}]\n")
+    assert any(w.startswith("env.K: a secret written in the manifest") and "from_env" in w
+               for w in warnings(manifest))
+
+
+def test_stdin_hand_over_must_be_a_json_object(tmp_path: Path) -> None:
+    good = tmp_path / "in"
+    good.write_text(json.dumps({"TOKEN": VALUE}))
+    with good.open() as stream:
+        assert read_handed_over(stream) == {"TOKEN": VALUE}
+    good.write_text("[1]")
+    with good.open() as stream, pytest.raises(Exception, match="must map names to strings"):
+        read_handed_over(stream)
+
+
+def _hosts() -> list[HostView]:
+    return [HostView(name="h", usable=True, gpus=(GpuView(0, 0), GpuView(1, 0)), allowed=None,
+                     max_parallel=4)]
+
+
+def test_no_job_launches_while_a_secret_is_missing(manifest_path: Path) -> None:
+    _key_file(manifest_path.parent, 0o600)
+    lacking = resolve(load_manifest(manifest_path), environ={})
+    jobs = [JobState(id="a1", phase="a", cmd="true"), JobState(id="b1", phase="b", cmd="true")]
+    decision = decide(lacking, jobs, _hosts(), now=0.0, paused=False, preconditions={})
+    assert decision.launches == []
+    assert decision.waiting["a1"] == "secret TOKEN not provided"
+    # a failed dependency still blocks, secret or not
+    jobs[0].status = JobStatus.STUCK
+    decision = decide(lacking, jobs, _hosts(), now=0.0, paused=False, preconditions={})
+    assert "b1" in decision.block and "b1" not in decision.waiting
+
+    jobs[0].status = JobStatus.PENDING
+    ready = resolve(load_manifest(manifest_path), environ={"EQ_TEST_TOKEN": VALUE})
+    decision = decide(ready, jobs, _hosts(), now=0.0, paused=False, preconditions={})
+    assert [launch.job_id for launch in decision.launches] == ["a1"]
+
+
+def test_the_environment_of_this_test_has_no_token() -> None:
+    assert "EQ_TEST_TOKEN" not in os.environ  # the cases above rely on it
+
+
+def test_a_secret_file_under_home_is_read_from_this_users_home(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".wandb").write_text(VALUE)
+    (tmp_path / ".wandb").chmod(0o400)
+    manifest = resolve(load_manifest_text("env: {W: {from_file: ~/.wandb}}\n"
+                                          "jobs: [{id: a, cmd: x}]\n", str(tmp_path / "m.yaml")))
+    assert manifest.env["W"].value == VALUE
+    assert manifest.to_json()["env"]["W"] == {"from_file": "~/.wandb", "secret": True}

@@ -1,0 +1,82 @@
+"""A from_env secret through a detached engine, end to end: an engine started without it
+launches nothing and says why; the resume that `eq-tui attach --resume` performs, from an
+environment that has it, hands it over the start pipe; the job gets it; and the value is in
+no file of the run dir (state, manifest copy, events, summary, logs) nor on any process's
+command line."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.secret_search import command_lines_holding, files_holding, poll
+
+pytestmark = pytest.mark.integration
+EQ = [sys.executable, "-m", "eq_tui"]
+MANIFEST = """\
+project: secretive
+cwd: {cwd}
+hosts: [{{name: sim, simulate: {{gpus: 1}}}}]
+env:
+  TOKEN: {{from_env: EQ_E2E_TOKEN}}
+jobs:
+  - id: uses_it
+    cmd: 'printf %s "$TOKEN" | sha256sum | cut -c1-64 > got.sha && sleep 2'
+    output_check: got.sha
+"""
+
+
+def job(run_dir: Path) -> dict[str, object]:
+    try:
+        state = json.loads((run_dir / "queue_state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    result: dict[str, object] = state["jobs"][0]
+    return result
+
+
+def test_a_detached_engine_gets_the_secret_over_its_start_pipe_and_writes_it_nowhere(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    value = f"s3cret-{secrets.token_hex(8)}"
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(MANIFEST.format(cwd=tmp_path))
+    run_dir = tmp_path / "run"
+    without = {k: v for k, v in os.environ.items() if k != "EQ_E2E_TOKEN"}
+    started = subprocess.run([*EQ, str(manifest), "--detach", "--poll", "0.2", "--run-dir",
+                              str(run_dir)], capture_output=True, text=True, timeout=90,
+                             env=without)
+    assert started.returncode == 0, started.stderr
+    assert "secret TOKEN not provided ($EQ_E2E_TOKEN is not set)" in started.stderr
+    poll(lambda: job(run_dir).get("reason") == "secret TOKEN not provided",
+         "the job to wait for its secret")
+    assert job(run_dir)["status"] == "pending"
+    stopped = subprocess.run([*EQ, "stop", str(run_dir)], capture_output=True, text=True,
+                             timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+    poll(lambda: subprocess.run([*EQ, "stop", str(run_dir)], capture_output=True,
+                                timeout=60).returncode == 3, "the engine to exit")
+
+    # what `eq-tui attach RUN_DIR --resume` does when no engine runs, from an environment
+    # that has the secret (the UI it opens afterwards is not needed here)
+    from eq_tui.attach import EngineNotRunning, _not_running_here
+
+    monkeypatch.setenv("EQ_E2E_TOKEN", value)
+    offer = _not_running_here(run_dir)
+    assert isinstance(offer, EngineNotRunning)
+    offer.start()
+    poll(lambda: job(run_dir).get("status") == "running", "the job to run")
+    assert command_lines_holding(value.encode()) == []
+    poll(lambda: job(run_dir).get("status") == "completed", "the job to complete")
+    got = (tmp_path / "got.sha").read_text().strip()
+    assert got == hashlib.sha256(value.encode()).hexdigest()  # the job had the value
+    poll(lambda: (run_dir / "summary.md").exists(), "the summary")
+    assert (run_dir / "engine.log").exists() and (run_dir / "events.jsonl").exists()
+    assert files_holding(tmp_path, value.encode()) == []
+    assert command_lines_holding(value.encode()) == []
