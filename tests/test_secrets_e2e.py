@@ -68,7 +68,7 @@ def test_a_detached_engine_gets_the_secret_over_its_start_pipe_and_writes_it_now
     from eq_tui.attach import EngineNotRunning, _not_running_here
 
     monkeypatch.setenv("EQ_E2E_TOKEN", value)
-    offer = _not_running_here(run_dir)
+    offer = _not_running_here(run_dir, None)
     assert isinstance(offer, EngineNotRunning)
     offer.start()
     poll(lambda: job(run_dir).get("status") == "running", "the job to run")
