@@ -87,14 +87,19 @@ class Commands:
 
     # ---- jobs ------------------------------------------------------------------------------
 
+    async def _stop_attempt(self, job: JobState, why: FailureClass) -> None:
+        """A person ends the running attempt: its session is stopped and it says why."""
+        if not job.status.is_active:
+            return
+        await self.engine.launcher.stop_session(job)
+        current = job.current
+        if current is not None:
+            current.failure_class = why
+
     async def _kill(self, job: JobState) -> str:
         if job.status.is_finished:
             return f"already {job.status}"
-        if job.status.is_active:
-            await self.engine.launcher.stop_session(job)
-            current = job.current
-            if current is not None:
-                current.failure_class = FailureClass.KILLED
+        await self._stop_attempt(job, FailureClass.KILLED)
         job.retry_at = None
         job.reason = "killed by the user"
         self.ctx.ledger.set_status(job, JobStatus.KILLED, failure_class=FailureClass.KILLED,
@@ -120,11 +125,7 @@ class Commands:
     async def _requeue(self, job: JobState) -> str:
         if not job.status.is_active and job.status != JobStatus.FAILED_OOM:
             return f"cannot requeue a {job.status} job (only running ones)"
-        if job.status.is_active:
-            await self.engine.launcher.stop_session(job)
-            current = job.current
-            if current is not None:
-                current.failure_class = FailureClass.REQUEUED
+        await self._stop_attempt(job, FailureClass.REQUEUED)
         job.retry_at = None
         job.reason = "requeued by the user"
         self.ctx.ledger.set_status(job, JobStatus.PENDING)
