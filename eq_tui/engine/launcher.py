@@ -127,6 +127,7 @@ class Launcher:
             "EQ_ATTEMPT": str(n),
             "EQ_PROJECT": self.ctx.project,
             "EQ_RUN_DIR": self.ctx.run_dir_value(),
+            "EQ_ATTEMPT_DIR": directory,
         })
         return LaunchRequest(job_id=job.id, attempt=n, session=session, attempt_dir=directory,
                              cwd=self.ctx.cwd_for(host), cmd=cmd, gpus=gpus, env=env,

@@ -77,8 +77,15 @@ class Table:
 
     def missing(self, row: Row) -> list[str]:
         """`seed=3 (stuck)` for each member that has not completed."""
-        return [f"{self.group_over}={seed_of(m, self.group_over)} ({m.get('status', '?')})"
+        return [f"{self.name(m)} ({m.get('status', '?')})"
                 for m in row.members if m.get("status") != "completed"]
+
+    def name(self, record: Record) -> str:
+        """A member as the notes name it: `seed=3`, or its id when it has no such key."""
+        params = record.get("params") or {}
+        if self.group_over in params:
+            return f"{self.group_over}={params[self.group_over]}"
+        return str(record.get("id"))
 
     def duplicates(self, row: Row) -> list[str]:
         seen: dict[str, int] = {}

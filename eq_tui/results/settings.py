@@ -31,7 +31,7 @@ def _pairs(raw: Any) -> dict[str, str]:
 def from_manifest_json(data: Any) -> ResultSettings:
     if not isinstance(data, dict):
         return ResultSettings()
-    top = data.get("results") if isinstance(data.get("results"), dict) else {}
+    top: dict[str, Any] = data["results"] if isinstance(data.get("results"), dict) else {}
     goals = _pairs(top.get("goal"))
     for phase in data.get("phases") or []:
         if isinstance(phase, dict) and isinstance(phase.get("results"), dict):
@@ -40,7 +40,7 @@ def from_manifest_json(data: Any) -> ResultSettings:
 
 
 def from_manifest(manifest: Manifest) -> ResultSettings:
-    goals = dict(manifest.results.goal)
+    goals: dict[str, str] = dict(manifest.results.goal)
     for phase in manifest.phases:
         goals.update(dict(phase.results.goal))
     return ResultSettings(goals=goals, group_over=manifest.results.group_over)
