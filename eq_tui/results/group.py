@@ -198,16 +198,23 @@ def mark_best(table: Table) -> None:
 
 
 def sort_rows(table: Table, column: str, *, descending: bool = False) -> list[Row]:
-    """Rows ordered on a metric's mean (rows without one last) or on a parameter."""
-    if column in table.metrics:
-        with_value = [r for r in table.rows if r.cells[column].mean is not None]
-        without = [r for r in table.rows if r.cells[column].mean is None]
-        with_value.sort(key=lambda r: r.cells[column].mean or 0.0, reverse=descending)
-        return with_value + without
-    def key(row: Row) -> tuple[int, float, str]:
-        value = row.params.get(column, "") if column != "phase" else row.phase
+    """Rows ordered within each phase (phases keep their order) on a metric's mean (rows
+    without one last) or on a parameter (numbers as numbers)."""
+    phases = {phase: i for i, phase in enumerate(dict.fromkeys(r.phase for r in table.rows))}
+
+    def value(row: Row) -> tuple[int, float, str]:
+        if column in table.metrics:
+            mean = row.cells[column].mean
+            return (0, mean, "") if mean is not None else (1, 0.0, "")
+        text = row.params.get(column)
+        if text is None:
+            return (1, 0.0, "")
         try:
-            return (0, float(value), "")
+            return (0, float(text), "")
         except ValueError:
-            return (1, 0.0, value)
-    return sorted(table.rows, key=key, reverse=descending)
+            return (0, 0.0, text)
+
+    ordered = sorted(table.rows, key=value, reverse=descending)
+    # a missing value stays last either way
+    ordered = [r for r in ordered if value(r)[0] == 0] + [r for r in ordered if value(r)[0]]
+    return sorted(ordered, key=lambda r: phases[r.phase])
