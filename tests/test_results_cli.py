@@ -52,8 +52,10 @@ def test_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = results(capsys, str(write_run(tmp_path / "run")), "--format", "markdown")
     assert code == 0
-    assert out.splitlines()[0].startswith("| phase | lr | wd | n | val_acc (↑) | loss (↓) |")
-    assert "| train | 0.03 | 0 | 2/3 | **0.82 ± 0.02828** | **0.18 ± 0.02828** |" in out
+    assert out.splitlines()[0] == ("| phase | lr | wd | n | val_acc (↑) | min..max | loss (↓) | "
+                                   "min..max | notes |")
+    assert ("| train | 0.03 | 0 | 2/3 | **0.82 ± 0.02828** | 0.8..0.84 | **0.18 ± 0.02828** | "
+            "0.16..0.2 | missing seed=3 (stuck) |") in out
 
 
 def test_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -51,19 +51,29 @@ def _goal_title(table: Table, metric: str) -> str:
     return f"{metric} ({'↑' if way == 'max' else '↓'})" if way else metric
 
 
+def span(cell: Cell) -> str:
+    return f"{num(cell.min)}..{num(cell.max)}" if cell.n > 1 else ""
+
+
 def _grid(table: Table, *, best: Callable[[str], str], pm: str = "±",
           title: Callable[[str], str] | None = None) -> tuple[list[str], list[list[str]]]:
+    """Header and rows: phase, the parameters, n of expected, then per metric its mean ± std
+    and its min..max over the seeds, then the notes."""
     keys = param_keys(table)
     title = title or (lambda m: _goal_title(table, m))
-    header = ["phase", *keys, "n", *[title(m) for m in table.metrics], "min..max", "notes"]
+    header = ["phase", *keys, "n"]
+    for metric in table.metrics:
+        header += [title(metric), "min..max"]
+    header.append("notes")
     body = []
     for row in table.rows:
-        cells = [best(mean_std(row.cells[m], pm=pm)) if m in row.best
-                 else mean_std(row.cells[m], pm=pm) for m in table.metrics]
-        ranges = "; ".join(f"{num(row.cells[m].min)}..{num(row.cells[m].max)}"
-                           for m in table.metrics if row.cells[m].n > 1)
-        body.append([row.phase, *[row.params.get(k, "-") for k in keys],
-                     f"{row.done}/{row.expected}", *cells, ranges, notes(table, row)])
+        line = [row.phase, *[row.params.get(k, "-") for k in keys], f"{row.done}/{row.expected}"]
+        for metric in table.metrics:
+            cell = row.cells[metric]
+            text = mean_std(cell, pm=pm)
+            line += [best(text) if metric in row.best else text, span(cell)]
+        line.append(notes(table, row))
+        body.append(line)
     return header, body
 
 
@@ -104,7 +114,7 @@ def render_latex(table: Table) -> str:
         out = latex_escape(text.replace(marker, "±")).replace("±", r"$\pm$")
         return out.replace("\0B", r"\textbf{").replace("\0E", "}")
 
-    cols = "l" * (len(header) - len(table.metrics) - 2) + "r" * len(table.metrics) + "ll"
+    cols = "l" * (len(header) - 2 * len(table.metrics) - 1) + "rl" * len(table.metrics) + "l"
     lines = [rf"\begin{{tabular}}{{{cols}}}", r"\toprule",
              " & ".join(cell(h) for h in header) + r" \\", r"\midrule"]
     lines += [" & ".join(cell(c) for c in r) + r" \\" for r in body]

@@ -54,14 +54,15 @@ async def test_r_opens_one_row_per_configuration_with_the_best_marked() -> None:
         await pilot.press("R")
         await eventually(pilot, lambda: isinstance(app.screen, ResultsScreen), what="results")
         table = rows(app)
-        # phase, lr, job (a job outside the grid is its own row), n, val_acc, loss, notes
+        # phase, lr, job (a job outside the grid is its own row), n, val_acc, its range, loss...
         assert [r[:4] for r in table] == [["train", "0.1", "", "3/3"],
                                           ["train", "0.03", "", "2/3"],
                                           ["train", "0.01", "", "3/3"],
                                           ["distill", "", "student_nan", "0/1"],
                                           ["distill", "", "student_s1", "1/1"]]
         assert table[1][4] == "0.85 ± 0.01414 *"  # best val_acc of the train phase
-        assert table[1][5] == "0.35 ± 0.01414 *"  # and best (lowest) loss
+        assert table[1][5] == "0.84..0.86"
+        assert table[1][6] == "0.35 ± 0.01414 *"  # and best (lowest) loss
         assert table[0][4] == "0.72 ± 0.01"
         assert "missing seed=3 (running)" in table[1][-1]
         assert "missing student_nan (stuck)" in table[3][-1]

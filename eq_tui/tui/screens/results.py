@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from eq_tui.engine import ProjectState
 from eq_tui.results.group import MixedConfigurations, Row, Table, group, sort_rows
-from eq_tui.results.render import mean_std, notes, param_keys
+from eq_tui.results.render import mean_std, notes, param_keys, span
 
 Projects = Callable[[], Iterable[ProjectState]]
 
@@ -106,7 +106,7 @@ class ResultsScreen(Screen[None]):
         several = len(self.tables) > 1
         heads = ["project"] * several + ["phase", *keys, "n"]
         for metric in metrics:
-            heads.append(self._title(metric))
+            heads += [self._title(metric), f"{metric} min..max"]
         heads.append("notes")
         for head in heads:
             grid.add_column(self._arrow(head), key=head)
@@ -134,7 +134,7 @@ class ResultsScreen(Screen[None]):
 
     def _arrow(self, head: str) -> str:
         name = head.split(" ")[0] if head not in ("project", "phase", "n", "notes") else head
-        if name and name == self.sort_column:
+        if name and name == self.sort_column and "min..max" not in head:
             return f"{head} {'▼' if self.descending else '▲'}"
         return head
 
@@ -150,6 +150,7 @@ class ResultsScreen(Screen[None]):
             text = mean_std(cell) if cell is not None else ""
             cells.append(Text(f"{text} *", style="bold green") if metric in row.best
                          else Text(text))
+            cells.append(span(cell) if cell is not None else "")
         cells.append(notes(table, row))
         return cells
 
