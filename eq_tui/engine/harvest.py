@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable
 from pathlib import Path
+from typing import Any
 
 from eq_tui.engine.atomic import write_atomic
 from eq_tui.engine.context import RunContext
@@ -47,6 +48,7 @@ class Harvest:
         self._writer: asyncio.Task[None] | None = None
         self._hooks_done: set[str] = set()
         self._collecting: set[str] = set()  # job ids whose metrics are being read
+        self._lines: dict[str, tuple[tuple[Any, ...], str]] = {}  # job id -> (its key, line)
 
     @property
     def path(self) -> Path:
@@ -165,8 +167,17 @@ class Harvest:
         return out
 
     def write(self) -> None:
+        """results.jsonl, whole: each job's line is serialised again only when it changed."""
         self._dirty = False
-        write_atomic(self.path, dumps(self.records()))
+        lines = []
+        for job, record in zip(self.ctx.ledger.jobs.values(), self.records(), strict=True):
+            key = (record["status"], record["attempt"], record.get("collected_at"), job.phase,
+                   tuple(job.params.items()))
+            cached = self._lines.get(job.id)
+            if cached is None or cached[0] != key:
+                cached = self._lines[job.id] = (key, dumps([record]))
+            lines.append(cached[1])
+        write_atomic(self.path, "".join(lines))
 
     def _schedule_write(self) -> None:
         if self._writer is None or self._writer.done():

@@ -62,7 +62,7 @@ def _local(run_dir: Path) -> tuple[list[Record], ResultSettings]:
         raise UsageError(f"{str(run_dir)!r}: a path cannot contain a NUL byte")
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir}: no such run dir")
-    records = read_records(run_dir)
+    records = read_records(run_dir, series=False)
     if records is None:
         raise RunDirError(f"{run_dir}: no {RESULTS_FILE} yet (the engine writes it as jobs "
                           "finish)")
@@ -101,7 +101,7 @@ def _remote(spec: str, config_path: str | None) -> tuple[list[Record], ResultSet
         settings = from_manifest_json(json.loads(manifest)) if manifest else ResultSettings()
     except ValueError:
         settings = ResultSettings()
-    return loads(text), settings
+    return loads(text, series=False), settings
 
 
 def main(argv: Sequence[str]) -> int:

@@ -5,9 +5,9 @@ are missing or failed, duplicate seeds, and the best row per metric by its goal.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from eq_tui.results.records import Record
 
@@ -28,13 +28,18 @@ class Cell:
     def n(self) -> int:
         return len(self.values)
 
-    @property
+    @cached_property
     def mean(self) -> float | None:
-        return statistics.fmean(self.values) if self.values else None
+        return math.fsum(self.values) / len(self.values) if self.values else None
 
-    @property
+    @cached_property
     def std(self) -> float | None:
-        return statistics.stdev(self.values) if len(self.values) > 1 else None
+        """The sample standard deviation (n - 1), as statistics.stdev gives it."""
+        if len(self.values) < 2 or self.mean is None:
+            return None
+        mean = self.mean
+        return math.sqrt(math.fsum((v - mean) ** 2 for v in self.values)
+                         / (len(self.values) - 1))
 
     @property
     def min(self) -> float | None:

@@ -22,6 +22,11 @@ def json_number(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def point(value: float) -> float | None:
+    """A series point: 6 significant digits are plenty for a curve (and keep the file small)."""
+    return float(f"{value:.6g}") if math.isfinite(value) else None
+
+
 def make_record(*, job_id: str, phase: str, params: dict[str, str], attempt: int, status: str,
                 metrics: Metrics, sources: Iterable[str] = (), collected_at: float | None = None
                 ) -> Record:
@@ -29,9 +34,10 @@ def make_record(*, job_id: str, phase: str, params: dict[str, str], attempt: int
         "id": job_id, "phase": phase, "params": dict(params), "attempt": attempt,
         "status": status,
         "metrics": {key: json_number(series[-1]) for key, series in metrics.items() if series},
-        "series": {key: [json_number(v) for v in bounded(series, SERIES_POINTS)]
-                   for key, series in metrics.items() if series},
         "sources": list(sources), "collected_at": collected_at,
+        # last in the line: a reader that needs no curve skips it (loads(series=False))
+        "series": {key: [point(v) for v in bounded(series, SERIES_POINTS)]
+                   for key, series in metrics.items() if series},
     }
 
 
@@ -40,12 +46,28 @@ def dumps(records: Iterable[Record]) -> str:
                    for record in records)
 
 
-def loads(text: str) -> list[Record]:
-    """The records of a results.jsonl text; a line that is not a record is skipped."""
+_SERIES = ',"series":'
+
+
+def _decode(line: str, series: bool) -> Any:
+    if not series:
+        # the series is the record's last key: cut it off rather than parse every point
+        cut = line.rfind(_SERIES)
+        if cut > 0:
+            try:
+                return json.loads(line[:cut] + "}")
+            except ValueError:
+                pass  # a key that looked like it: parse the whole line
+    return json.loads(line)
+
+
+def loads(text: str, *, series: bool = True) -> list[Record]:
+    """The records of a results.jsonl text; a line that is not a record is skipped. Without
+    `series` the curves are left out (a table needs only the final values)."""
     records: list[Record] = []
     for line in text.splitlines():
         try:
-            data = json.loads(line)
+            data = _decode(line, series)
         except ValueError:
             continue
         if isinstance(data, dict) and isinstance(data.get("id"), str):
@@ -58,10 +80,10 @@ def loads(text: str) -> list[Record]:
     return records
 
 
-def read_records(run_dir: Path) -> list[Record] | None:
+def read_records(run_dir: Path, *, series: bool = True) -> list[Record] | None:
     """The run dir's records; None when it has no results.jsonl."""
     try:
         text = (run_dir / RESULTS_FILE).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return None
-    return loads(text)
+    return loads(text, series=series)

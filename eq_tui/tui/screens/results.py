@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from eq_tui.engine import ProjectState
 from eq_tui.results.group import MixedConfigurations, Row, Table, group, sort_rows
@@ -66,8 +66,7 @@ class ResultsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
-        yield Static(id="results-note")
-        yield Footer()
+        yield Static(id="results-note")  # the keys too: a Footer costs a full restyle on open
 
     def on_mount(self) -> None:
         self.query_one(DataTable).border_title = "results"
@@ -122,7 +121,7 @@ class ResultsScreen(Screen[None]):
         note = "  ".join(problems) or ("no metrics yet: they are read as jobs finish" if empty
                                        else "* best of its phase by the metric's goal "
                                             "(↑ max, ↓ min); mean ± std over the seeds; "
-                                            "s / S: sort, reverse")
+                                            "s / S: sort, reverse; escape: close")
         self.query_one("#results-note", Static).update(note)
 
     def _title(self, metric: str) -> str:
