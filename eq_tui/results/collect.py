@@ -33,7 +33,7 @@ CONVENTIONAL = (("json", "metrics.json"), ("jsonl", "results.jsonl"), ("csv", "m
 # read_files.sh MAX BOUNDARY CWD PATH...: each readable file as a section `BOUNDARY file I SIZE`
 # (I: its position among the paths), bounded: a bigger file sends its first line (a CSV header)
 # and its last MAX bytes.
-READ_FILES = r"""
+READ_FILES = r"""# read_metrics.sh MAX BOUNDARY CWD PATH...
 set -u
 max=$1 b=$2 cwd=$3
 shift 3
