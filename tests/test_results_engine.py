@@ -112,3 +112,23 @@ async def test_grid_results_summary_and_on_complete(tmp_path: Path) -> None:
     failed = [a for a in alerts if "on_complete of phase eval failed" in a["message"]]
     assert failed and failed[0]["level"] == "error" and "exit code 4" in failed[0]["message"]
     assert any("on_complete of phase train done" in a["message"] for a in alerts)
+
+
+@pytest.mark.asyncio
+async def test_a_resumed_engine_keeps_the_results_and_runs_no_hook_twice(tmp_path: Path) -> None:
+    counter = tmp_path / "hook_runs"
+    hook = f"echo run >> {counter}"
+    jobs = [job(f"s{seed}", f"{TRAIN} --metrics json --seed {seed}",
+                params=(("seed", str(seed)),)) for seed in (1, 2)]
+    manifest = make_manifest(tmp_path, jobs, results=ResultsSpec(on_complete=hook))
+    code, first = await run_to_end(manifest, tmp_path / "run")
+    assert code == 0 and counter.read_text() == "run\n"
+    before = records_by_id(tmp_path / "run")
+    assert all(r["metrics"]["val_acc"] for r in before.values())
+    # the same run dir again: every job already done; the results stay, the hook is not rerun
+    code, second = await run_to_end(manifest, tmp_path / "run")
+    assert code == 0 and counter.read_text() == "run\n"
+    after = records_by_id(tmp_path / "run")
+    assert {k: r["metrics"] for k, r in after.items()} == \
+        {k: r["metrics"] for k, r in before.items()}
+    assert second.job("s1")["metrics"] == first.job("s1")["metrics"]
