@@ -65,6 +65,7 @@ class Harvest:
         self._queue = self.ctx.bus.subscribe()
         self._consumer = asyncio.ensure_future(self._follow(self._queue))
         self._dirty = True
+        self._schedule_write()  # a run read while nothing has changed yet still has the file
         self._spawn(self._check_phases())
 
     async def close(self) -> None:
@@ -190,11 +191,12 @@ class Harvest:
                 self.write()
 
     async def summary_table(self) -> str:
-        """The results table for summary.md (once what is being read is in)."""
+        """The results table for summary.md (once what is being read is in; a hook running
+        meanwhile is not waited for)."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(60):
-                pending = [t for t in self._tasks if t is not asyncio.current_task()]
-                await asyncio.gather(*pending, return_exceptions=True)
+                while self._collecting:
+                    await asyncio.sleep(0.05)
         settings = from_manifest(self.ctx.manifest)
         records = self.records()
         if not any(r["metrics"] for r in records):
