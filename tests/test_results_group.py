@@ -7,6 +7,8 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eq_tui.results.group import MixedConfigurations, group, sort_rows
 
@@ -102,3 +104,27 @@ def test_sorting_on_a_metric_or_a_parameter() -> None:
     table = group(GRID[:5], goals={"acc": "max"})
     assert [r.params["lr"] for r in sort_rows(table, "acc", descending=True)] == ["0.03", "0.1"]
     assert [r.params["lr"] for r in sort_rows(table, "lr")] == ["0.03", "0.1"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["0.1", "0.01"]), st.sampled_from(["a", "b"]),
+                          st.integers(0, 4), st.sampled_from(["completed", "stuck", "running"]),
+                          st.one_of(st.none(), st.floats(-10, 10))), max_size=30))
+def test_grouping_invariants(rows: list[tuple[str, str, int, str, float | None]]) -> None:
+    records = [rec(f"j{i}", status, lr=lr, opt=opt, seed=seed, m_acc=value)
+               for i, (lr, opt, seed, status, value) in enumerate(rows)]
+    table = group(records, metrics=["acc"], goals={"acc": "max"})
+    # every job is in exactly one row, and a row never mixes two configurations
+    assert sorted(m["id"] for row in table.rows for m in row.members) == \
+        sorted(r["id"] for r in records)
+    for row in table.rows:
+        assert len({(m["params"]["lr"], m["params"]["opt"]) for m in row.members}) == 1
+        cell = row.cells["acc"]
+        assert cell.n + cell.nonfinite <= row.done <= row.expected
+        if cell.n:
+            assert cell.min is not None and cell.max is not None and cell.mean is not None
+            assert cell.min - 1e-9 <= cell.mean <= cell.max + 1e-9
+    assert sum(1 for row in table.rows if "acc" in row.best) <= len(table.rows)
+    if any(row.cells["acc"].n for row in table.rows) and len(table.rows) > 1:
+        best = max(r.cells["acc"].mean for r in table.rows if r.cells["acc"].mean is not None)
+        assert all(row.cells["acc"].mean == best for row in table.rows if "acc" in row.best)
