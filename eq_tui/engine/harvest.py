@@ -19,7 +19,7 @@ from typing import Any
 from eq_tui.engine.atomic import write_atomic
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.events import Event, JobStateChanged, QueueFinished
-from eq_tui.engine.model import JobState, JobStatus
+from eq_tui.engine.model import Attempt, JobState, JobStatus
 from eq_tui.errors import HostError
 from eq_tui.manifest.model import Manifest
 from eq_tui.results import hooks
@@ -97,7 +97,7 @@ class Harvest:
                 if old.is_active and not new.is_active and job is not None \
                         and job.current is not None and job.current.launched:
                     self._collecting.add(job.id)
-                    self._spawn(self._collect(job, job.current.n))
+                    self._spawn(self._collect(job, job.current))
                 else:
                     self._spawn(self._check_phases())
                 self._schedule_write()
@@ -106,23 +106,23 @@ class Harvest:
 
     # ---- collecting ------------------------------------------------------------------------
 
-    async def _collect(self, job: JobState, attempt: int) -> None:
+    async def _collect(self, job: JobState, attempt: Attempt) -> None:
         try:
             await self._read(job, attempt)
         finally:
             self._collecting.discard(job.id)
         await self._check_phases()
 
-    async def _read(self, job: JobState, attempt: int) -> None:
+    async def _read(self, job: JobState, current: Attempt) -> None:
+        """Read the attempt that ended (even if the job has been launched again since)."""
         ctx = self.ctx
-        current = job.current
-        record = ctx.hosts.get(current.host) if current is not None else None
+        record = ctx.hosts.get(current.host)
         runner = getattr(record.host, "runner", None) if record is not None else None
         spec = ctx.manifest.job_specs.get(job.id)
-        if current is None or record is None or runner is None:
-            return
+        if record is None or runner is None:
+            return  # a host with no shell (the tests' in-memory host): nothing to read
         wanted = wanted_files(spec.metrics if spec else None, attempt_dir=current.attempt_dir,
-                              run_dir=ctx.run_dir_value(), job_id=job.id, attempt=attempt)
+                              run_dir=ctx.run_dir_value(), job_id=job.id, attempt=current.n)
         limit = self._limits.setdefault(current.host, asyncio.Semaphore(PER_HOST))
         try:
             async with limit:
@@ -134,7 +134,7 @@ class Harvest:
                           job=job.id)
             return
         async with self.lock:
-            self._apply(job, attempt, found.metrics, found.sources)
+            self._apply(job, current.n, found.metrics, found.sources)
 
     def _apply(self, job: JobState, attempt: int, metrics: Metrics, sources: tuple[str, ...]
                ) -> None:

@@ -102,9 +102,10 @@ async def test_sorting_on_a_column_and_reversing() -> None:
 
 def test_results_screen_snapshot(snap_compare: Any) -> None:
     async def open_results(pilot: Pilot[Any]) -> None:
-        await pilot.pause(0.3)
+        await pilot.pause(0.3)  # the log pane's first tail
         await pilot.press("R")
-        await pilot.pause(0.3)
+        await eventually(pilot, lambda: isinstance(pilot.app.screen, ResultsScreen))
+        await pilot.pause()
 
     app, _ = make_app()
     assert snap_compare(app, terminal_size=SIZE, run_before=open_results)
