@@ -27,6 +27,8 @@ other commands (RUN_DIR may be HOST:RUN_DIR, a run dir on an ssh host; add --ssh
   eq-tui attach RUN_DIR        the UI on an engine that is already running (q detaches);
                                --resume starts it in the background first if it is not running
   eq-tui stop RUN_DIR          stop a running engine (its jobs keep running)
+  eq-tui results RUN_DIR       the results table: mean ± std over seeds per configuration
+                               (--format table|csv|json|markdown|latex, --metric, --by)
 
 to write a manifest and set up the tool:
   eq-tui init                  write a commented manifest: --cmd "python train.py --lr {1e-3,3e-4}"
@@ -122,6 +124,10 @@ def _ssh_config(value: str | None) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
+        if args and args[0] == "results":
+            from eq_tui.results_cli import main as results_main
+
+            return results_main(args[1:])
         if args and args[0] in ("status", "stop", "attach"):
             return _run_dir_command(args[0], args[1:])
         if args and args[0] in TOOL_COMMANDS:

@@ -18,7 +18,8 @@ DOC = (ROOT / "docs" / "manifest.md").read_text(encoding="utf-8")
 SECTIONS = {"top": "## Top level", "host": "## Hosts", "simulate": "### simulate",
             "slurm": "### slurm", "env_var": "## env and secrets", "oom_retry": "## oom_retry",
             "job": "## Jobs and templates", "template": "## Jobs and templates",
-            "precondition": "### preconditions", "phase": "## Phases"}
+            "precondition": "### preconditions", "phase": "## Phases",
+            "metrics": "### metrics"}
 
 
 def section(heading: str) -> str:

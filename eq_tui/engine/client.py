@@ -52,6 +52,8 @@ class JobRecord(TypedDict, total=False):
     retries_by_class: dict[str, int]
     exited_seen_at: float | None
     last_line: str
+    params: dict[str, str]  # the job's grid point
+    metrics: dict[str, float | None]  # final metric values once read (null: NaN/inf)
 
 
 class GpuView(TypedDict, total=False):
@@ -99,6 +101,8 @@ class Settings(TypedDict, total=False):
     waves: str
     poll: float
     pid: int
+    goals: dict[str, str]  # metric -> max | min (the manifest's goal, phases merged)
+    group_over: str  # the grid key results average over
 
 
 class Snapshot(TypedDict, total=False):

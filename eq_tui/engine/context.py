@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 from eq_tui.engine.bus import Bus
 from eq_tui.engine.host_record import HostRecord
-from eq_tui.engine.launchvars import substitute
 from eq_tui.engine.ledger import Ledger
 from eq_tui.engine.store import RunDir
 from eq_tui.hosts.factory import job_cwd
+from eq_tui.manifest.launchvars import substitute
 from eq_tui.manifest.model import JobSpec, Manifest
 
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")

@@ -21,6 +21,7 @@ from eq_tui.engine.commands import Commands
 from eq_tui.engine.context import RunContext, output_pattern
 from eq_tui.engine.events import Event, QueueFinished
 from eq_tui.engine.gpu_view import node_views
+from eq_tui.engine.harvest import Harvest, results_settings
 from eq_tui.engine.host_record import HostLink, HostRecord
 from eq_tui.engine.launcher import Launcher
 from eq_tui.engine.ledger import Ledger
@@ -75,6 +76,8 @@ class Engine:
         self.persistence = Persistence(self.ctx)
         self.launcher = Launcher(self.ctx, self.lock, self.persistence.persist)
         self.commands = Commands(self)
+        self.harvest = Harvest(self.ctx, self.lock)
+        self.persistence.summary_tail = self.harvest.summary_table
         # watch=False leaves only the periodic probe (how today's polling scripts work: the
         # benchmarks compare against it)
         self.watchers = HostWatchers(hosts if watch else {}, self.pacing.on_watch_event)
@@ -141,6 +144,7 @@ class Engine:
             run_dir.release_lock()
             raise
         self._started = True
+        self.harvest.start()
 
     def close_with(self, closer: Closer) -> None:
         """Something served beside the engine (its control socket) that must close before the
@@ -218,6 +222,8 @@ class Engine:
             await self.watchers.close()
         with contextlib.suppress(Exception):
             await self.wait_summary()
+        with contextlib.suppress(Exception):
+            await self.harvest.close()
         with contextlib.suppress(Exception):
             self.persistence.persist()
         for closer in self._closers:
@@ -361,6 +367,7 @@ class Engine:
             hosts.append({"name": name, "kind": record.kind, **record.link.to_json(),
                           "stopped": record.stopped, "gpus": views, "nodes": node_views(snap)})
         manifest = self.manifest
+        goals, group_over = results_settings(manifest)
         return {
             "project": self.project, "run_dir": str(ctx.run_dir.path), "paused": ctx.paused,
             "started_at": ctx.started_at, "created": ctx.created, "now": now,
@@ -368,7 +375,8 @@ class Engine:
             "settings": {"max_attempts": manifest.oom_retry.max_attempts,
                          "oom_delay": manifest.oom_retry.delay,
                          "threshold_mib": manifest.gpu_free_threshold_mib,
-                         "waves": manifest.waves, "poll": self.pacing.poll, "pid": os.getpid()},
+                         "waves": manifest.waves, "poll": self.pacing.poll, "pid": os.getpid(),
+                         "goals": goals, "group_over": group_over},
             "jobs": [job.to_json() for job in self.jobs.values()],  # type: ignore[misc]
             "hosts": hosts,  # type: ignore[typeddict-item]
             "alerts": list(ctx.bus.alerts),

@@ -9,12 +9,12 @@ from collections.abc import Callable, Sequence
 
 from eq_tui.engine.context import RunContext, shell_path
 from eq_tui.engine.judge import LAUNCH_GRACE_S
-from eq_tui.engine.launchvars import substitute
 from eq_tui.engine.model import JobState, JobStatus
 from eq_tui.engine.naming import attempt_dir, session_name
 from eq_tui.engine.scheduler import Launch
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import LaunchRequest
+from eq_tui.manifest.launchvars import substitute
 
 
 class Launcher:
@@ -127,6 +127,7 @@ class Launcher:
             "EQ_ATTEMPT": str(n),
             "EQ_PROJECT": self.ctx.project,
             "EQ_RUN_DIR": self.ctx.run_dir_value(),
+            "EQ_ATTEMPT_DIR": directory,
         })
         return LaunchRequest(job_id=job.id, attempt=n, session=session, attempt_dir=directory,
                              cwd=self.ctx.cwd_for(host), cmd=cmd, gpus=gpus, env=env,

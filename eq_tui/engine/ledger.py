@@ -107,8 +107,10 @@ class Ledger:
         for spec in self.manifest.jobs:
             job = self.jobs.pop(spec.id, None)
             if job is None:
-                job = JobState(id=spec.id, phase=spec.phase, cmd=spec.cmd)
+                job = JobState(id=spec.id, phase=spec.phase, cmd=spec.cmd,
+                               params=dict(spec.params))
             else:
+                job.params = dict(spec.params)
                 if job.cmd != spec.cmd and job.status != JobStatus.COMPLETED:
                     self.bus.alert("info", f"{spec.id}: command changed; the next attempt uses "
                                    f"`{spec.cmd}` (was `{job.cmd}`)", job=spec.id)

@@ -108,6 +108,8 @@ class JobState:
     retries_by_class: dict[str, int] = field(default_factory=dict)
     exited_seen_at: float | None = None  # when we first saw its exit record with the session alive
     last_line: str = ""
+    params: dict[str, str] = field(default_factory=dict)  # its grid point (results group on it)
+    metrics: dict[str, float | None] = field(default_factory=dict)  # final values, once read
 
     @property
     def current(self) -> Attempt | None:
@@ -172,4 +174,6 @@ class JobState:
             retries_by_class=dict(data.get("retries_by_class") or {}),
             exited_seen_at=data.get("exited_seen_at"),
             last_line=str(data.get("last_line") or ""),
+            params={str(k): str(v) for k, v in (data.get("params") or {}).items()},
+            metrics=dict(data.get("metrics") or {}),
         )

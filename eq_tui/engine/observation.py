@@ -11,11 +11,11 @@ from eq_tui.engine.context import RunContext
 from eq_tui.engine.events import HostProbed, HostStateChanged
 from eq_tui.engine.gpu_view import gpu_views, node_views
 from eq_tui.engine.host_record import HostRecord
-from eq_tui.engine.launchvars import substitute
 from eq_tui.engine.model import JobStatus
 from eq_tui.engine.scheduler import GpuView, HostView
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import HostSnapshot, PathCheck, ProbeRequest
+from eq_tui.manifest.launchvars import substitute
 
 Readings = dict[str, dict[int, int]]  # host -> GPU -> MiB used, from a watcher
 

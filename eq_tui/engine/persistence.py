@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from eq_tui.engine.context import RunContext
@@ -21,6 +22,8 @@ class Persistence:
         self.finished = False  # the queue has finished (set by the engine)
         self._persisted_whole = False
         self._finish_persisted = False
+        # what summary.md ends with (the results table), from the results part
+        self.summary_tail: Callable[[], Awaitable[str]] | None = None
 
     # ---- writing ---------------------------------------------------------------------------
 
@@ -130,4 +133,9 @@ class Persistence:
         await asyncio.gather(*(fetch(job) for job in needing[:50]))
         text = render_summary(ctx.project, jobs, started=ctx.created, ended=ctx.clock(),
                               log_tails=tails)
+        if self.summary_tail is not None:
+            with contextlib.suppress(Exception):
+                tail = await self.summary_tail()
+                if tail:
+                    text = f"{text}\n{tail}"
         ctx.run_dir.write_summary(text)

@@ -26,7 +26,8 @@ from eq_tui.manifest.expand import (
     valid_arg_key,
 )
 from eq_tui.manifest.ids import ID_PATTERN
-from eq_tui.manifest.model import JobSpec, Precondition
+from eq_tui.manifest.model import JobSpec, MetricsSpec, Precondition
+from eq_tui.manifest.results_keys import parse_metrics
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.yaml_lines import Path_
 
@@ -57,6 +58,8 @@ class Scope:
     output_check_path: Path_ = ()
     gpus_per_job: int = 1
     gpus_per_job_path: Path_ = ()
+    metrics: MetricsSpec | None = None
+    metrics_path: Path_ = ()
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,9 @@ def parse_scope(ctx: Context, raw: dict[str, Any], path: Path_, parent: Scope) -
         scope.gpus_per_job_path = (*path, "gpus_per_job")
         scope.gpus_per_job = ctx.integer(raw["gpus_per_job"], scope.gpus_per_job_path,
                                          minimum=1)
+    if raw.get("metrics") is not None:
+        scope.metrics_path = (*path, "metrics")
+        scope.metrics = parse_metrics(ctx, raw["metrics"], scope.metrics_path)
     return scope
 
 
@@ -224,7 +230,23 @@ class JobMaker:
                 Precondition(type=p.precondition.type,
                              path=self._sub(p.precondition.path, variables, p.path, point))
                 for p in preconditions),
-            gpus_per_job=gpus_per_job)
+            gpus_per_job=gpus_per_job,
+            metrics=self._metrics(entry, path, scope, variables, point),
+            params=tuple(point.items()))
+
+    def _metrics(self, entry: dict[str, Any], path: Path_, scope: Scope,
+                 variables: dict[str, str], point: dict[str, str]) -> MetricsSpec | None:
+        if entry.get("metrics") is not None:
+            where: Path_ = (*path, "metrics")
+            spec = parse_metrics(self.ctx, entry["metrics"], where)
+        elif scope.metrics is not None:
+            where, spec = scope.metrics_path, scope.metrics
+        else:
+            return None
+        files = {key: self._sub(value, variables, (*where, key), point)
+                 for key in ("json", "jsonl", "csv")
+                 if (value := getattr(spec, key)) is not None}
+        return MetricsSpec(**{**spec.__dict__, **files})
 
     def _sub(self, text: str, variables: dict[str, str], path: Path_, point: dict[str, str],
              *, quote: bool = False) -> str:

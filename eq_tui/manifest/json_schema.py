@@ -112,6 +112,30 @@ _OUTPUT_CHECK = _doc(_nullable({"type": "string"}),
                      "A glob on the host that must match for the job to count as completed.")
 _GPUS_PER_JOB = _doc(_nullable(_int(1)), "GPUs each job gets (on one host).", default=1)
 
+_METRICS = _obj({
+    "json": _doc({"type": "string", "minLength": 1}, "A JSON file: every numeric leaf, with "
+                 "dotted keys."),
+    "jsonl": _doc({"type": "string", "minLength": 1}, "One JSON record per line: the last "
+                  "value and the series of each key."),
+    "csv": _doc({"type": "string", "minLength": 1}, "A CSV file in Lightning's metrics.csv "
+                "shape."),
+    "log": _doc({"type": "boolean"}, "Numbers written as key=value or key: value in the log.",
+                default=False),
+    "pattern": _doc({"type": "string", "minLength": 1}, "A regular expression with named "
+                    "groups over log lines; each group names a metric."),
+}, description="Where a job's numbers are; paths take the launch-time variables. Without it, "
+               "the conventional files in the attempt dir and the log are read.")
+_METRICS_REF = _doc(_nullable({"$ref": "#/$defs/metrics"}), "Where the jobs' metrics are.")
+_RESULTS = {
+    "goal": _doc(_nullable({"type": "object", "additionalProperties": {"enum": ["max", "min"]}}),
+                 "Which way is better, per metric.", examples=[{"val_acc": "max", "loss": "min"}]),
+    "group_over": _doc(_nullable(_TEXT), "The grid key averaged over in the results.",
+                       default="seed"),
+    "on_complete": _doc(_nullable({"type": "string", "minLength": 1}),
+                        "A command run where the engine runs when the phase (or, at the top "
+                        "level, the queue) is done; EQ_RESULTS and EQ_PHASE are set."),
+}
+
 _JOB_FIELDS = {
     "id": _doc(_TEXT, "Unique after expansion; [A-Za-z0-9_.-]+; ${var} is substituted."),
     "cmd": _doc(_nullable({"type": "string"}), "The command (else the scope's default_cmd)."),
@@ -119,6 +143,7 @@ _JOB_FIELDS = {
     "output_check": _OUTPUT_CHECK,
     "preconditions": _PRECONDITIONS,
     "gpus_per_job": _GPUS_PER_JOB,
+    "metrics": _METRICS_REF,
 }
 _JOB = _obj(_JOB_FIELDS, description="One job: an id, and cmd or args after default_cmd.")
 _TEMPLATE = _obj(_JOB_FIELDS, description="A job for every grid point; without id, jobs are "
@@ -143,6 +168,7 @@ _SCOPE = {
     "grid": _GRID,
     "template": _doc(_nullable({"$ref": "#/$defs/template"}), "The job made for every grid "
                                                                "point."),
+    "metrics": _METRICS_REF,
 }
 
 _PHASE = _obj({
@@ -154,6 +180,7 @@ _PHASE = _obj({
                                   "When a dependency ends stuck or killed: block this phase's "
                                   "jobs, or run them anyway.", default="block"),
     **_SCOPE,
+    **_RESULTS,
 }, required=("name",), description="A group of jobs that may wait for other phases.")
 
 _ENV_VAR = _doc({"anyOf": [
@@ -206,6 +233,7 @@ _TOP = {
                                   "killed as stale.", default=5),
     "retry_delay_s": _doc(_num(), "Delay before retrying a port-in-use failure.", default=30),
     **_SCOPE,
+    **_RESULTS,
     "phases": _doc(_nullable({"type": "array", "minItems": 1,
                               "items": {"$ref": "#/$defs/phase"}}),
                    "Groups of jobs with dependencies; top-level jobs/grid/template then go "
@@ -220,7 +248,7 @@ SCHEMA: dict[str, Any] = {
     "not": {"required": ["ssh", "hosts"]},
     "$defs": {"host": _HOST, "simulate": _SIMULATE, "slurm": _SLURM, "env_var": _ENV_VAR,
               "oom_retry": _OOM_RETRY, "precondition": _PRECONDITION, "job": _JOB,
-              "template": _TEMPLATE, "phase": _PHASE},
+              "template": _TEMPLATE, "phase": _PHASE, "metrics": _METRICS},
 }
 
 

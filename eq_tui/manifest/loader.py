@@ -22,6 +22,7 @@ Semantics worth knowing:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,16 @@ from eq_tui.errors import ManifestError
 from eq_tui.manifest import schema
 from eq_tui.manifest.hosts import gpu_capacity, parse_hosts
 from eq_tui.manifest.jobs import JobMaker, Scope, parse_scope
-from eq_tui.manifest.model import DEFAULT_PHASE, HostSpec, JobSpec, Manifest, PhaseSpec
+from eq_tui.manifest.model import (
+    DEFAULT_PHASE,
+    HostSpec,
+    JobSpec,
+    Manifest,
+    PhaseSpec,
+    ResultsSpec,
+)
 from eq_tui.manifest.phases import parse_phases
+from eq_tui.manifest.results_keys import parse_results
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.settings import parse_env, parse_oom_retry, parse_project
 from eq_tui.manifest.yaml_lines import load_with_lines
@@ -70,7 +79,8 @@ def _build(ctx: Context, data: Any) -> Manifest:
     hosts = parse_hosts(ctx, top)
     top_scope = parse_scope(ctx, top, (), Scope())
     maker = JobMaker(ctx)
-    phases, jobs = _phases_and_jobs(ctx, top, maker, top_scope)
+    results = parse_results(ctx, top, (), ResultsSpec())
+    phases, jobs = _phases_and_jobs(ctx, top, maker, top_scope, results)
     _check_gpus_fit(ctx, maker, jobs, hosts)
     return Manifest(
         project=project, source=ctx.source,
@@ -90,7 +100,7 @@ def _build(ctx: Context, data: Any) -> Manifest:
         stale_grace_s=ctx.number(top.get("stale_grace_s", 5.0), ("stale_grace_s",), minimum=0),
         retry_delay_s=ctx.number(top.get("retry_delay_s", 30.0), ("retry_delay_s",),
                                  minimum=0),
-        phases=phases, jobs=tuple(jobs))
+        phases=phases, jobs=tuple(jobs), results=results)
 
 
 def _optional_string(ctx: Context, top: dict[str, Any], key: str) -> str | None:
@@ -99,18 +109,19 @@ def _optional_string(ctx: Context, top: dict[str, Any], key: str) -> str | None:
     return ctx.string(top[key], (key,), allow_numbers=True)
 
 
-def _phases_and_jobs(ctx: Context, top: dict[str, Any], maker: JobMaker,
-                     top_scope: Scope) -> tuple[tuple[PhaseSpec, ...], list[JobSpec]]:
+def _phases_and_jobs(ctx: Context, top: dict[str, Any], maker: JobMaker, top_scope: Scope,
+                     results: ResultsSpec) -> tuple[tuple[PhaseSpec, ...], list[JobSpec]]:
     if top.get("phases") is None:
         jobs = maker.scope_jobs(top, (), top_scope, DEFAULT_PHASE)
         if not jobs:
             ctx.fail("no jobs: give 'jobs', 'grid' + 'template', or 'phases'")
-        return (PhaseSpec(name=DEFAULT_PHASE),), jobs
+        # the top level's on_complete runs once, when the queue is done
+        return (PhaseSpec(name=DEFAULT_PHASE, results=replace(results, on_complete=None)),), jobs
     for key in ("jobs", "grid", "template"):
         if top.get(key) is not None:
             ctx.fail(f"top-level '{key}' cannot be combined with 'phases'; move it into a "
                      "phase", (key,))
-    return parse_phases(ctx, top["phases"], maker, top_scope)
+    return parse_phases(ctx, top["phases"], maker, top_scope, results)
 
 
 def _check_gpus_fit(ctx: Context, maker: JobMaker, jobs: list[JobSpec],

@@ -76,11 +76,37 @@ class OomRetry:
     max_attempts: int = 3
 
 
+Goal = Literal["max", "min"]
+
+
+@dataclass(frozen=True)
+class MetricsSpec:
+    """Where a job's numbers are (`metrics:`); paths relative to the job's cwd, launch-time
+    variables still in. Without one, the conventional files and the log are looked at."""
+
+    json: str | None = None
+    jsonl: str | None = None
+    csv: str | None = None
+    log: bool = False
+    pattern: str | None = None  # a regex with named groups, over log lines (implies log)
+
+
+@dataclass(frozen=True)
+class ResultsSpec:
+    """How results are read and grouped, per phase (the top level's inherited): which way is
+    better per metric, the seed-like grid key averaged over, the command run when done."""
+
+    goal: tuple[tuple[str, Goal], ...] = ()
+    group_over: str = "seed"
+    on_complete: str | None = None
+
+
 @dataclass(frozen=True)
 class PhaseSpec:
     name: str
     depends_on: tuple[str, ...] = ()
     on_dependency_failure: OnDependencyFailure = "block"
+    results: ResultsSpec = field(default_factory=ResultsSpec)
 
 
 @dataclass(frozen=True)
@@ -91,6 +117,8 @@ class JobSpec:
     output_check: str | None = None
     preconditions: tuple[Precondition, ...] = ()
     gpus_per_job: int = 1
+    metrics: MetricsSpec | None = None  # None: look for the conventional files and the log
+    params: tuple[tuple[str, str], ...] = ()  # its grid point, for grouping results
 
 
 DEFAULT_PHASE = "main"
@@ -115,6 +143,7 @@ class Manifest:
     retry_delay_s: float = 30.0  # for port_in_use and other "retry after a delay" classes
     phases: tuple[PhaseSpec, ...] = (PhaseSpec(name=DEFAULT_PHASE),)
     jobs: tuple[JobSpec, ...] = ()
+    results: ResultsSpec = field(default_factory=ResultsSpec)  # the top level's
 
     @cached_property
     def job_specs(self) -> dict[str, JobSpec]:

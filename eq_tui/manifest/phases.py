@@ -7,13 +7,14 @@ from typing import Any
 
 from eq_tui.manifest import schema
 from eq_tui.manifest.jobs import JobMaker, Scope, parse_scope
-from eq_tui.manifest.model import JobSpec, PhaseSpec
+from eq_tui.manifest.model import JobSpec, PhaseSpec, ResultsSpec
+from eq_tui.manifest.results_keys import parse_results
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.yaml_lines import Path_
 
 
-def parse_phases(ctx: Context, raw: Any, maker: JobMaker,
-                 top_scope: Scope) -> tuple[tuple[PhaseSpec, ...], list[JobSpec]]:
+def parse_phases(ctx: Context, raw: Any, maker: JobMaker, top_scope: Scope,
+                 top_results: ResultsSpec) -> tuple[tuple[PhaseSpec, ...], list[JobSpec]]:
     raw_phases = ctx.list_of(raw, ("phases",))
     if not raw_phases:
         ctx.fail("the phase list is empty", ("phases",))
@@ -24,7 +25,7 @@ def parse_phases(ctx: Context, raw: Any, maker: JobMaker,
     for i, item in enumerate(raw_phases):
         path: Path_ = ("phases", i)
         phase = ctx.mapping(item, path)
-        spec, paths = _phase_spec(ctx, phase, path)
+        spec, paths = _phase_spec(ctx, phase, path, top_results)
         if spec.name in counts:
             first = next(j for j, p in enumerate(phases) if p.name == spec.name)
             ctx.fail(f"phase {spec.name!r} is defined twice (also phases[{first}])",
@@ -40,8 +41,8 @@ def parse_phases(ctx: Context, raw: Any, maker: JobMaker,
     return tuple(phases), jobs
 
 
-def _phase_spec(ctx: Context, phase: dict[str, Any], path: Path_) -> tuple[PhaseSpec,
-                                                                           list[Path_]]:
+def _phase_spec(ctx: Context, phase: dict[str, Any], path: Path_,
+                top_results: ResultsSpec) -> tuple[PhaseSpec, list[Path_]]:
     ctx.check_keys(phase, schema.PHASE_KEYS, path)
     if "name" not in phase:
         ctx.fail("every phase needs a 'name'", path)
@@ -50,7 +51,8 @@ def _phase_spec(ctx: Context, phase: dict[str, Any], path: Path_) -> tuple[Phase
     policy = ctx.choice(phase.get("on_dependency_failure", "block"), ("block", "run"),
                         (*path, "on_dependency_failure"))
     return PhaseSpec(name=name, depends_on=depends,
-                     on_dependency_failure=policy), paths  # type: ignore[arg-type]
+                     on_dependency_failure=policy,  # type: ignore[arg-type]
+                     results=parse_results(ctx, phase, path, top_results)), paths
 
 
 def _depends_on(ctx: Context, raw: Any, path: Path_) -> tuple[tuple[str, ...], list[Path_]]:

@@ -20,7 +20,9 @@ SLURM_KEYS = json_schema.keys("slurm")
 OOM_KEYS = json_schema.keys("oom_retry")
 JOB_KEYS = json_schema.keys("job")
 PHASE_KEYS = json_schema.keys("phase")
-SCOPE_KEYS = PHASE_KEYS - {"name", "depends_on", "on_dependency_failure"}
+RESULTS_KEYS = frozenset({"goal", "group_over", "on_complete"})
+SCOPE_KEYS = PHASE_KEYS - RESULTS_KEYS - {"name", "depends_on", "on_dependency_failure"}
+METRICS_KEYS = json_schema.keys("metrics")
 PRECONDITION_KEYS = json_schema.keys("precondition")
 ENV_KEYS = json_schema.env_var_keys()
 

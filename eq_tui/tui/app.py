@@ -30,6 +30,7 @@ from eq_tui.tui.run_view import Changes, RunView
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from eq_tui.tui.screens.details import JobDetailsScreen
 from eq_tui.tui.screens.help import HelpScreen
+from eq_tui.tui.screens.results import ResultsScreen
 from eq_tui.tui.screens.summary import SummaryScreen
 from eq_tui.tui.themes import choose_theme, load_themes, user_theme_dir
 
@@ -52,9 +53,11 @@ class EqTuiApp(App[int]):
         Binding("left_square_bracket", "attempt(-1)", "Earlier log", show=False),
         Binding("right_square_bracket", "attempt(1)", "Later log", show=False),
         Binding("escape", "clear", "Clear marks/filter", show=False),
+        Binding("R", "push_screen('results')", "Results", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit_app", "Quit"),
     ]
+    SCREENS: ClassVar[dict[str, Any]] = {"results": ResultsScreen}  # R: one, kept while open
 
     def __init__(self, clients: list[EngineClient], *, theme: str | None = None,
                  clock: Callable[[], float] = time.time, detach_on_quit: bool = False,

@@ -15,6 +15,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist, RowKey
 
 from eq_tui.tui.filters import JobFilter
+from eq_tui.tui.live_metrics import LiveMetrics
 from eq_tui.tui.palette import status_rich_styles
 from eq_tui.tui.rows import (
     COLUMNS,
@@ -41,6 +42,7 @@ class JobTable(DataTable[Any]):
         Binding("space", "toggle_mark", "Mark"),
         Binding("s", "sort_next", "Sort", show=True),
         Binding("S", "sort_reverse", "Reverse sort", show=False),
+        Binding("m", "next_metric", "Metric", show=False),
     ]
 
     class JobsRequested(Message):
@@ -80,6 +82,8 @@ class JobTable(DataTable[Any]):
         self._styles: dict[str, Style] = {}
         self._view: RunView | None = None
         self._now = 0.0
+        self.live = LiveMetrics()
+        self.metric: str | None = None  # the metric column's metric (None: no column)
 
     # ---- building --------------------------------------------------------------------------
 
@@ -87,12 +91,14 @@ class JobTable(DataTable[Any]):
         """Columns (a project column only with several projects) and every row."""
         self._view = view
         multi = len(view.projects) > 1
-        self._columns = [i for i, c in enumerate(COLUMNS) if multi or c.key != "project"]
+        self._columns = [i for i, c in enumerate(COLUMNS) if (multi or c.key != "project")
+                         and (self.metric or c.key != "metric")]
         self.clear(columns=True)
         self.add_column(" ", key=MARK_COLUMN, width=1)
         for i in self._columns:
             column = COLUMNS[i]
-            self.add_column(column.label, key=column.key, width=column.width)
+            label = self.metric if column.key == "metric" and self.metric else column.label
+            self.add_column(label, key=column.key, width=column.width)
         self.refresh_styles()
         self.rebuild(now)
 
@@ -111,8 +117,10 @@ class JobTable(DataTable[Any]):
         for key, project, job in self._view.iter_jobs():
             if not self.job_filter.matches(job, project.project):
                 continue
+            self.live.observe(key, job)
             cells = job_cells(job, project=project.project, now=now,
-                              max_attempts=project.max_attempts)
+                              max_attempts=project.max_attempts,
+                              metric=self.live.cell(key, job, self.metric))
             self._cells[key] = cells
             rows.append((key, cells))
         for key, cells in rows:
@@ -139,8 +147,10 @@ class JobTable(DataTable[Any]):
                     del self._cells[key]
                     self.remove_row(key)
                 continue
+            self.live.observe(key, job)
             cells = job_cells(job, project=project.project, now=now,
-                              max_attempts=project.max_attempts)
+                              max_attempts=project.max_attempts,
+                              metric=self.live.cell(key, job, self.metric))
             old = self._cells.get(key)
             self._cells[key] = cells
             if old is None:
@@ -253,6 +263,17 @@ class JobTable(DataTable[Any]):
     def action_sort_reverse(self) -> None:
         self.sort_by(self.sort_column or "id", reverse=not self.sort_reverse)
 
+    def action_next_metric(self) -> None:
+        """`m`: the metric column shows the next metric seen (the goals first), then none."""
+        if self._view is None:
+            return
+        goals = [g for p in self._view.projects.values() for g in p.settings.get("goals") or {}]
+        names = self.live.names((job for _, _, job in self._view.iter_jobs()), goals)
+        order: list[str | None] = [None, *names]
+        self.metric = order[(order.index(self.metric) + 1) % len(order)] \
+            if self.metric in order else (names[0] if names else None)
+        self.setup(self._view, self._now)
+
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
         column = event.column_key.value
@@ -267,15 +288,24 @@ class JobTable(DataTable[Any]):
         multi = PROJECT_INDEX in self._columns
 
         def key_of(cells: Any) -> tuple[Any, ...]:
+            found = job_of(cells)
+            if found is None:
+                return ((),)
+            if column == "metric" and self.metric:
+                value = self.live.value(found[0], found[1], self.metric)
+                missing = value is None or value != value  # last, either way round
+                return (missing != self.sort_reverse, value or 0.0, found[1].get("id", ""))
+            return sort_value(column, found[1], now, found[2])
+
+        def job_of(cells: Any) -> tuple[str, Any, str] | None:
             if multi:
                 id_text, project_text = cells
                 project = str(project_text)
             else:
                 id_text, project = cells, next(iter(view.projects), "")
-            found = view.job(f"{project}/{id_text}")
-            if found is None:
-                return ((),)
-            return sort_value(column, found[1], now, project)
+            key = f"{project}/{id_text}"
+            found = view.job(key)
+            return None if found is None else (key, found[1], project)
 
         columns = (id_column, "project") if multi else (id_column,)
         self.sort(*columns, key=key_of, reverse=self.sort_reverse)

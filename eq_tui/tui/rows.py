@@ -28,6 +28,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("duration", "time", 8),
     Column("failure", "failure", 12),
     Column("last_line", "last log line", LAST_LINE_WIDTH),
+    Column("metric", "metric", 22),  # shown once `m` picks a metric
 )
 COLUMN_KEYS: tuple[str, ...] = tuple(c.key for c in COLUMNS)
 LIVE_STATUSES = frozenset({"launching", "running"})
@@ -78,8 +79,9 @@ def single_line(text: str, width: int = LAST_LINE_WIDTH) -> str:
     return clean if len(clean) <= width else clean[: width - 1] + "…"
 
 
-def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts: int) -> Cells:
-    """The row's plain-text cells, in COLUMNS order."""
+def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts: int,
+              metric: str = "") -> Cells:
+    """The row's plain-text cells, in COLUMNS order (`metric`: the metric column's text)."""
     last = job.get("last_line") or job.get("reason") or ""
     return (
         str(job.get("id", "")),
@@ -91,6 +93,7 @@ def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts:
         format_duration(job_duration(job, now)),
         failure_class(job),
         single_line(str(last)),
+        metric,
     )
 
 

@@ -22,6 +22,8 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("/", "filter the table"),
     ("s / S", "sort by the next column / reverse the order (or click a header)"),
     ("[ / ]", "log of the previous / next attempt of the selected job"),
+    ("m", "metric column: the next metric's current value and sparkline (then none)"),
+    ("R", "results: mean ± std over seeds per configuration, best marked (s / S sort)"),
     ("tab / shift+tab", "move between panes"),
     ("ctrl+p", "command palette: theme, retry every OOM-stuck job, open summary, pause"),
     ("?", "this help"),

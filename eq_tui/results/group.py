@@ -1,0 +1,225 @@
+"""Configurations over seeds: one row per configuration — its phase and grid parameters minus
+the seed-like key — with n of expected, mean ± std, min and max of each metric, the seeds that
+are missing or failed, duplicate seeds, and the best row per metric by its goal. Pure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from eq_tui.results.records import Record
+
+HIDDEN_BY_DEFAULT = frozenset({"epoch", "step", "_step", "global_step"})
+MAX_DEFAULT_METRICS = 6
+
+
+class MixedConfigurations(ValueError):
+    """Grouping would average jobs that differ in a parameter other than the one averaged over."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    values: tuple[float, ...]  # finite values of the completed seeds
+    nonfinite: int = 0  # completed seeds whose value was NaN/inf (or null)
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @cached_property
+    def mean(self) -> float | None:
+        return math.fsum(self.values) / len(self.values) if self.values else None
+
+    @cached_property
+    def std(self) -> float | None:
+        """The sample standard deviation (n - 1), as statistics.stdev gives it."""
+        if len(self.values) < 2 or self.mean is None:
+            return None
+        mean = self.mean
+        return math.sqrt(math.fsum((v - mean) ** 2 for v in self.values)
+                         / (len(self.values) - 1))
+
+    @property
+    def min(self) -> float | None:
+        return min(self.values) if self.values else None
+
+    @property
+    def max(self) -> float | None:
+        return max(self.values) if self.values else None
+
+
+@dataclass
+class Row:
+    phase: str
+    params: dict[str, str]  # what makes the configuration (the label of a single job: its id)
+    members: list[Record] = field(default_factory=list)
+    cells: dict[str, Cell] = field(default_factory=dict)
+    best: set[str] = field(default_factory=set)  # metrics this row is best at
+
+    @property
+    def expected(self) -> int:
+        return len(self.members)
+
+    @property
+    def done(self) -> int:
+        return sum(1 for m in self.members if m.get("status") == "completed")
+
+    def label(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.params.items()) or "-"
+
+
+@dataclass
+class Table:
+    group_over: str
+    metrics: list[str]
+    goals: dict[str, str]
+    rows: list[Row]
+
+    def seeds(self, row: Row) -> list[str]:
+        return [seed_of(m, self.group_over) for m in row.members]
+
+    def missing(self, row: Row) -> list[str]:
+        """`seed=3 (stuck)` for each member that has not completed."""
+        return [f"{self.name(m)} ({m.get('status', '?')})"
+                for m in row.members if m.get("status") != "completed"]
+
+    def name(self, record: Record) -> str:
+        """A member as the notes name it: `seed=3`, or its id when it has no such key."""
+        params = record.get("params") or {}
+        if self.group_over in params:
+            return f"{self.group_over}={params[self.group_over]}"
+        return str(record.get("id"))
+
+    def duplicates(self, row: Row) -> list[str]:
+        seen: dict[str, int] = {}
+        for seed in self.seeds(row):
+            seen[seed] = seen.get(seed, 0) + 1
+        return [seed for seed, count in seen.items() if count > 1]
+
+
+def seed_of(record: Record, group_over: str) -> str:
+    params = record.get("params") or {}
+    return str(params.get(group_over, record.get("id")))
+
+
+def _config(record: Record, group_over: str, by: Sequence[str] | None) -> dict[str, str]:
+    params: Mapping[str, str] = record.get("params") or {}
+    if not params:
+        return {"job": str(record["id"])}  # not from a grid: its own configuration
+    if by:
+        return {key: str(params.get(key, "-")) for key in by}
+    return {k: str(v) for k, v in params.items() if k != group_over}
+
+
+def _check_same(row: Row, group_over: str, by: Sequence[str]) -> None:
+    first = row.members[0].get("params") or {}
+    for other in row.members[1:]:
+        params = other.get("params") or {}
+        for key in sorted(set(first) | set(params)):
+            if key in by or key == group_over or first.get(key) == params.get(key):
+                continue
+            raise MixedConfigurations(
+                f"refusing to average {row.members[0]['id']} and {other['id']}: they differ "
+                f"in {key} ({first.get(key, '-')} vs {params.get(key, '-')}), not only in "
+                f"{group_over}; add {key} to --by")
+
+
+def pick_metrics(records: Sequence[Record], goals: Mapping[str, str],
+                 wanted: Sequence[str] | None) -> list[str]:
+    if wanted:
+        return list(wanted)
+    seen: dict[str, None] = {}
+    for record in records:
+        for key in record.get("metrics") or {}:
+            seen.setdefault(key, None)
+    with_goal = [key for key in goals if key in seen]
+    if with_goal:
+        return with_goal
+    return [key for key in seen if key not in HIDDEN_BY_DEFAULT][:MAX_DEFAULT_METRICS]
+
+
+def _cell(members: Sequence[Record], metric: str) -> Cell:
+    values: list[float] = []
+    nonfinite = 0
+    for member in members:
+        if member.get("status") != "completed":
+            continue
+        metrics = member.get("metrics") or {}
+        if metric not in metrics:
+            continue
+        value = metrics[metric]
+        if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and math.isfinite(value):
+            values.append(float(value))
+        else:
+            nonfinite += 1
+    return Cell(tuple(values), nonfinite)
+
+
+def group(records: Sequence[Record], *, group_over: str = "seed",
+          goals: Mapping[str, str] | None = None, metrics: Sequence[str] | None = None,
+          by: Sequence[str] | None = None) -> Table:
+    """The results table. Raises MixedConfigurations when `by` would put jobs that differ in
+    another parameter into one row."""
+    goals = dict(goals or {})
+    rows: dict[tuple[str, tuple[tuple[str, str], ...]], Row] = {}
+    for record in records:
+        config = _config(record, group_over, by)
+        key = (str(record.get("phase", "main")), tuple(config.items()))
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = Row(phase=key[0], params=config)
+        row.members.append(record)
+    chosen = pick_metrics(records, goals, metrics)
+    for row in rows.values():
+        if by:
+            _check_same(row, group_over, by)
+        row.cells = {metric: _cell(row.members, metric) for metric in chosen}
+    table = Table(group_over=group_over, metrics=chosen, goals=goals, rows=list(rows.values()))
+    mark_best(table)
+    return table
+
+
+def mark_best(table: Table) -> None:
+    """Per phase and metric with a goal: the row(s) whose mean is best."""
+    for metric in table.metrics:
+        way = table.goals.get(metric)
+        if way not in ("max", "min"):
+            continue
+        by_phase: dict[str, list[tuple[float, Row]]] = {}
+        for row in table.rows:
+            mean = row.cells[metric].mean
+            if mean is not None:
+                by_phase.setdefault(row.phase, []).append((mean, row))
+        for scored in by_phase.values():
+            if len(scored) < 2:
+                continue
+            target = max(s for s, _ in scored) if way == "max" else min(s for s, _ in scored)
+            for score, row in scored:
+                if score == target:
+                    row.best.add(metric)
+
+
+def sort_rows(table: Table, column: str, *, descending: bool = False) -> list[Row]:
+    """Rows ordered within each phase (phases keep their order) on a metric's mean (rows
+    without one last) or on a parameter (numbers as numbers)."""
+    phases = {phase: i for i, phase in enumerate(dict.fromkeys(r.phase for r in table.rows))}
+
+    def value(row: Row) -> tuple[int, float, str]:
+        if column in table.metrics:
+            mean = row.cells[column].mean
+            return (0, mean, "") if mean is not None else (1, 0.0, "")
+        text = row.params.get(column)
+        if text is None:
+            return (1, 0.0, "")
+        try:
+            return (0, float(text), "")
+        except ValueError:
+            return (0, 0.0, text)
+
+    ordered = sorted(table.rows, key=value, reverse=descending)
+    # a missing value stays last either way
+    ordered = [r for r in ordered if value(r)[0] == 0] + [r for r in ordered if value(r)[0]]
+    return sorted(ordered, key=lambda r: phases[r.phase])

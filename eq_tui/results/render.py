@@ -1,0 +1,171 @@
+"""The results table as text: table (aligned, for a terminal), markdown, csv, json, latex."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+from eq_tui.results.group import Cell, Row, Table
+
+FORMATS = ("table", "csv", "json", "markdown", "latex")
+
+
+def num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def mean_std(cell: Cell, *, pm: str = "±") -> str:
+    if cell.mean is None:
+        return "-"
+    if cell.std is None:
+        return num(cell.mean)
+    return f"{num(cell.mean)} {pm} {num(cell.std)}"
+
+
+def param_keys(table: Table) -> list[str]:
+    keys: dict[str, None] = {}
+    for row in table.rows:
+        for key in row.params:
+            keys.setdefault(key, None)
+    return list(keys)
+
+
+def notes(table: Table, row: Row) -> str:
+    parts = []
+    missing = table.missing(row)
+    if missing:
+        parts.append("missing " + ", ".join(missing))
+    dups = table.duplicates(row)
+    if dups:
+        parts.append(f"duplicate {table.group_over} " + ", ".join(dups))
+    bad = [f"{m}: {c.nonfinite} non-finite" for m, c in row.cells.items() if c.nonfinite]
+    parts += bad
+    return "; ".join(parts)
+
+
+def _goal_title(table: Table, metric: str) -> str:
+    way = table.goals.get(metric)
+    return f"{metric} ({'↑' if way == 'max' else '↓'})" if way else metric
+
+
+def span(cell: Cell) -> str:
+    return f"{num(cell.min)}..{num(cell.max)}" if cell.n > 1 else ""
+
+
+def _grid(table: Table, *, best: Callable[[str], str], pm: str = "±",
+          title: Callable[[str], str] | None = None) -> tuple[list[str], list[list[str]]]:
+    """Header and rows: phase, the parameters, n of expected, then per metric its mean ± std
+    and its min..max over the seeds, then the notes."""
+    keys = param_keys(table)
+    title = title or (lambda m: _goal_title(table, m))
+    header = ["phase", *keys, "n"]
+    for metric in table.metrics:
+        header += [title(metric), "min..max"]
+    header.append("notes")
+    body = []
+    for row in table.rows:
+        line = [row.phase, *[row.params.get(k, "-") for k in keys], f"{row.done}/{row.expected}"]
+        for metric in table.metrics:
+            cell = row.cells[metric]
+            text = mean_std(cell, pm=pm)
+            line += [best(text) if metric in row.best else text, span(cell)]
+        line.append(notes(table, row))
+        body.append(line)
+    return header, body
+
+
+def render_table(table: Table) -> str:
+    header, body = _grid(table, best=lambda text: f"{text} *")
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+             for r in [header, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    if any(row.best for row in table.rows):
+        lines.append("* best of its phase by the metric's goal (↑ max, ↓ min); "
+                     f"mean ± std over {table.group_over}")
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(table: Table) -> str:
+    header, body = _grid(table, best=lambda text: f"**{text}**")
+    esc = [[cell.replace("|", "\\|") for cell in r] for r in [header, *body]]
+    lines = ["| " + " | ".join(esc[0]) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in esc[1:]]
+    return "\n".join(lines) + "\n"
+
+
+_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+          "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+          "^": r"\textasciicircum{}", "↑": r"$\uparrow$", "↓": r"$\downarrow$"}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX.get(ch, ch) for ch in text)
+
+
+def render_latex(table: Table) -> str:
+    marker = "\0PM\0"
+    header, body = _grid(table, best=lambda text: f"\0B{text}\0E", pm=marker)
+
+    def cell(text: str) -> str:
+        out = latex_escape(text.replace(marker, "±")).replace("±", r"$\pm$")
+        return out.replace("\0B", r"\textbf{").replace("\0E", "}")
+
+    cols = "l" * (len(header) - 2 * len(table.metrics) - 1) + "rl" * len(table.metrics) + "l"
+    lines = [rf"\begin{{tabular}}{{{cols}}}", r"\toprule",
+             " & ".join(cell(h) for h in header) + r" \\", r"\midrule"]
+    lines += [" & ".join(cell(c) for c in r) + r" \\" for r in body]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def _row_data(table: Table, row: Row) -> dict[str, Any]:
+    return {
+        "phase": row.phase, "params": row.params, "n": row.done, "expected": row.expected,
+        "metrics": {m: {"n": c.n, "mean": c.mean, "std": c.std, "min": c.min, "max": c.max,
+                        "nonfinite": c.nonfinite, "best": m in row.best}
+                    for m, c in row.cells.items()},
+        "missing": table.missing(row), "duplicates": table.duplicates(row),
+        "jobs": [m["id"] for m in row.members],
+    }
+
+
+def render_json(table: Table) -> str:
+    return json.dumps({"group_over": table.group_over, "goals": table.goals,
+                       "metrics": table.metrics,
+                       "rows": [_row_data(table, row) for row in table.rows]}, indent=2) + "\n"
+
+
+def render_csv(table: Table) -> str:
+    keys = param_keys(table)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    stats = ("mean", "std", "min", "max", "n")
+    writer.writerow(["phase", *keys, "n", "expected",
+                     *[f"{m}_{s}" for m in table.metrics for s in stats], "best", "missing",
+                     "duplicates"])
+    for row in table.rows:
+        values: list[Any] = []
+        for metric in table.metrics:
+            c = row.cells[metric]
+            values += [_plain(c.mean), _plain(c.std), _plain(c.min), _plain(c.max), c.n]
+        writer.writerow([row.phase, *[row.params.get(k, "") for k in keys], row.done,
+                         row.expected, *values, " ".join(sorted(row.best)),
+                         "; ".join(table.missing(row)), " ".join(table.duplicates(row))])
+    return out.getvalue()
+
+
+def _plain(value: float | None) -> str:
+    return "" if value is None else repr(value)
+
+
+RENDERERS: dict[str, Callable[[Table], str]] = {
+    "table": render_table, "csv": render_csv, "json": render_json,
+    "markdown": render_markdown, "latex": render_latex}
+
+
+def render(table: Table, fmt: str) -> str:
+    return RENDERERS[fmt](table)
