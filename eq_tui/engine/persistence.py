@@ -38,6 +38,7 @@ class Persistence:
                            if r.quarantined},
             "stopped_hosts": ctx.stopped_hosts(),
             "retired": ctx.ledger.retired,
+            "commands": ctx.commands.to_json(),
         }
 
     def state_json(self) -> dict[str, Any]:
@@ -74,6 +75,7 @@ class Persistence:
         ctx.token = str(saved.get("token") or ctx.token)
         ctx.created = float(saved.get("created") or ctx.created)
         ctx.paused = bool(saved.get("paused", False))
+        ctx.commands.restore(saved.get("commands"))
         for name, gpus in (saved.get("quarantine") or {}).items():
             if name in ctx.hosts:
                 ctx.hosts[name].quarantined = set(gpus)

@@ -56,6 +56,7 @@ class Scope:
     output_check_path: Path_ = ()
     gpus_per_job: int = 1
     gpus_per_job_path: Path_ = ()
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ def parse_scope(ctx: Context, raw: dict[str, Any], path: Path_, parent: Scope) -
         scope.gpus_per_job_path = (*path, "gpus_per_job")
         scope.gpus_per_job = ctx.integer(raw["gpus_per_job"], scope.gpus_per_job_path,
                                          minimum=1)
+    if raw.get("priority") is not None:
+        scope.priority = ctx.integer(raw["priority"], (*path, "priority"))
     return scope
 
 
@@ -215,6 +218,9 @@ class JobMaker:
         if entry.get("gpus_per_job") is not None:
             gpus_per_job = ctx.integer(entry["gpus_per_job"], (*path, "gpus_per_job"),
                                        minimum=1)
+        priority = scope.priority
+        if entry.get("priority") is not None:
+            priority = ctx.integer(entry["priority"], (*path, "priority"))
         self._register(job_id, origin)
         return JobSpec(
             id=job_id, phase=phase, cmd=cmd,
@@ -223,7 +229,7 @@ class JobMaker:
                 Precondition(type=p.precondition.type,
                              path=self._sub(p.precondition.path, variables, p.path, point))
                 for p in preconditions),
-            gpus_per_job=gpus_per_job)
+            gpus_per_job=gpus_per_job, priority=priority)
 
     def _sub(self, text: str, variables: dict[str, str], path: Path_, point: dict[str, str],
              *, quote: bool = False) -> str:

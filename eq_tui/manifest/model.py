@@ -87,6 +87,7 @@ class JobSpec:
     output_check: str | None = None
     preconditions: tuple[Precondition, ...] = ()
     gpus_per_job: int = 1
+    priority: int = 0  # higher launches first; ties in manifest order
 
 
 DEFAULT_PHASE = "main"

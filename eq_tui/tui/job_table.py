@@ -132,6 +132,9 @@ class JobTable(DataTable[Any]):
         for key in keys:
             found = self._view.job(key)
             if found is None:
+                if key in self._cells:  # retired by a reload
+                    del self._cells[key]
+                    self.remove_row(key)
                 continue
             project, job = found
             if not self.job_filter.matches(job, project.project):

@@ -137,7 +137,9 @@ class FakeClient:
         self.publish(JobUpdated(project=self.project, at=self.clock(), job=job_id,
                                 state=copy.deepcopy(record)))
 
-    async def command(self, name: str, job_ids: list[str] | None = None) -> dict[str, Any]:
+    async def command(self, name: str, job_ids: list[str] | None = None,
+                      args: dict[str, Any] | None = None,
+                      command_id: str | None = None) -> dict[str, Any]:
         self.commands.append((name, job_ids))
         if self.fail_commands:
             raise ConnectionError("control socket closed")

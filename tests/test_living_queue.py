@@ -1,0 +1,187 @@
+"""Holds, priorities, edit, clone, add, reload and command ids on an in-memory host: what each
+does to the ledger, the state file and events.jsonl, and what survives a restart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from eq_tui.engine.engine import Engine
+from eq_tui.engine.model import JobStatus
+from tests.support.memory_host import MemoryHost
+from tests.test_ledger import started
+
+
+def events(tmp_path: Path, kind: str) -> list[dict[str, object]]:
+    lines = (tmp_path / "run" / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["type"] == kind]
+
+
+async def restart(tmp_path: Path, engine: Engine, ids: list[str]) -> tuple[Engine, MemoryHost]:
+    engine.persistence.persist(whole=True)
+    engine.ctx.run_dir.release_lock()
+    return await started(tmp_path, ids)
+
+
+async def test_a_held_job_never_launches_until_released_and_the_hold_survives_a_restart(
+        tmp_path: Path) -> None:
+    engine, host = await started(tmp_path, ["a", "b", "c"])
+    result = await engine.command("hold", ["a", "nope"])
+    assert result["results"] == {"a": "ok", "nope": "no such job"}
+    await engine.tick()
+    assert engine.jobs["a"].status == JobStatus.HELD
+    assert {r.job_id for r in host.launches} == {"b", "c"}
+    for job_id in ("b", "c"):
+        host.finish(job_id, 0)
+    await engine.tick()
+    assert not engine.finished  # a held job keeps the queue from finishing
+    assert (await engine.command("hold", ["b"]))["results"] == {"b": "already completed"}
+    engine, host = await restart(tmp_path, engine, ["a", "b", "c"])
+    assert engine.jobs["a"].status == JobStatus.HELD
+    await engine.tick()
+    assert host.launches == []
+    assert (await engine.command("release", ["a", "b"]))["results"] == {
+        "a": "ok", "b": "not held (completed)"}
+    await engine.tick()
+    assert [r.job_id for r in host.launches] == ["a"]
+    engine.ctx.run_dir.release_lock()
+
+
+async def test_priority_orders_waiting_jobs_and_a_persons_priority_survives_a_restart(
+        tmp_path: Path) -> None:
+    engine, host = await started(tmp_path, ["a", "b", "c", "d"])
+    assert (await engine.command("priority", ["d"], {"priority": 5}))["ok"]
+    assert (await engine.command("priority", ["c"], {"delta": 1}))["ok"]
+    bad = await engine.command("priority", ["c"], {"priority": "high"})
+    assert not bad["ok"] and "whole number" in str(bad["error"])
+    await engine.tick()
+    assert [r.job_id for r in host.launches] == ["d", "c"]  # two GPUs: the two highest
+    engine, host = await restart(tmp_path, engine, ["a", "b", "c", "d"])
+    assert (engine.jobs["d"].priority, engine.jobs["d"].priority_set) == (5, True)
+    engine.ctx.run_dir.release_lock()
+
+
+async def test_edit_a_pending_job_and_a_finished_one_which_is_requeued_with_a_fresh_count(
+        tmp_path: Path) -> None:
+    engine, host = await started(tmp_path, ["a", "b", "c"])
+    await engine.command("hold", ["c"])
+    await engine.tick()
+    refused = await engine.command("edit", ["a"], {"cmd": "train a --lr 1"})
+    assert refused["results"] == {"a": "running: kill or requeue it first, or clone it"}
+    host.finish("a", 1, log="ValueError: nan")
+    await engine.tick()
+    assert engine.jobs["a"].status == JobStatus.STUCK
+    done = await engine.command("edit", ["a", "c"], {"set": {"lr": "0.5"}, "by": "test"})
+    assert done["ok"], done
+    a, c = engine.jobs["a"], engine.jobs["c"]
+    assert (a.cmd, a.status, a.attempts, a.failure) == ("train a --lr 0.5", JobStatus.PENDING,
+                                                        0, None)
+    assert len(a.history) == 1 and a.edits[-1]["old"] == "train a" and a.edits[-1]["requeued"]
+    assert (c.cmd, c.status) == ("train c --lr 0.5", JobStatus.HELD)
+    edited = events(tmp_path, "job_edited")
+    assert [(e["job"], e["new_cmd"], e["by"]) for e in edited] == [
+        ("a", "train a --lr 0.5", "test"), ("c", "train c --lr 0.5", "test")]
+    await engine.tick()
+    launched = [r for r in host.launches if r.job_id == "a"]
+    assert [(r.attempt, r.cmd) for r in launched] == [(1, "train a"), (2, "train a --lr 0.5")]
+    # an edited command stays through a restart with the original manifest
+    engine, host = await restart(tmp_path, engine, ["a", "b", "c"])
+    assert engine.jobs["c"].cmd == "train c --lr 0.5"
+    engine.ctx.run_dir.release_lock()
+
+
+async def test_clone_and_add_make_jobs_that_survive_a_restart_with_the_original_manifest(
+        tmp_path: Path) -> None:
+    engine, host = await started(tmp_path, ["a"])
+    await engine.tick()
+    clone = await engine.command("clone", ["a"], {"set": {"seed": "2"}})
+    assert clone["ok"] and clone["detail"]["job"] == "a-clone1"
+    added = await engine.command("add", [], {"id": "x", "cmd": "train x", "priority": 3})
+    assert added["ok"], added
+    for bad_args, why in (({"id": "x", "cmd": "t"}, "exists already"),
+                          ({"id": "a b", "cmd": "t"}, "may only use"),
+                          ({"id": "y", "cmd": " "}, "empty"),
+                          ({"id": "y", "cmd": "t", "phase": "nope"}, "no phase")):
+        refused = await engine.command("add", [], bad_args)
+        assert not refused["ok"] and why in str(refused["error"]), refused
+    await engine.tick()
+    assert [(r.job_id, r.cmd) for r in host.launches] == [
+        ("a", "train a"), ("x", "train x")]  # one GPU left: the higher priority first
+    assert [e["job"] for e in events(tmp_path, "job_added")] == ["a-clone1", "x"]
+    engine, host = await restart(tmp_path, engine, ["a"])
+    assert list(engine.jobs) == ["a", "a-clone1", "x"]
+    assert engine.jobs["a-clone1"].cmd == "train a --seed 2"
+    assert engine.jobs["a-clone1"].origin == "clone" and engine.jobs["x"].origin == "added"
+    assert engine.ctx.ledger.specs["x"].cmd == "train x"
+    engine.ctx.run_dir.release_lock()
+
+
+async def test_a_command_id_sent_again_is_applied_once_also_after_a_restart(
+        tmp_path: Path) -> None:
+    engine, host = await started(tmp_path, ["a"])
+    first = await engine.command("clone", ["a"], {}, "cmd-1")
+    again = await engine.command("clone", ["a"], {}, "cmd-1")
+    assert first["detail"]["job"] == "a-clone1" and again["duplicate"]
+    assert again["detail"] == first["detail"]
+    assert list(engine.jobs) == ["a", "a-clone1"]
+    engine, host = await restart(tmp_path, engine, ["a"])
+    third = await engine.command("clone", ["a"], {}, "cmd-1")
+    assert third["duplicate"] and list(engine.jobs) == ["a", "a-clone1"]
+    assert (await engine.command("clone", ["a"], {}, "cmd-2"))["detail"]["job"] == "a-clone2"
+    engine.ctx.run_dir.release_lock()
+
+
+async def test_reload_adds_updates_and_retires_waiting_jobs_only(tmp_path: Path) -> None:
+    engine, host = await started(tmp_path, ["run", "done", "wait", "gone", "gone-run"])
+    await engine.command("hold", ["wait", "gone"])
+    await engine.tick()  # run and done launch (two GPUs); then gone-run after done ends
+    host.finish("done", 0)
+    await engine.tick()
+    assert engine.jobs["gone-run"].status == JobStatus.RUNNING
+    source = Path(engine.manifest.source)
+    source.write_text("""
+project: p
+hosts: [{name: m}]
+jobs:
+  - {id: run, cmd: train run --changed}
+  - {id: done, cmd: train done --changed}
+  - {id: wait, cmd: train wait --changed, priority: 2}
+  - {id: new, cmd: train new}
+""")
+    dry = await engine.command("reload", [], {"dry_run": True})
+    plan = dry["detail"]
+    assert (plan["add"], plan["update"], plan["retire"]) == (["new"], ["wait"], ["gone"])
+    assert set(plan["kept"]) == {"run", "done", "gone-run"}
+    assert "new" not in engine.jobs and engine.jobs["wait"].cmd == "train wait"
+    done = await engine.command("reload", [], {"by": "test"})
+    assert done["ok"], done
+    assert list(engine.jobs) == ["run", "done", "wait", "gone-run", "new"]
+    assert engine.jobs["run"].cmd == "train run" and engine.jobs["done"].cmd == "train done"
+    assert (engine.jobs["wait"].cmd, engine.jobs["wait"].priority) == ("train wait --changed", 2)
+    assert [r["id"] for r in engine.ctx.ledger.retired] == ["gone"]
+    state = json.loads((tmp_path / "run" / "queue_state.json").read_text())
+    assert "gone" not in {j["id"] for j in state["jobs"]}
+    assert [e["job"] for e in events(tmp_path, "job_retired")] == ["gone"]
+    engine.ctx.run_dir.release_lock()
+
+
+def test_manifest_priority_top_phase_template_job(tmp_path: Path) -> None:
+    from eq_tui.manifest.loader import load_manifest
+
+    path = tmp_path / "m.yaml"
+    path.write_text("""
+project: p
+hosts: [{name: m}]
+priority: 1
+phases:
+  - name: one
+    priority: 4
+    jobs: [{id: a, cmd: x}, {id: b, cmd: x, priority: -2}]
+  - name: two
+    grid: {s: [1]}
+    template: {id: "g${s}", cmd: x, priority: 9}
+  - name: three
+    jobs: [{id: c, cmd: x}]
+""")
+    manifest = load_manifest(str(path))
+    assert {s.id: s.priority for s in manifest.jobs} == {"a": 4, "b": -2, "g1": 9, "c": 1}
