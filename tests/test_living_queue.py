@@ -118,13 +118,13 @@ async def test_clone_and_add_make_jobs_that_survive_a_restart_with_the_original_
 
 async def test_a_command_id_sent_again_is_applied_once_also_after_a_restart(
         tmp_path: Path) -> None:
-    engine, host = await started(tmp_path, ["a"])
+    engine, _host = await started(tmp_path, ["a"])
     first = await engine.command("clone", ["a"], {}, "cmd-1")
     again = await engine.command("clone", ["a"], {}, "cmd-1")
     assert first["detail"]["job"] == "a-clone1" and again["duplicate"]
     assert again["detail"] == first["detail"]
     assert list(engine.jobs) == ["a", "a-clone1"]
-    engine, host = await restart(tmp_path, engine, ["a"])
+    engine, _host = await restart(tmp_path, engine, ["a"])
     third = await engine.command("clone", ["a"], {}, "cmd-1")
     assert third["duplicate"] and list(engine.jobs) == ["a", "a-clone1"]
     assert (await engine.command("clone", ["a"], {}, "cmd-2"))["detail"]["job"] == "a-clone2"
