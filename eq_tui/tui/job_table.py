@@ -18,6 +18,7 @@ from eq_tui.tui.filters import JobFilter
 from eq_tui.tui.palette import status_rich_styles
 from eq_tui.tui.rows import (
     COLUMNS,
+    EDITED_MARK,
     Cells,
     changed_columns,
     job_cells,
@@ -275,7 +276,7 @@ class JobTable(DataTable[Any]):
                 project = str(project_text)
             else:
                 id_text, project = cells, next(iter(view.projects), "")
-            found = view.job(f"{project}/{id_text}")
+            found = view.job(f"{project}/{str(id_text).removesuffix(EDITED_MARK)}")
             if found is None:
                 return ((),)
             return sort_value(column, found[1], now, project)
