@@ -251,7 +251,7 @@ class ControlClient:
                     event = event_from_json(data)
                     if self._state is not None:
                         self._state.apply(event)
-                    self._subscribers.publish(event)
+                    self._deliver(event)
         except (ConnectionError, ValueError):
             pass
         finally:
@@ -260,6 +260,9 @@ class ControlClient:
                 if not future.done():
                     future.set_exception(ConnectionError("engine connection closed"))
             self._pending.clear()
+
+    def _deliver(self, event: Event) -> None:
+        self._subscribers.publish(event)
 
     def _resolve(self, request_id: int | None, value: Any) -> None:
         future = self._pending.pop(request_id if request_id is not None else -2, None)
