@@ -185,3 +185,22 @@ phases:
 """)
     manifest = load_manifest(str(path))
     assert {s.id: s.priority for s in manifest.jobs} == {"a": 4, "b": -2, "g1": 9, "c": 1}
+
+
+async def test_jobs_made_and_edits_after_the_state_copy_a_restart_falls_back_to_survive(
+        tmp_path: Path) -> None:
+    engine, _host = await started(tmp_path, ["a", "b"])
+    await engine.command("hold", ["b"])
+    engine.persistence.persist(whole=True)
+    state = tmp_path / "run" / "queue_state.json"
+    older = state.read_text()
+    await engine.command("clone", ["a"], {"id": "a2", "set": {"seed": "3"}})
+    await engine.command("edit", ["b"], {"cmd": "train b --fixed"})
+    engine.persistence.persist(whole=True)
+    engine.ctx.run_dir.release_lock()
+    state.write_text(older)  # as if the newer state file were lost
+    engine, _host = await started(tmp_path, ["a", "b"])
+    assert engine.jobs["a2"].cmd == "train a --seed 3"
+    assert engine.jobs["a2"].origin == "clone" and "a2" in engine.ctx.ledger.specs
+    assert engine.jobs["b"].cmd == "train b --fixed"
+    engine.ctx.run_dir.release_lock()

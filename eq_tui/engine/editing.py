@@ -174,7 +174,8 @@ class Editing:
                        edits=[{"kind": origin, "at": now, "by": by, "source": source,
                                "new": spec.cmd}])
         ctx.bus.publish(JobAdded(project=ctx.project, at=now, job=spec.id, phase=spec.phase,
-                                 cmd=spec.cmd, origin=origin, source=source, by=by))
+                                 cmd=spec.cmd, origin=origin, source=source, by=by,
+                                 spec=spec_to_json(spec)))
         ctx.ledger.add_job(job, spec)
 
     # ---- reload ----------------------------------------------------------------------------

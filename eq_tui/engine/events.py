@@ -126,6 +126,7 @@ class JobAdded(Event):
     origin: str
     source: str | None = None
     by: str = ""
+    spec: dict[str, Any] = field(default_factory=dict)  # its definition (job_specs.py)
 
 
 @dataclass(frozen=True)
