@@ -23,6 +23,7 @@ from eq_tui.tui.filters import parse_filter
 from eq_tui.tui.gpu_grid import GpuGrid
 from eq_tui.tui.header import RunHeader
 from eq_tui.tui.job_table import JobTable
+from eq_tui.tui.living import LIVING_BINDINGS, LivingQueueActions
 from eq_tui.tui.log_pane import TAIL_LINES, LogPane
 from eq_tui.tui.retry_pane import RetryPane
 from eq_tui.tui.rows import split_row_key
@@ -38,7 +39,7 @@ FILTER_DEBOUNCE_S = 0.15
 NAMES_IN_CONFIRM = 12
 
 
-class EqTuiApp(App[int]):
+class EqTuiApp(LivingQueueActions, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "eq-tui"
     COMMANDS = App.COMMANDS | {EqCommands}
@@ -54,6 +55,7 @@ class EqTuiApp(App[int]):
         Binding("escape", "clear", "Clear marks/filter", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit_app", "Quit"),
+        *LIVING_BINDINGS,
     ]
 
     def __init__(self, clients: list[EngineClient], *, theme: str | None = None,
@@ -222,7 +224,7 @@ class EqTuiApp(App[int]):
 
     # ---- commands out ------------------------------------------------------------------------
 
-    async def send(self, name: str, keys: list[str]) -> None:
+    async def send(self, name: str, keys: list[str], args: dict[str, Any] | None = None) -> None:
         """Send a command per project; every outcome ends as a notification, never a crash."""
         by_project: dict[str, list[str]] = {}
         for key in keys:
@@ -233,7 +235,7 @@ class EqTuiApp(App[int]):
             if client is None:
                 continue
             try:
-                result = await client.command(name, job_ids)
+                result = await client.command(name, job_ids, args)
             except Exception as exc:
                 self.notify(f"{name} failed: {exc}", severity="error")
                 continue
@@ -259,6 +261,8 @@ class EqTuiApp(App[int]):
     def request_kill(self, keys: list[str]) -> None:
         if not keys:
             self.notify("no job selected", severity="warning")
+            return
+        if not (keys := self.killable(keys)):
             return
         names = [split_row_key(k)[1] for k in keys]
         listed = ", ".join(names[:NAMES_IN_CONFIRM])
