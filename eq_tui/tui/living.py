@@ -4,6 +4,8 @@ the marked rows (else the cursor's) and goes out through the app's `send`."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual.binding import Binding, BindingType
@@ -15,6 +17,7 @@ from eq_tui.tui.screens.job_form import JobFormScreen
 if TYPE_CHECKING:
     from eq_tui.tui.app import EqTuiApp
 
+MANIFEST_CHECK_S = 2.0
 LIVING_BINDINGS: list[BindingType] = [
     Binding("plus", "priority(1)", "Priority +", show=False),
     Binding("minus", "priority(-1)", "Priority -", show=False),
@@ -47,8 +50,49 @@ def reload_message(detail: dict[str, Any]) -> str:
     return "\n".join(lines) or "the file changes no job"
 
 
+def manifest_source(run_dir: str) -> Path | None:
+    """The manifest file a run dir's engine was started from (its manifest.json says)."""
+    try:
+        source = json.loads((Path(run_dir) / "manifest.json").read_text())["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return Path(source) if isinstance(source, str) and source else None
+
+
+def mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
 class LivingQueueActions:
     """Mixed into EqTuiApp (its methods are typed against it)."""
+
+    _manifest_seen: dict[str, tuple[Path, float | None]]
+
+    def on_mount(self) -> None:
+        """(Textual calls this beside the app's own on_mount.) Watch the manifest files of the
+        engines that run on this machine, and offer a reload when one changes."""
+        self._manifest_seen = {}
+        self._app().set_interval(MANIFEST_CHECK_S, self.check_manifests)
+
+    def check_manifests(self) -> None:
+        app = self._app()
+        for project, view in app.view.projects.items():
+            seen = self._manifest_seen.get(project)
+            if seen is None:
+                source = manifest_source(view.run_dir) if view.run_dir else None
+                if source is not None:
+                    self._manifest_seen[project] = (source, mtime(source))
+                continue
+            source, before = seen
+            now = mtime(source)
+            if now is not None and now != before:
+                self._manifest_seen[project] = (source, now)
+                app.notify(f"{source.name} changed on disk: ctrl+p → Reload the manifest "
+                           "shows what would change, then asks", title=f"{project}",
+                           timeout=30)
 
     def _app(self) -> EqTuiApp:
         return self  # type: ignore[return-value]

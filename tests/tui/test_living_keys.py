@@ -3,10 +3,15 @@ reload from the palette, and a kill dialog that leaves finished jobs out."""
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 from textual.widgets import Input
 
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from eq_tui.tui.screens.job_form import JobFormScreen
+from tests.tui.fake_client import FakeClient, sample_snapshot
 from tests.tui.pilot_wait import eventually
 from tests.tui.test_app_keys import SIZE, goto, make_app, table
 
@@ -113,3 +118,24 @@ async def test_the_kill_dialog_leaves_finished_jobs_out() -> None:
         await eventually(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         title = str(app.screen.query_one("#dialog-title").render())
         assert title.startswith("Kill ") and "train_lr0.1_s1" not in title
+
+
+async def test_a_manifest_changed_on_disk_is_offered_for_a_reload(tmp_path: Path) -> None:
+    source = tmp_path / "sweep.yaml"
+    source.write_text("project: demo\n")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "manifest.json").write_text(json.dumps({"source": str(source)}))
+    snapshot = sample_snapshot()
+    snapshot["run_dir"] = str(run_dir)
+    app, _client = make_app(FakeClient(snapshot))
+    async with app.run_test(size=SIZE) as pilot:
+        app.check_manifests()  # the first look only notes the file's time
+        app.check_manifests()
+        await pilot.pause()
+        assert not any("changed on disk" in n.message for n in app._notifications)
+        stat = source.stat()
+        os.utime(source, (stat.st_atime, stat.st_mtime + 5))
+        app.check_manifests()
+        await eventually(pilot, lambda: any("sweep.yaml changed on disk" in n.message
+                                            for n in app._notifications))
