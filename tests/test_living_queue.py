@@ -204,3 +204,47 @@ async def test_jobs_made_and_edits_after_the_state_copy_a_restart_falls_back_to_
     assert engine.jobs["a2"].origin == "clone" and "a2" in engine.ctx.ledger.specs
     assert engine.jobs["b"].cmd == "train b --fixed"
     engine.ctx.run_dir.release_lock()
+
+
+def test_set_arg_changes_one_arg_and_leaves_the_rest_of_the_text() -> None:
+    import pytest
+
+    from eq_tui.engine.cmd_args import ArgError, parse_sets, set_arg
+
+    assert set_arg("python t.py --lr 0.1 --seed 3", "lr", "0.2") == "python t.py --lr 0.2 --seed 3"
+    assert set_arg("python t.py --lr=0.1", "lr", "0.2") == "python t.py --lr 0.2"
+    assert set_arg("python t.py --ids 1 2 --x", "ids", "a b") == "python t.py --ids 'a b' --x"
+    assert set_arg("python t.py --off -1 --x", "off", "2") == "python t.py --off 2 --x"
+    assert set_arg("python t.py --fast --x", "fast", "false") == "python t.py --x"
+    assert set_arg("python t.py", "fast", "true") == "python t.py --fast"
+    assert set_arg("python t.py --a 1 > out.log 2>&1", "b", "x y") == \
+        "python t.py --a 1 --b 'x y' > out.log 2>&1"
+    assert set_arg("python t.py | tee log", "b", "1") == "python t.py --b 1 | tee log"
+    assert set_arg("python t.py --name 'a b' --x", "name", "c") == "python t.py --name c --x"
+    assert parse_sets(["lr=0.1", "--fast", "msg=a=b"]) == {"lr": "0.1", "fast": "true",
+                                                           "msg": "a=b"}
+    with pytest.raises(ArgError):
+        parse_sets(["bad key=1"])
+
+
+def test_shell_verbs_parse_and_refuse_bad_usage() -> None:
+    import pytest
+
+    from eq_tui.errors import UsageError
+    from eq_tui.shell_verbs import parse_verb
+
+    edit = parse_verb("edit", ["run", "a", "b", "--", "python", "t.py", "--lr", "1e-3"])
+    assert (edit.jobs, edit.args) == (["a", "b"], {"cmd": "python t.py --lr 1e-3"})
+    shell = parse_verb("edit", ["run", "a", "--", "python t.py | tee x"])
+    assert shell.args["cmd"] == "python t.py | tee x"  # one word: shell text as it is
+    quoted = parse_verb("add", ["run", "--id", "x", "--", "echo", "a b"])
+    assert quoted.args == {"id": "x", "cmd": "echo 'a b'"}
+    assert parse_verb("priority", ["run", "a", "b", "-3"]).args == {"priority": -3}
+    assert parse_verb("kill", ["run", "--filter", "status:stuck"]).filter == "status:stuck"
+    assert parse_verb("reload", ["h:/r", "--dry-run"]).args == {"dry_run": True}
+    for verb, argv in (("kill", ["run"]), ("kill", ["run", "a;b"]), ("edit", ["run", "a"]),
+                       ("add", ["run", "--id", "x"]), ("add", ["run", "--id", "a b", "--", "x"]),
+                       ("pause", ["run", "--", "x"]), ("priority", ["run", "a", "high"]),
+                       ("clone", ["run", "a", "--set", "-x=1"]), ("edit", ["run", "a", "--", " "])):
+        with pytest.raises(UsageError):
+            parse_verb(verb, argv)
