@@ -287,3 +287,40 @@ def test_shell_verbs_over_ssh_and_a_command_resent_after_a_cut_link_is_applied_o
     runs = read_runs(sim_state_dir(Path(remote_run_dir(project)), "sim"))
     started = [e["job"] for e in runs if e.get("event") == "start"]
     assert started.count("job_2b") == 1 and "job_3" not in started and "job_4" not in started
+
+
+async def test_an_attached_client_over_ssh_reconnects_after_a_cut_and_catches_up(
+        bed: SshBed, tmp_path: Path, project: str) -> None:
+    from eq_tui.engine.events import Alert
+    from eq_tui.engine.reconnecting import ReconnectingClient, Streams
+
+    where = await asyncio.to_thread(start_on_gpu, bed, tmp_path, project, 600)
+    target = RemoteTarget("gpu", remote_run_dir(project))
+    link = await open_link("gpu", str(bed.ssh_config))
+
+    async def connect() -> Streams | None:
+        return await link.streams(await link.locate(target))
+
+    client = await ReconnectingClient.open(connect, where=where,
+                                           pauses=(0.2, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0))
+    assert client is not None
+    events = client.subscribe()
+    try:
+        bed.cut("gpu")
+        while True:
+            event = await asyncio.wait_for(events.get(), 60)
+            if isinstance(event, Alert) and "reconnecting" in event.message:
+                break
+        killed = await asyncio.to_thread(eq, bed, "kill", where, "job_4")  # meanwhile
+        assert killed.returncode == 0, killed.stderr
+        while True:
+            event = await asyncio.wait_for(events.get(), 60)
+            if isinstance(event, JobUpdated) and event.job == "job_4" and \
+                    event.state["status"] == "killed":
+                break
+        assert client.reconnects >= 1
+        assert (await client.command("hold", ["job_3"]))["ok"]  # the link works again
+    finally:
+        await client.close()
+        await link.close()
+        await asyncio.to_thread(eq, bed, "stop", where)
