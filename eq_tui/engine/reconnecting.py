@@ -101,9 +101,8 @@ class ReconnectingClient(ControlClient):
             if self._listener is not None:
                 await asyncio.wait([self._listener])
             self._up.clear()
-            finished = self._state is not None and self._state.finished
-            if self._closing or finished or not await self._reconnect():
-                return  # (a finished queue's engine exits: nothing to reconnect to)
+            if self._closing or not await self._reconnect():
+                return
 
     def _alert(self, level: str, message: str) -> None:
         loop_time = asyncio.get_running_loop().time()
