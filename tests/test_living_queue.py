@@ -248,3 +248,19 @@ def test_shell_verbs_parse_and_refuse_bad_usage() -> None:
                        ("clone", ["run", "a", "--set", "-x=1"]), ("edit", ["run", "a", "--", " "])):
         with pytest.raises(UsageError):
             parse_verb(verb, argv)
+
+
+def test_what_a_command_id_keeps_is_bounded() -> None:
+    from eq_tui.engine.command_log import KEEP, KEEP_RESULTS, CommandLog
+
+    log = CommandLog()
+    for n in range(KEEP + 5):
+        log.remember(f"c{n}", {"ok": True, "results": {f"j{i}": "ok" for i in range(300)},
+                               "error": None, "detail": {"plan": ["x" * 50] * 200}})
+    kept = log.to_json()
+    assert len(kept) == KEEP and kept[0][0] == "c5"
+    assert len(kept[-1][1]["results"]) == KEEP_RESULTS and kept[-1][1]["detail"] == {
+        "trimmed": True}
+    again = CommandLog()
+    again.restore(kept)
+    assert again.to_json() == kept

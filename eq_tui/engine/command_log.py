@@ -5,6 +5,7 @@ ids and their results are kept in the state file, so a restarted engine still kn
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -13,6 +14,22 @@ from eq_tui.engine.client import CommandResult
 
 KEEP = 500  # recent command ids remembered
 MAX_ID = 128
+KEEP_RESULTS = 100  # per-job outcomes kept with an id (a bulk kill of 10,000 jobs keeps 100)
+KEEP_DETAIL_CHARS = 4000
+
+
+def _kept(result: CommandResult) -> CommandResult:
+    """What is kept of an answer to give a repeat: bounded, since the state file holds it."""
+    kept: CommandResult = {**result}
+    outcomes = result.get("results") or {}
+    if len(outcomes) > KEEP_RESULTS:
+        kept["results"] = dict(list(outcomes.items())[:KEEP_RESULTS])
+        kept["error"] = (f"{result.get('error') or 'done'} (a repeat: the first "
+                         f"{KEEP_RESULTS} of {len(outcomes)} outcomes)")
+    detail = result.get("detail")
+    if detail is not None and len(json.dumps(detail, default=str)) > KEEP_DETAIL_CHARS:
+        kept["detail"] = {"trimmed": True}
+    return kept
 
 
 class CommandLog:
@@ -25,7 +42,7 @@ class CommandLog:
         same write."""
         if not command_id:
             return
-        self._done[command_id] = result
+        self._done[command_id] = _kept(result)
         self._done.move_to_end(command_id)
         while len(self._done) > KEEP:
             self._done.popitem(last=False)
