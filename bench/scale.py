@@ -34,13 +34,16 @@ CHANGED = 50
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def scenario(n_jobs: int, *, busy: bool = False) -> tuple[Manifest, list[JobState],
-                                                           list[HostView]]:
-    """`busy`: every GPU's memory reads in use (no job can be placed anywhere)."""
+def scenario(n_jobs: int, *, busy: bool = False,
+             prioritised: bool = False) -> tuple[Manifest, list[JobState], list[HostView]]:
+    """`busy`: every GPU's memory reads in use (no job can be placed anywhere).
+    `prioritised`: every 7th job has a priority (the waiting jobs are sorted each tick)."""
     specs = tuple(JobSpec(id=f"j{i}", phase="main", cmd=f"python run.py --seed {i}")
                   for i in range(n_jobs))
     manifest = Manifest(project="bench", source="bench.yaml", jobs=specs)
-    jobs = [JobState(id=s.id, phase=s.phase, cmd=s.cmd) for s in specs]
+    jobs = [JobState(id=s.id, phase=s.phase, cmd=s.cmd,
+                     priority=(i % 5) if prioritised and i % 7 == 0 else 0)
+            for i, s in enumerate(specs)]
     running = 0
     for i, job in enumerate(jobs):
         if i < n_jobs // 4:
@@ -57,8 +60,9 @@ def scenario(n_jobs: int, *, busy: bool = False) -> tuple[Manifest, list[JobStat
     return manifest, jobs, hosts
 
 
-def measure_decide(n_jobs: int, repeat: int, *, busy: bool = False) -> dict[str, float]:
-    manifest, jobs, hosts = scenario(n_jobs, busy=busy)
+def measure_decide(n_jobs: int, repeat: int, *, busy: bool = False,
+                   prioritised: bool = False) -> dict[str, float]:
+    manifest, jobs, hosts = scenario(n_jobs, busy=busy, prioritised=prioritised)
     samples = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -153,6 +157,7 @@ def run(quick: bool) -> dict[str, Any]:
                    "changed_per_tick": CHANGED, "quick": quick},
         "decide_ms": decide_ms,
         "decide_no_free_gpu_ms": measure_decide(SIZES[-1], repeat, busy=True),
+        "decide_prioritised_ms": measure_decide(SIZES[-1], repeat, prioritised=True),
         "engine": _engine_in_child(quick),
     }
 
@@ -169,6 +174,9 @@ def report(result: dict[str, Any]) -> str:
     idle = result["decide_no_free_gpu_ms"]
     lines.append(f"{SIZES[-1]:>8,} {idle['median']:>10.3f} {idle['p95']:>8.3f}"
                  f"{'':>12} no GPU free")
+    ranked = result["decide_prioritised_ms"]
+    lines.append(f"{SIZES[-1]:>8,} {ranked['median']:>10.2f} {ranked['p95']:>8.2f}"
+                 f"{'':>12} with priorities (waiting jobs sorted)")
     ratio = (whole["state_kb"] / journal["state_kb"]) if journal["state_kb"] else float("inf")
     lines += [
         f"whole engine, {engine['jobs']:,} jobs on {config['engine_host']} (paused):",

@@ -12,8 +12,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from eq_tui.engine.control import ControlClient
+from eq_tui.engine.control import MAX_LINE, ControlClient, find_socket
 from eq_tui.engine.model import FINISHED, JobState
+from eq_tui.engine.reconnecting import Connector, ReconnectingClient, Streams
 from eq_tui.errors import RunDirError
 from eq_tui.remote.target import RemoteTarget, command_line, parse_target
 
@@ -103,11 +104,26 @@ def _not_running_here(run_dir: Path, config_path: str | None) -> RunDirError:
         "Start it now in the background?", start)
 
 
+def local_connector(run_dir: Path) -> Connector:
+    """Streams to the engine's socket; None once the engine has removed its pointer (it
+    stopped). A socket nobody answers on (a killed engine) is tried again for a while."""
+
+    async def connect() -> Streams | None:
+        path = find_socket(run_dir)
+        if path is None:
+            return None
+        return await asyncio.open_unix_connection(str(path), limit=64 * MAX_LINE)
+
+    return connect
+
+
 async def _attach_local(run_dir: Path, theme: str | None, config_path: str | None) -> int:
     try:
-        client = await ControlClient.connect(run_dir)
+        client = await ReconnectingClient.open(local_connector(run_dir), where=str(run_dir))
     except (OSError, ConnectionError, RuntimeError):
-        raise _not_running_here(run_dir, config_path) from None
+        client = None
+    if client is None:
+        raise _not_running_here(run_dir, config_path)
     return await run_attached(client, where=str(run_dir), theme=theme)
 
 
@@ -120,9 +136,13 @@ async def _attach_remote(target: RemoteTarget, theme: str | None,
     from eq_tui.status import jobs_from_state
 
     link = await open_link(target.host, config_path, read_from=str(target))
+
+    async def connect() -> Streams | None:
+        return await link.streams(await link.locate(target))  # the link reconnects itself
+
     try:
         located = await link.locate(target)
-        client = await link.control(located)
+        client = await ReconnectingClient.open(connect, where=str(located))
         if client is None:
             saved = await saved_state(link, located)
             jobs = jobs_from_state(saved, f"{located}/queue_state.json")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from eq_tui import __version__
 from eq_tui.errors import EqTuiError, UsageError
+from eq_tui.shell_verbs import VERBS
 from eq_tui.tools import TOOL_COMMANDS, tool_command
 
 DESCRIPTION = """\
@@ -35,6 +36,17 @@ to write a manifest and set up the tool:
                                --hosts box1,box2 [--conda ENV] [-o PATH] (asks at a terminal)
   eq-tui schema                the manifest's JSON Schema, for editor completion
   eq-tui completion SHELL      shell completion for bash, zsh or fish
+
+acting on a running queue (through its engine's control socket; --json, --help on each):
+  eq-tui kill|retry|requeue|hold|release RUN_DIR JOB... [--filter 'status:stuck phase:p']
+  eq-tui pause|resume RUN_DIR  pause or resume launching
+  eq-tui priority RUN_DIR JOB... N     higher launches first (manifest key: priority)
+  eq-tui edit RUN_DIR JOB... [--set KEY=VALUE] [-- NEW COMMAND...]
+                               a job that is not running; a finished one runs again
+  eq-tui clone RUN_DIR JOB [--id NEW] [--set KEY=VALUE] [-- COMMAND...]
+  eq-tui add RUN_DIR --id ID [--phase P] [--gpus N] [--priority N] -- COMMAND...
+  eq-tui reload RUN_DIR [--dry-run]    read the manifest file again (waiting jobs only)
+  these exit 0 done, 1 a job could not be acted on, 2 bad usage, 3 no engine runs there
 
 in the background on an ssh host:
   eq-tui MANIFEST --detach --on HOST    sends the manifest to ~/.eq-tui/runs/<project>/ there,
@@ -132,6 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_dir_command(args[0], args[1:])
         if args and args[0] in TOOL_COMMANDS:
             return tool_command(args[0], args[1:])
+        if args and args[0] in VERBS:
+            from eq_tui.shell_commands import run_verb
+
+            return run_verb(args[0], args[1:])
         options = build_parser().parse_args(args)
         return _run(options)
     except EqTuiError as exc:

@@ -248,3 +248,79 @@ def test_remote_run_dirs_that_are_missing_or_not_run_dirs(bed: SshBed) -> None:
     assert not_a_run.returncode == 3 and "no queue_state.json here" in not_a_run.stderr
     unknown = eq(bed, "stop", "nohost:/x")
     assert unknown.returncode == 3 and "read 'nohost:/x' as HOST:RUN_DIR" in unknown.stderr
+
+
+def test_shell_verbs_over_ssh_and_a_command_resent_after_a_cut_link_is_applied_once(
+        bed: SshBed, tmp_path: Path, project: str) -> None:
+    from eq_tui.hosts.factory import sim_state_dir
+    from eq_tui.sim.state import read_runs
+
+    where = start_on_gpu(bed, tmp_path, project, epochs=600)
+    poll(lambda: status(bed, where)["counts"].get("running") == 2, "two jobs running")
+    state_file = Path(remote_run_dir(project), "queue_state.json")
+
+    def job_status(job_id: str) -> str | None:
+        jobs = json.loads(state_file.read_text())["jobs"]
+        return next((j["status"] for j in jobs if j["id"] == job_id), None)
+
+    try:
+        held = eq(bed, "hold", where, "job_3", "job_4")
+        assert held.returncode == 0 and "hold job_3: done" in held.stdout, held.stderr
+        killed = eq(bed, "kill", where, "job_1")
+        assert (killed.returncode, killed.stdout) == (0, "kill job_1: done\n"), killed.stderr
+        again = eq(bed, "kill", where, "job_1", "--json")
+        assert again.returncode == 1
+        assert json.loads(again.stdout)["results"] == {"job_1": "already killed"}
+        clone = ["clone", where, "job_2", "--id", "job_2b", "--set", "epochs=1",
+                 "--command-id", "over-ssh-1"]
+        first = eq(bed, *clone)
+        assert (first.returncode, first.stdout) == (0, "clone job_2b: done\n"), first.stderr
+        bed.cut("gpu")  # every ssh connection drops; the sender cannot tell what arrived
+        resent = eq(bed, *clone)
+        assert resent.returncode == 0 and "had arrived already" in resent.stdout
+        poll(lambda: job_status("job_2b") == "completed", "the clone to complete")
+        assert job_status("job_3") == "held"
+        missing = eq(bed, "kill", "gpu:/nonexistent/run", "job_1")
+        assert missing.returncode == 3, missing.stderr
+    finally:
+        eq(bed, "stop", where)
+    runs = read_runs(sim_state_dir(Path(remote_run_dir(project)), "sim"))
+    started = [e["job"] for e in runs if e.get("event") == "start"]
+    assert started.count("job_2b") == 1 and "job_3" not in started and "job_4" not in started
+
+
+async def test_an_attached_client_over_ssh_reconnects_after_a_cut_and_catches_up(
+        bed: SshBed, tmp_path: Path, project: str) -> None:
+    from eq_tui.engine.events import Alert
+    from eq_tui.engine.reconnecting import ReconnectingClient, Streams
+
+    where = await asyncio.to_thread(start_on_gpu, bed, tmp_path, project, 600)
+    target = RemoteTarget("gpu", remote_run_dir(project))
+    link = await open_link("gpu", str(bed.ssh_config))
+
+    async def connect() -> Streams | None:
+        return await link.streams(await link.locate(target))
+
+    client = await ReconnectingClient.open(connect, where=where,
+                                           pauses=(0.2, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0))
+    assert client is not None
+    events = client.subscribe()
+    try:
+        bed.cut("gpu")
+        while True:
+            event = await asyncio.wait_for(events.get(), 60)
+            if isinstance(event, Alert) and "reconnecting" in event.message:
+                break
+        killed = await asyncio.to_thread(eq, bed, "kill", where, "job_4")  # meanwhile
+        assert killed.returncode == 0, killed.stderr
+        while True:
+            event = await asyncio.wait_for(events.get(), 60)
+            if isinstance(event, JobUpdated) and event.job == "job_4" and \
+                    event.state["status"] == "killed":
+                break
+        assert client.reconnects >= 1
+        assert (await client.command("hold", ["job_3"]))["ok"]  # the link works again
+    finally:
+        await client.close()
+        await link.close()
+        await asyncio.to_thread(eq, bed, "stop", where)

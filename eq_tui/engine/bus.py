@@ -12,6 +12,9 @@ from eq_tui.engine.events import (
     Event,
     Fanout,
     HostStateChanged,
+    JobAdded,
+    JobEdited,
+    JobRetired,
     JobStateChanged,
     PreflightReported,
     QueueFinished,
@@ -21,7 +24,7 @@ from eq_tui.engine.store import RunDir
 
 MAX_ALERTS = 200
 PERSISTED_EVENTS = (JobStateChanged, HostStateChanged, Alert, QueuePaused, QueueFinished,
-                    PreflightReported)
+                    PreflightReported, JobEdited, JobAdded, JobRetired)
 
 
 class Bus:

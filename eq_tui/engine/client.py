@@ -10,11 +10,12 @@ a snapshot and the events after it into the current picture, for every front end
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol, TypedDict
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from eq_tui.engine.events import Event
 
-COMMANDS = ("kill", "retry", "requeue", "pause", "resume", "shutdown")
+COMMANDS = ("kill", "retry", "requeue", "pause", "resume", "shutdown", "hold", "release",
+            "priority", "edit", "clone", "add", "reload")
 
 
 class AttemptRecord(TypedDict, total=False):
@@ -124,6 +125,8 @@ class CommandResult(TypedDict):
     ok: bool
     results: dict[str, str]  # job id -> "ok" or why it was not changed
     error: str | None
+    detail: NotRequired[dict[str, Any]]  # clone/add: {"job"}; reload: its plan
+    duplicate: NotRequired[bool]  # a command id seen before: the first one's result
 
 
 class EngineClient(Protocol):
@@ -138,7 +141,11 @@ class EngineClient(Protocol):
 
     def unsubscribe(self, queue: asyncio.Queue[Event]) -> None: ...
 
-    async def command(self, name: str, job_ids: list[str] | None = None) -> CommandResult:
+    async def command(self, name: str, job_ids: list[str] | None = None,
+                      args: dict[str, Any] | None = None,
+                      command_id: str | None = None) -> CommandResult:
+        """`args`: what the command needs beyond job ids (edit, clone, add, priority, reload,
+        and `by`: who sends it); `command_id`: the client's id, so a resend applies once."""
         ...
 
     async def tail(self, job_id: str, attempt: int | None = None, lines: int = 200) -> list[str]:

@@ -4,10 +4,13 @@ each answering with a typed CommandResult (per job "ok" or why not)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eq_tui.engine.client import CommandResult
+from eq_tui.engine.command_result import result
+from eq_tui.engine.editing import Editing
 from eq_tui.engine.events import QueuePaused
+from eq_tui.engine.holds import Holds
 from eq_tui.engine.model import FailureClass, JobState, JobStatus
 from eq_tui.errors import HostError
 
@@ -15,29 +18,44 @@ if TYPE_CHECKING:
     from eq_tui.engine.engine import Engine
 
 JobHandler = Callable[[JobState], Awaitable[str]]
+__all__ = ["Commands", "result"]
 
 
-def result(results: dict[str, str] | None = None, error: str | None = None) -> CommandResult:
-    results = results or {}
-    ok = error is None and all(value == "ok" for value in results.values())
-    if not ok and error is None:
-        error = "some jobs were not changed"
-    return {"ok": ok, "results": results, "error": error}
+ArgHandler = Callable[[list[str], dict[str, Any]], Awaitable[CommandResult]]
 
 
 class Commands:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.ctx = engine.ctx
+        holds, editing = Holds(self.ctx), Editing(self.ctx, engine)
         self.job_handlers: dict[str, JobHandler] = {
-            "kill": self._kill, "retry": self._retry, "requeue": self._requeue}
+            "kill": self._kill, "retry": self._retry, "requeue": self._requeue,
+            "hold": holds.hold, "release": holds.release}
         self.queue_handlers: dict[str, Callable[[], Awaitable[CommandResult]]] = {
             "pause": self._pause, "resume": self._resume, "shutdown": self._shutdown}
+        # commands with arguments beyond job ids; each runs under the engine lock
+        self.arg_handlers: dict[str, ArgHandler] = {
+            "priority": holds.priority, **editing.handlers()}
 
-    async def run(self, name: str, job_ids: list[str] | None = None) -> CommandResult:
+    async def run(self, name: str, job_ids: list[str] | None = None,
+                  args: dict[str, Any] | None = None,
+                  command_id: str | None = None) -> CommandResult:
+        return await self.ctx.commands.once(
+            command_id, lambda: self._dispatch(name, job_ids or [], args or {}, command_id))
+
+    async def _dispatch(self, name: str, job_ids: list[str], args: dict[str, Any],
+                        command_id: str | None) -> CommandResult:
         queue_handler = self.queue_handlers.get(name)
         if queue_handler is not None:
             return await queue_handler()
+        arg_handler = self.arg_handlers.get(name)
+        if arg_handler is not None:
+            async with self.engine.lock:
+                done = await arg_handler(job_ids, args)
+                self._written(command_id, done)
+            self.engine.wake()
+            return done
         handler = self.job_handlers.get(name)
         if handler is None:
             return result(error=f"unknown command {name!r}")
@@ -54,10 +72,16 @@ class Commands:
                     results[job_id] = await handler(job)
                 except HostError as exc:
                     results[job_id] = f"host error: {exc}"
-            self.engine.check_finished()
-            self.engine.persist_if_unsaved()
+            done = result(results)
+            self._written(command_id, done)
         self.engine.wake()
-        return result(results)
+        return done
+
+    def _written(self, command_id: str | None, done: CommandResult) -> None:
+        """The command's id goes to disk in the same write as the changes it made."""
+        self.engine.check_finished()
+        self.ctx.commands.remember(command_id, done)
+        self.engine.persist_if_unsaved()
 
     # ---- the queue -------------------------------------------------------------------------
 

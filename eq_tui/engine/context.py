@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from eq_tui.engine.bus import Bus
+from eq_tui.engine.command_log import CommandLog
 from eq_tui.engine.host_record import HostRecord
 from eq_tui.engine.ledger import Ledger
 from eq_tui.engine.store import RunDir
@@ -44,6 +45,7 @@ class RunContext:
     created: float
     started_at: float
     paused: bool = False
+    commands: CommandLog = field(default_factory=CommandLog)
 
     @property
     def project(self) -> str:

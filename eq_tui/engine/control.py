@@ -4,7 +4,7 @@ Requests (one JSON object per line, `id` echoed in the reply):
     {"op": "subscribe"}                            -> {"type": "snapshot", "snapshot": {...}}
                                                       then every event as its JSON, one a line
     {"op": "snapshot", "id": 1}                    -> {"type": "reply", "id": 1, "result": {...}}
-    {"op": "command", "id": 2, "name": "kill", "jobs": ["a"]}
+    {"op": "command", "id": 2, "name": "kill", "jobs": ["a"], "args": {}, "command_id": "c1"}
                                                    -> {"type": "reply", "id": 2, "result": {...}}
     {"op": "tail", "id": 3, "job": "a", "attempt": null, "lines": 200}
                                                    -> {"type": "reply", "id": 3, "result": [...]}
@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import tempfile
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -133,7 +134,14 @@ class ControlServer:
                         if not isinstance(jobs, list) or not all(isinstance(j, str)
                                                                  for j in jobs):
                             raise ValueError("jobs must be a list of job ids")
-                        result = await self.engine.command(str(request.get("name")), jobs)
+                        args = request.get("args") or {}
+                        command_id = request.get("command_id")
+                        if not isinstance(args, dict):
+                            raise ValueError("args must be an object")
+                        if command_id is not None and not isinstance(command_id, str):
+                            raise ValueError("command_id must be a string")
+                        result = await self.engine.command(str(request.get("name")), jobs,
+                                                           args, command_id)
                         await send({"type": "reply", "id": request_id, "result": result})
                     elif op == "tail":
                         attempt = request.get("attempt")
@@ -243,7 +251,7 @@ class ControlClient:
                     event = event_from_json(data)
                     if self._state is not None:
                         self._state.apply(event)
-                    self._subscribers.publish(event)
+                    self._deliver(event)
         except (ConnectionError, ValueError):
             pass
         finally:
@@ -252,6 +260,9 @@ class ControlClient:
                 if not future.done():
                     future.set_exception(ConnectionError("engine connection closed"))
             self._pending.clear()
+
+    def _deliver(self, event: Event) -> None:
+        self._subscribers.publish(event)
 
     def _resolve(self, request_id: int | None, value: Any) -> None:
         future = self._pending.pop(request_id if request_id is not None else -2, None)
@@ -278,9 +289,14 @@ class ControlClient:
     def unsubscribe(self, queue: asyncio.Queue[Event]) -> None:
         self._subscribers.unsubscribe(queue)
 
-    async def command(self, name: str, job_ids: list[str] | None = None) -> CommandResult:
-        result: CommandResult = await self._request({"op": "command", "name": name,
-                                                     "jobs": job_ids or []})
+    async def command(self, name: str, job_ids: list[str] | None = None,
+                      args: dict[str, Any] | None = None,
+                      command_id: str | None = None) -> CommandResult:
+        """`command_id` defaults to a fresh one; send the same one again after a dropped link
+        and the engine answers with the first one's result instead of applying it twice."""
+        result: CommandResult = await self._request({
+            "op": "command", "name": name, "jobs": job_ids or [], "args": args or {},
+            "command_id": command_id or uuid.uuid4().hex})
         return result
 
     async def tail(self, job_id: str, attempt: int | None = None,

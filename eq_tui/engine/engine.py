@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from eq_tui.engine.bus import Bus
 from eq_tui.engine.client import CommandResult, Snapshot
@@ -257,7 +258,8 @@ class Engine:
             decision = decide(self.manifest, list(self.jobs.values()),
                               self.observation.host_views(probed, readings or {}),
                               now=self.ctx.clock(), paused=self.ctx.paused,
-                              preconditions=self.observation.precondition_results)
+                              preconditions=self.observation.precondition_results,
+                              specs=self.ctx.ledger.specs)
             self.observation.precondition_results = {}
             self.observation.want_preconditions = set(decision.check_preconditions)
             self._apply_waiting(decision, whole_picture=only is None)
@@ -340,8 +342,10 @@ class Engine:
     def unsubscribe(self, queue: asyncio.Queue[Event]) -> None:
         self.ctx.bus.unsubscribe(queue)
 
-    async def command(self, name: str, job_ids: list[str] | None = None) -> CommandResult:
-        return await self.commands.run(name, job_ids)
+    async def command(self, name: str, job_ids: list[str] | None = None,
+                      args: dict[str, Any] | None = None,
+                      command_id: str | None = None) -> CommandResult:
+        return await self.commands.run(name, job_ids, args, command_id)
 
     async def tail(self, job_id: str, attempt: int | None = None, lines: int = 200) -> list[str]:
         job = self.jobs.get(job_id)

@@ -102,6 +102,42 @@ class PreflightReported(Event):
     job: str | None = None
 
 
+@dataclass(frozen=True)
+class JobEdited(Event):
+    """A person changed what a job runs (edit, or a reload of the manifest); `by` says from
+    where. A finished job edited is requeued (`requeued`) with a fresh attempt count."""
+
+    type: ClassVar[str] = "job_edited"
+    job: str
+    old_cmd: str
+    new_cmd: str
+    by: str = ""
+    requeued: bool = False
+
+
+@dataclass(frozen=True)
+class JobAdded(Event):
+    """A job made while the queue runs: `origin` is added, clone (of `source`) or reload."""
+
+    type: ClassVar[str] = "job_added"
+    job: str
+    phase: str
+    cmd: str
+    origin: str
+    source: str | None = None
+    by: str = ""
+    spec: dict[str, Any] = field(default_factory=dict)  # its definition (job_specs.py)
+
+
+@dataclass(frozen=True)
+class JobRetired(Event):
+    """A waiting job a reload removed from the queue (it stays in the state's `retired`)."""
+
+    type: ClassVar[str] = "job_retired"
+    job: str
+    by: str = ""
+
+
 class Fanout:
     """Subscriber queues: every event published goes to each queue subscribed at the time."""
 
@@ -124,7 +160,8 @@ class Fanout:
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (JobStateChanged, JobUpdated, HostProbed, HostStateChanged, Alert,
-                              QueuePaused, QueueFinished, PreflightReported)
+                              QueuePaused, QueueFinished, PreflightReported, JobEdited,
+                              JobAdded, JobRetired)
 }
 
 

@@ -4,10 +4,12 @@ its record; every change is published (JobUpdated, JobStateChanged) and marked f
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from eq_tui.engine.bus import Bus
-from eq_tui.engine.events import JobStateChanged, JobUpdated
+from eq_tui.engine.events import JobRetired, JobStateChanged, JobUpdated
+from eq_tui.engine.job_specs import spec_from_json
 from eq_tui.engine.model import Attempt, Failure, JobState, JobStatus
 from eq_tui.errors import RunDirError
 from eq_tui.hosts.base import AttemptRef, PathCheck
@@ -24,6 +26,8 @@ class Ledger:
         self.bus = bus
         self.clock = clock
         self.jobs: dict[str, JobState] = {}
+        # every job's definition: the manifest's, and those of jobs made at run time
+        self.specs: dict[str, JobSpec] = dict(manifest.job_specs)
         self.retired: list[dict[str, Any]] = []  # jobs removed from the manifest, for history
         self.unsaved = False
         self.changed_ids: dict[str, None] = {}  # jobs changed since the last write, in order
@@ -88,6 +92,30 @@ class Ledger:
             self.set_status(job, JobStatus.LAUNCHING)
         return attempt
 
+    def add_job(self, job: JobState, spec: JobSpec) -> None:
+        """A job made while the queue runs (added, cloned, reloaded), after the others."""
+        self.jobs[job.id] = job
+        self.specs[job.id] = spec
+        self.changed(job)
+
+    def retire_job(self, job_id: str, by: str) -> JobState:
+        """A waiting job a reload removed: kept in `retired` for its history."""
+        job = self.jobs.pop(job_id)
+        self.bus.publish(JobRetired(project=self.project, at=self.clock(), job=job_id, by=by))
+        self.specs.pop(job_id, None)
+        self.retired.append(job.to_json())
+        self.changed_ids.pop(job_id, None)
+        self.unsaved = True
+        self._version += 1
+        return job
+
+    def take_retired(self, job_id: str) -> dict[str, Any] | None:
+        """The record of a job retired earlier, out of `retired` (a reload brings it back)."""
+        for i in range(len(self.retired) - 1, -1, -1):
+            if self.retired[i].get("id") == job_id:
+                return self.retired.pop(i)
+        return None
+
     # ---- loading ---------------------------------------------------------------------------
 
     def restore(self, saved: dict[str, Any], source: str) -> None:
@@ -104,21 +132,29 @@ class Ledger:
         """New jobs are added, changed commands of unfinished jobs take effect next attempt,
         jobs gone from the manifest are retired unless still running."""
         ordered: dict[str, JobState] = {}
+        self.specs = dict(self.manifest.job_specs)
         for spec in self.manifest.jobs:
             job = self.jobs.pop(spec.id, None)
             if job is None:
                 job = JobState(id=spec.id, phase=spec.phase, cmd=spec.cmd,
-                               params=dict(spec.params))
+                               params=dict(spec.params), priority=spec.priority)
             else:
                 job.params = dict(spec.params)
-                if job.cmd != spec.cmd and job.status != JobStatus.COMPLETED:
+                if not job.priority_set:
+                    job.priority = spec.priority
+                if job.edits and job.cmd != spec.cmd:
+                    self.specs[spec.id] = replace(spec, cmd=job.cmd)  # a person's edit stays
+                elif job.cmd != spec.cmd and job.status != JobStatus.COMPLETED:
                     self.bus.alert("info", f"{spec.id}: command changed; the next attempt uses "
                                    f"`{spec.cmd}` (was `{job.cmd}`)", job=spec.id)
                     job.cmd = spec.cmd
                 job.phase = spec.phase
             ordered[spec.id] = job
         for job in self.jobs.values():
-            if job.status.is_active:
+            if job.origin != "manifest" and job.spec is not None:
+                self.specs[job.id] = spec_from_json(job.spec)  # made at run time: kept
+                ordered[job.id] = job
+            elif job.status.is_active:
                 self.bus.alert("warning", f"{job.id} is no longer in the manifest; it keeps "
                                "running and is watched until it ends", job=job.id)
                 ordered[job.id] = job
@@ -145,7 +181,7 @@ class Ledger:
                 current = job.current
                 if not job.status.is_active or job.host is None or current is None:
                     continue
-                spec = self.manifest.job_specs.get(job.id)
+                spec = self.specs.get(job.id)
                 by_host.setdefault(job.host, []).append(AttemptRef(
                     key=job.id, session=current.session, attempt_dir=current.attempt_dir,
                     output_check=self._output_pattern(spec) if spec else None))
@@ -159,7 +195,7 @@ class Ledger:
             for job in self.jobs.values():
                 if not job.status.is_waiting:
                     continue
-                spec = self.manifest.job_specs.get(job.id)
+                spec = self.specs.get(job.id)
                 pattern = self._output_pattern(spec) if spec else None
                 if pattern:
                     checks.append(PathCheck(job.id, pattern))

@@ -16,6 +16,7 @@ class JobStatus(StrEnum):
     STUCK = "stuck"
     KILLED = "killed"
     BLOCKED = "blocked"
+    HELD = "held"  # a person holds it: it never launches until released
 
     @property
     def is_active(self) -> bool:
@@ -35,6 +36,12 @@ class JobStatus(StrEnum):
     @property
     def needs_person(self) -> bool:
         return self in NEEDS_PERSON
+
+    @property
+    def is_held(self) -> bool:
+        """Neither waiting nor finished: it waits for a person's release, and keeps the queue
+        from finishing."""
+        return self is JobStatus.HELD
 
 
 ACTIVE = frozenset({JobStatus.LAUNCHING, JobStatus.RUNNING})
@@ -110,6 +117,11 @@ class JobState:
     last_line: str = ""
     params: dict[str, str] = field(default_factory=dict)  # its grid point (results group on it)
     metrics: dict[str, float | None] = field(default_factory=dict)  # final values, once read
+    priority: int = 0  # higher launches first (the manifest's, or a person's)
+    priority_set: bool = False  # a person set it: the manifest's no longer applies
+    edits: list[dict[str, Any]] = field(default_factory=list)  # what a person changed, in order
+    origin: str = "manifest"  # or "added"/"clone"/"reload": made while the queue ran
+    spec: dict[str, Any] | None = None  # for a job made at run time: its JobSpec, as JSON
 
     @property
     def current(self) -> Attempt | None:
@@ -176,4 +188,9 @@ class JobState:
             last_line=str(data.get("last_line") or ""),
             params={str(k): str(v) for k, v in (data.get("params") or {}).items()},
             metrics=dict(data.get("metrics") or {}),
+            priority=int(data.get("priority") or 0),
+            priority_set=bool(data.get("priority_set")),
+            edits=list(data.get("edits") or []),
+            origin=str(data.get("origin") or "manifest"),
+            spec=data.get("spec"),
         )

@@ -37,7 +37,7 @@ class Observation:
         output_checks = [] if scanned else ctx.ledger.pending_output_checks()
         preconditions = []
         for job_id in sorted(self.want_preconditions):
-            spec = ctx.manifest.job_specs.get(job_id)
+            spec = ctx.ledger.specs.get(job_id)
             if spec is None:
                 continue
             for i, pre in enumerate(spec.preconditions):
@@ -75,7 +75,7 @@ class Observation:
             self._publish_host(name, snap, holders, now)
         # A job with several preconditions is ready only when every one matched (on any host).
         for job_id in checked & self.want_preconditions:
-            spec = ctx.manifest.job_specs.get(job_id)
+            spec = ctx.ledger.specs.get(job_id)
             if spec is not None and spec.preconditions:
                 self.precondition_results[job_id] = _all_met(job_id, len(spec.preconditions),
                                                              results)

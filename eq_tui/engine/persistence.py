@@ -11,6 +11,7 @@ from typing import Any
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.model import JobState, JobStatus
 from eq_tui.engine.naming import attempt_dir, session_name
+from eq_tui.engine.replay_changes import replay_change
 from eq_tui.engine.store import STATE_VERSION
 from eq_tui.engine.summary import render_summary
 from eq_tui.errors import HostError
@@ -41,6 +42,7 @@ class Persistence:
                            if r.quarantined},
             "stopped_hosts": ctx.stopped_hosts(),
             "retired": ctx.ledger.retired,
+            "commands": ctx.commands.to_json(),
         }
 
     def state_json(self) -> dict[str, Any]:
@@ -77,6 +79,7 @@ class Persistence:
         ctx.token = str(saved.get("token") or ctx.token)
         ctx.created = float(saved.get("created") or ctx.created)
         ctx.paused = bool(saved.get("paused", False))
+        ctx.commands.restore(saved.get("commands"))
         for name, gpus in (saved.get("quarantine") or {}).items():
             if name in ctx.hosts:
                 ctx.hosts[name].quarantined = set(gpus)
@@ -88,9 +91,13 @@ class Persistence:
     async def replay_launches(self, saved_at: float) -> None:
         """Launches the journal (events.jsonl) knows of but the loaded state does not — it was
         recovered from the previous copy — are restored as `launching` attempts, so the probe
-        adopts or judges them and nothing is launched twice."""
+        adopts or judges them and nothing is launched twice. Jobs made and edits made at run
+        time after that copy are restored first (replay_changes.py)."""
         ctx = self.ctx
         for event in ctx.run_dir.read_events(since=saved_at - 1.0):
+            if event.get("type") in ("job_added", "job_edited"):
+                replay_change(ctx, event)
+                continue
             if event.get("type") != "job_state_changed" or event.get("new") != "launching":
                 continue
             job = ctx.ledger.jobs.get(str(event.get("job")))

@@ -124,7 +124,7 @@ class Reconciler:
         current = job.current
         assert current is not None
         now = self.ctx.clock()
-        spec = self.ctx.manifest.job_specs.get(job.id)
+        spec = self.ctx.ledger.specs.get(job.id)
         verdict = verdict_for_exit(job, seen, self.ctx.manifest, now=now,
                                    has_output_check=bool(spec and spec.output_check))
         current.exit_code = seen.exit_code

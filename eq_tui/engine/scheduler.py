@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from eq_tui.engine.model import ACTIVE, FINISHED, NEEDS_PERSON, WAITING, JobState, JobStatus
-from eq_tui.manifest.model import Manifest
+from eq_tui.manifest.model import JobSpec, Manifest
 from eq_tui.manifest.secrets import missing_reason
 
 
@@ -152,11 +152,14 @@ def decide(
     now: float,
     paused: bool,
     preconditions: Mapping[str, bool],
+    specs: Mapping[str, JobSpec] | None = None,
 ) -> Decision:
     """Launch decisions for this tick.
 
     `preconditions` holds this tick's probe results for jobs whose preconditions were checked;
-    a job with preconditions launches only on a fresh positive result.
+    a job with preconditions launches only on a fresh positive result. `specs`: every job's
+    definition (the manifest's and those made at run time; default the manifest's). Waiting
+    jobs are taken by priority, higher first, ties in queue order (held jobs never).
     """
     decision = Decision()
     secrets_missing = missing_reason(manifest)
@@ -170,10 +173,12 @@ def decide(
 
     waiting: list[JobState] = []  # pending or failed_oom, in manifest order
     active: list[JobState] = []
+    prioritised = False
     for job in jobs:
         status = job.status
         if status in WAITING:  # the sets, not the predicates: this loop sees every job
             waiting.append(job)
+            prioritised = prioritised or job.priority != 0
         elif status in ACTIVE:
             active.append(job)
     gates = _gates(manifest, _summarise(jobs, dependencies))
@@ -200,7 +205,9 @@ def decide(
     if capacity == 0:
         return decision
 
-    specs = manifest.job_specs
+    if prioritised:  # a stable sort: ties keep queue order; skipped when no job has one
+        waiting.sort(key=_minus_priority)
+    specs = manifest.job_specs if specs is None else specs
     lookahead = max(4, 2 * capacity)
     for job in waiting:
         if capacity == 0 or lookahead == 0:
@@ -252,6 +259,8 @@ def _without_secrets(manifest: Manifest, jobs: Sequence[JobState], reason: str) 
         else:
             decision.waiting[job.id] = reason
     return decision
+def _minus_priority(job: JobState) -> int:
+    return -job.priority
 
 
 def _place(job: JobState, count: int, hosts: Sequence[HostView], free: Mapping[str, list[int]],

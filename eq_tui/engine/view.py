@@ -14,6 +14,7 @@ from eq_tui.engine.events import (
     Event,
     HostProbed,
     HostStateChanged,
+    JobRetired,
     JobUpdated,
     QueueFinished,
     QueuePaused,
@@ -90,6 +91,11 @@ class ProjectState:
             applied.jobs[event.job] = old
             applied.header = True
             applied.hosts |= self._move_gpu_holder(event.job, old, new)
+        elif isinstance(event, JobRetired):
+            old = self.jobs.pop(event.job, None)
+            if old is not None:
+                applied.jobs[event.job] = old
+                applied.header = True
         elif isinstance(event, HostProbed):
             host = self._host(event.host)
             host["rtt_s"] = event.rtt_s

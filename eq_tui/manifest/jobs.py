@@ -60,6 +60,7 @@ class Scope:
     gpus_per_job_path: Path_ = ()
     metrics: MetricsSpec | None = None
     metrics_path: Path_ = ()
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ def parse_scope(ctx: Context, raw: dict[str, Any], path: Path_, parent: Scope) -
     if raw.get("metrics") is not None:
         scope.metrics_path = (*path, "metrics")
         scope.metrics = parse_metrics(ctx, raw["metrics"], scope.metrics_path)
+    if raw.get("priority") is not None:
+        scope.priority = ctx.integer(raw["priority"], (*path, "priority"))
     return scope
 
 
@@ -222,6 +225,9 @@ class JobMaker:
         if entry.get("gpus_per_job") is not None:
             gpus_per_job = ctx.integer(entry["gpus_per_job"], (*path, "gpus_per_job"),
                                        minimum=1)
+        priority = scope.priority
+        if entry.get("priority") is not None:
+            priority = ctx.integer(entry["priority"], (*path, "priority"))
         self._register(job_id, origin)
         return JobSpec(
             id=job_id, phase=phase, cmd=cmd,
@@ -230,7 +236,7 @@ class JobMaker:
                 Precondition(type=p.precondition.type,
                              path=self._sub(p.precondition.path, variables, p.path, point))
                 for p in preconditions),
-            gpus_per_job=gpus_per_job,
+            gpus_per_job=gpus_per_job, priority=priority,
             metrics=self._metrics(entry, path, scope, variables, point),
             params=tuple(point.items()))
 

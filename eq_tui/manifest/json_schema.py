@@ -136,6 +136,10 @@ _RESULTS = {
                         "level, the queue) is done; EQ_RESULTS and EQ_PHASE are set."),
 }
 
+_PRIORITY = _doc(_nullable({"type": "integer"}), "Higher launches first; ties in manifest "
+                 "order. A person's priority (+/-, eq-tui priority) wins from then on.",
+                 default=0)
+
 _JOB_FIELDS = {
     "id": _doc(_TEXT, "Unique after expansion; [A-Za-z0-9_.-]+; ${var} is substituted."),
     "cmd": _doc(_nullable({"type": "string"}), "The command (else the scope's default_cmd)."),
@@ -144,6 +148,7 @@ _JOB_FIELDS = {
     "preconditions": _PRECONDITIONS,
     "gpus_per_job": _GPUS_PER_JOB,
     "metrics": _METRICS_REF,
+    "priority": _PRIORITY,
 }
 _JOB = _obj(_JOB_FIELDS, description="One job: an id, and cmd or args after default_cmd.")
 _TEMPLATE = _obj(_JOB_FIELDS, description="A job for every grid point; without id, jobs are "
@@ -169,6 +174,7 @@ _SCOPE = {
     "template": _doc(_nullable({"$ref": "#/$defs/template"}), "The job made for every grid "
                                                                "point."),
     "metrics": _METRICS_REF,
+    "priority": _PRIORITY,
 }
 
 _PHASE = _obj({

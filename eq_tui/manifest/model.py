@@ -119,6 +119,7 @@ class JobSpec:
     gpus_per_job: int = 1
     metrics: MetricsSpec | None = None  # None: look for the conventional files and the log
     params: tuple[tuple[str, str], ...] = ()  # its grid point, for grouping results
+    priority: int = 0  # higher launches first; ties in manifest order
 
 
 DEFAULT_PHASE = "main"

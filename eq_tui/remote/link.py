@@ -10,7 +10,7 @@ from typing import Any
 
 import asyncssh
 
-from eq_tui.engine.control import ControlClient
+from eq_tui.engine.control import ControlClient, LineReader, LineWriter
 from eq_tui.errors import HostError, RunDirError
 from eq_tui.hosts.ssh import SshRunner
 from eq_tui.remote.target import RemoteTarget
@@ -110,8 +110,9 @@ class RemoteLink(SshRunner):
         except ValueError:
             return None
 
-    async def control(self, run_dir: RemoteRunDir) -> ControlClient | None:
-        """A client of the engine of `run_dir`, or None when no engine answers there."""
+    async def streams(self, run_dir: RemoteRunDir) -> tuple[LineReader, LineWriter] | None:
+        """A byte stream to the control socket of `run_dir`'s engine, or None when no engine
+        answers there."""
         if run_dir.socket is None:
             return None
         conn = await self._ensure()
@@ -119,9 +120,15 @@ class RemoteLink(SshRunner):
             reader, writer = await conn.open_unix_connection(run_dir.socket)
         except (OSError, asyncssh.Error):
             return None  # a pointer left by an engine that was killed: nothing listens
+        return _ChannelReader(reader), _ChannelWriter(writer)
+
+    async def control(self, run_dir: RemoteRunDir) -> ControlClient | None:
+        """A client of the engine of `run_dir`, or None when no engine answers there."""
+        opened = await self.streams(run_dir)
+        if opened is None:
+            return None
         try:
-            return await ControlClient.over(_ChannelReader(reader), _ChannelWriter(writer),
-                                            where=f"{run_dir.host}:{run_dir.socket}")
+            return await ControlClient.over(*opened, where=f"{run_dir.host}:{run_dir.socket}")
         except (ConnectionError, OSError, ValueError):
             return None
 

@@ -23,6 +23,7 @@ from eq_tui.tui.filters import parse_filter
 from eq_tui.tui.gpu_grid import GpuGrid
 from eq_tui.tui.header import RunHeader
 from eq_tui.tui.job_table import JobTable
+from eq_tui.tui.living import LIVING_BINDINGS, LivingQueueActions
 from eq_tui.tui.log_pane import TAIL_LINES, LogPane
 from eq_tui.tui.retry_pane import RetryPane
 from eq_tui.tui.rows import split_row_key
@@ -39,7 +40,7 @@ FILTER_DEBOUNCE_S = 0.15
 NAMES_IN_CONFIRM = 12
 
 
-class EqTuiApp(App[int]):
+class EqTuiApp(LivingQueueActions, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "eq-tui"
     COMMANDS = App.COMMANDS | {EqCommands}
@@ -56,6 +57,7 @@ class EqTuiApp(App[int]):
         Binding("R", "push_screen('results')", "Results", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit_app", "Quit"),
+        *LIVING_BINDINGS,
     ]
     SCREENS: ClassVar[dict[str, Any]] = {"results": ResultsScreen}  # R: one, kept while open
 
@@ -225,7 +227,7 @@ class EqTuiApp(App[int]):
 
     # ---- commands out ------------------------------------------------------------------------
 
-    async def send(self, name: str, keys: list[str]) -> None:
+    async def send(self, name: str, keys: list[str], args: dict[str, Any] | None = None) -> None:
         """Send a command per project; every outcome ends as a notification, never a crash."""
         by_project: dict[str, list[str]] = {}
         for key in keys:
@@ -236,7 +238,7 @@ class EqTuiApp(App[int]):
             if client is None:
                 continue
             try:
-                result = await client.command(name, job_ids)
+                result = await client.command(name, job_ids, args)
             except Exception as exc:
                 self.notify(f"{name} failed: {exc}", severity="error")
                 continue
@@ -262,6 +264,8 @@ class EqTuiApp(App[int]):
     def request_kill(self, keys: list[str]) -> None:
         if not keys:
             self.notify("no job selected", severity="warning")
+            return
+        if not (keys := self.killable(keys)):
             return
         names = [split_row_key(k)[1] for k in keys]
         listed = ", ".join(names[:NAMES_IN_CONFIRM])

@@ -20,6 +20,8 @@ class EqCommands(Provider):
             ("Retry every OOM-stuck job", app.action_retry_oom_stuck,
              "stuck jobs whose last failure was a CUDA OOM go back to pending"),
             ("Open summary", app.action_open_summary, "summary.md of the run, if written"),
+            ("Reload the manifest", app.action_reload,
+             "read the manifest file again: shows what changes, then asks"),
             (pause, app.action_toggle_pause, "launching only; running jobs are untouched"),
             ("Stop the engine", app.action_stop_engine,
              "asks first; running jobs keep running in their sessions"),

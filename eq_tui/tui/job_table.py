@@ -19,6 +19,7 @@ from eq_tui.tui.live_metrics import LiveMetrics
 from eq_tui.tui.palette import status_rich_styles
 from eq_tui.tui.rows import (
     COLUMNS,
+    EDITED_MARK,
     Cells,
     changed_columns,
     job_cells,
@@ -140,6 +141,9 @@ class JobTable(DataTable[Any]):
         for key in keys:
             found = self._view.job(key)
             if found is None:
+                if key in self._cells:  # retired by a reload
+                    del self._cells[key]
+                    self.remove_row(key)
                 continue
             project, job = found
             if not self.job_filter.matches(job, project.project):
@@ -303,7 +307,7 @@ class JobTable(DataTable[Any]):
                 project = str(project_text)
             else:
                 id_text, project = cells, next(iter(view.projects), "")
-            key = f"{project}/{id_text}"
+            key = f"{project}/{str(id_text).removesuffix(EDITED_MARK)}"
             found = view.job(key)
             return None if found is None else (key, found[1], project)
 

@@ -21,6 +21,7 @@ STATUS_VARIABLE = {
     "stuck": "error",
     "killed": "error",
     "blocked": "warning",
+    "held": "secondary",
 }
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 FINISHED = frozenset({"completed", "stuck", "killed", "blocked"})
-STATUS_DISPLAY_ORDER = ("running", "launching", "pending", "failed_oom", "completed", "stuck",
-                        "blocked", "killed")
+STATUS_DISPLAY_ORDER = ("running", "launching", "pending", "held", "failed_oom", "completed",
+                        "stuck", "blocked", "killed")
 
 
 @dataclass(frozen=True)

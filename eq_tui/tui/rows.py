@@ -23,6 +23,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("project", "project", 12),
     Column("phase", "phase", 10),
     Column("status", "status", 10),
+    Column("priority", "pri", 4),
     Column("where", "host:gpu", 12),
     Column("attempt", "try", 5),
     Column("duration", "time", 8),
@@ -79,15 +80,26 @@ def single_line(text: str, width: int = LAST_LINE_WIDTH) -> str:
     return clean if len(clean) <= width else clean[: width - 1] + "…"
 
 
+EDITED_MARK = " ✎"
+
+
+def edited(job: Mapping[str, Any]) -> bool:
+    """A person changed its command (edit, or a reload of the manifest file)."""
+    return any(isinstance(e, Mapping) and e.get("kind") in ("edit", "reload") and e.get("old")
+               for e in job.get("edits") or ())
+
+
 def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts: int,
               metric: str = "") -> Cells:
     """The row's plain-text cells, in COLUMNS order (`metric`: the metric column's text)."""
     last = job.get("last_line") or job.get("reason") or ""
+    priority = int(job.get("priority") or 0)
     return (
-        str(job.get("id", "")),
+        str(job.get("id", "")) + (EDITED_MARK if edited(job) else ""),
         project,
         str(job.get("phase", "")),
         str(job.get("status", "")),
+        str(priority) if priority else "",
         where(job),
         attempt_text(job, max_attempts),
         format_duration(job_duration(job, now)),
@@ -105,7 +117,8 @@ def changed_columns(old: Cells | None, new: Cells) -> list[int]:
 
 
 STATUS_ORDER = {name: i for i, name in enumerate(
-    ("running", "launching", "failed_oom", "stuck", "blocked", "killed", "pending", "completed"))}
+    ("running", "launching", "failed_oom", "stuck", "blocked", "killed", "pending", "held",
+     "completed"))}
 
 
 def sort_value(column: str, job: Mapping[str, Any], now: float,
@@ -119,6 +132,8 @@ def sort_value(column: str, job: Mapping[str, Any], now: float,
         return (STATUS_ORDER.get(str(job.get("status")), 99), job_id)
     if column == "duration":
         return (job_duration(job, now) or -1.0, job_id)
+    if column == "priority":
+        return (-int(job.get("priority") or 0), job_id)
     if column == "attempt":
         return (int(job.get("attempts") or 0), job_id)
     if column == "where":

@@ -73,7 +73,8 @@ class RunView:
             key = row_key(event.project, job_id)
             if old is not None:
                 self._unindex(key, old)
-            self._index(key, view.jobs[job_id])
+            if job_id in view.jobs:  # else retired by a reload: its row goes
+                self._index(key, view.jobs[job_id])
             changes.jobs.add(key)
         changes.hosts = {row_key(event.project, host) for host in applied.hosts}
         if applied.alert is not None:

@@ -6,8 +6,10 @@
 Fake jobs OOM (once, or always), fail for other reasons, leave stale sessions and linger memory.
 While the queue runs the driver kills the engine with SIGKILL and restarts it, takes a host off
 the network (connections cut, sshd stopped) and brings it back, reboots a host (its sessions
-vanish), fills a host's log disk (a tiny tmpfs) for a while, and truncates the state file
-between two restarts (recovered from the previous good copy, as the error message says).
+vanish), fills a host's log disk (a tiny tmpfs) for a while, truncates the state file
+between two restarts (recovered from the previous good copy, as the error message says), and
+sends a clone from the shell as the engine is killed (sent again with its command id, it must
+run once).
 At the end it checks, from what the fake jobs recorded on the hosts themselves: every job ended
 in the status its behaviour implies, every launch is in the history, no job ran twice at once,
 no two of our processes held one GPU at once, nothing is left running. It prints one line:
@@ -196,7 +198,7 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Report:
     report = Report(jobs=n_jobs)
     rng = random.Random(seed + 1)
     plan = ["kill9", "cut_host", "kill9", "reboot", "corrupt_state", "kill9", "disk_full",
-            "cut_host", "kill9"]
+            "command_kill9", "cut_host", "kill9"]
     if faults == "long":
         plan = plan * 2
     try:
@@ -230,6 +232,9 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Report:
                 assert code == 3, f"a truncated state file must stop the engine, got {code}"
                 shutil.copy(run_dir / "queue_state.prev.json", state_file)  # as it advises
                 driver.start_engine()
+            elif fault == "command_kill9":
+                clone = command_while_killed(driver, behaviours, report.faults[fault])
+                behaviours[clone] = "ok"
             elif fault == "disk_full":
                 filler = fill_disk(work, target_host)
                 time.sleep(3)
@@ -249,6 +254,34 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Report:
             bed.close()
             shutil.rmtree(root, ignore_errors=True)
     return report
+
+
+def command_while_killed(driver: Driver, behaviours: dict[str, str], n: int) -> str:
+    """A clone sent from the shell as the engine is killed with SIGKILL: it may or may not
+    have arrived. Sent again with its id while no engine runs (exit 3), then to the restarted
+    engine: applied once either way (the check counts the clone's runs on the hosts)."""
+    source = next(job_id for job_id, b in behaviours.items() if b == "ok")
+    clone = f"{source}-chaos{n}"
+    verb = [*EQ, "clone", str(driver.run_dir), source, "--id", clone, "--command-id",
+            f"chaos-{n}"]
+    sent = subprocess.Popen(verb, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(random.uniform(0.0, 0.3))
+    driver.kill_engine()
+    first = sent.wait(timeout=120)
+    assert first in (0, 3), f"clone while killed: exit {first}"
+    nobody = subprocess.run(verb, capture_output=True, timeout=120)
+    assert nobody.returncode == 3, nobody.stderr
+    driver.start_engine()
+    deadline = time.monotonic() + 60
+    while True:
+        again = subprocess.run(verb, capture_output=True, text=True, timeout=120)
+        if again.returncode != 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert again.returncode == 0, again.stderr
+    if first == 0:
+        assert "had arrived already" in again.stdout, again.stdout
+    return clone
 
 
 FAULT_CLASSES = ("lost", "launch_failed", "disk_full")

@@ -108,8 +108,10 @@ class FakeClient:
         self.clock = clock
         self.tails = tails if tails is not None else {}
         self.commands: list[tuple[str, list[str] | None]] = []
+        self.command_args: list[dict[str, Any]] = []
         self.tail_calls: list[tuple[str, int | None]] = []
         self.fail_commands = False
+        self.reloaded = False
         self._queues: list[asyncio.Queue[Event]] = []
 
     def snapshot(self) -> dict[str, Any]:
@@ -137,8 +139,11 @@ class FakeClient:
         self.publish(JobUpdated(project=self.project, at=self.clock(), job=job_id,
                                 state=copy.deepcopy(record)))
 
-    async def command(self, name: str, job_ids: list[str] | None = None) -> dict[str, Any]:
+    async def command(self, name: str, job_ids: list[str] | None = None,
+                      args: dict[str, Any] | None = None,
+                      command_id: str | None = None) -> dict[str, Any]:
         self.commands.append((name, job_ids))
+        self.command_args.append(dict(args or {}))
         if self.fail_commands:
             raise ConnectionError("control socket closed")
         if name == "shutdown":
@@ -148,10 +153,42 @@ class FakeClient:
             self.publish(QueuePaused(project=self.project, at=self.clock(),
                                      paused=self.state["paused"]))
             return {"ok": True, "results": {}, "error": None}
-        new_status = {"kill": "killed", "retry": "pending", "requeue": "pending"}[name]
+        if name in ("priority", "edit", "clone", "add", "reload"):
+            return self._living(name, job_ids or [], args or {})
+        new_status = {"kill": "killed", "retry": "pending", "requeue": "pending",
+                      "hold": "held", "release": "pending"}[name]
         for job_id in job_ids or []:
             self.set_job(job_id, status=new_status)
         return {"ok": True, "results": {j: "ok" for j in job_ids or []}, "error": None}
+
+    def _living(self, name: str, job_ids: list[str], args: dict[str, Any]) -> dict[str, Any]:
+        """What the engine does for these, on the fake's records (the engine's own are tested
+        against a real one)."""
+        ok = {"ok": True, "results": {j: "ok" for j in job_ids}, "error": None}
+        if name == "priority":
+            for job_id in job_ids:
+                self.set_job(job_id, priority=int(self.job(job_id).get("priority") or 0)
+                             + int(args.get("delta", 0)))
+        elif name == "edit":
+            for job_id in job_ids:
+                old = self.job(job_id)["cmd"]
+                self.set_job(job_id, cmd=args["cmd"], status="pending",
+                             edits=[{"kind": "edit", "old": old, "new": args["cmd"]}])
+        elif name in ("clone", "add"):
+            record = job(args["id"], "pending", phase=args.get("phase") or
+                         self.job(job_ids[0])["phase"])
+            record["cmd"] = args["cmd"]
+            self.state["jobs"].append(record)
+            self.publish(JobUpdated(project=self.project, at=self.clock(), job=args["id"],
+                                    state=copy.deepcopy(record)))
+            ok["results"] = {args["id"]: "ok"}
+        elif name == "reload":
+            ok["detail"] = {"dry_run": bool(args.get("dry_run")), "add": ["new_job"],
+                            "update": [], "retire": ["student_s9"], "kept": {},
+                            "not_applied": []}
+            if not args.get("dry_run"):
+                self.reloaded = True
+        return ok
 
     async def tail(self, job_id: str, attempt: int | None = None, lines: int = 200) -> list[str]:
         self.tail_calls.append((job_id, attempt))

@@ -86,16 +86,16 @@ async def test_r_retries_and_u_requeues_the_selected_job() -> None:
 async def test_space_marks_rows_and_actions_apply_to_every_marked_job() -> None:
     app, client = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        await goto(app, "student_nan")
-        await pilot.press("space", "space")  # marks student_nan and student_big
-        assert table(app).marked == {"demo/student_nan", "demo/student_big"}
+        await goto(app, "student_s8")
+        await pilot.press("space", "space")  # marks student_s8 and student_s9
+        assert table(app).marked == {"demo/student_s8", "demo/student_s9"}
         await pilot.press("k")
         assert isinstance(app.screen, ConfirmScreen)
         assert "2 jobs" in app.screen.title_text
-        assert "student_nan" in app.screen.message and "student_big" in app.screen.message
+        assert "student_s8" in app.screen.message and "student_s9" in app.screen.message
         await pilot.press("y")
         await pilot.pause(0.1)
-        assert client.commands == [("kill", ["student_nan", "student_big"])]
+        assert client.commands == [("kill", ["student_s8", "student_s9"])]
         assert table(app).marked == set()
 
 
@@ -300,7 +300,7 @@ async def test_sorting_by_key_and_by_header_click() -> None:
         jobs.sort_by("status")  # again: reversed
         assert str(jobs.get_row_at(0)[STATUS_COLUMN]) == "completed"
         await pilot.press("s")
-        assert jobs.sort_column == "where"
+        assert jobs.sort_column == "priority"
         await pilot.click(JobTable, offset=(6, 1))  # the id header, under the border
         await pilot.pause()
         assert jobs.sort_column == "id"

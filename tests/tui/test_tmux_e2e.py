@@ -53,7 +53,17 @@ def start(session: str, tmp_path: Path, rc_file: Path) -> None:
     command = (f"cd {shlex.quote(str(tmp_path))} && EQ_TUI_CONFIG_DIR={tmp_path / 'config'} "
                f"{shlex.quote(sys.executable)} -m eq_tui manifest.yaml --run-dir run; "
                f"echo $? > {shlex.quote(str(rc_file))}; sleep 30")
-    tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48", command)
+    # Right after the last session is killed the tmux server is still exiting, and a new
+    # session asked of it then fails ("server exited unexpectedly"): ask again once it is gone.
+    deadline = time.monotonic() + 10
+    while True:
+        started = subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160",
+                                  "-y", "48", command], capture_output=True, text=True)
+        if started.returncode == 0:
+            return
+        assert "server exited unexpectedly" in started.stderr, started.stderr
+        assert time.monotonic() < deadline, started.stderr
+        time.sleep(0.1)
 
 
 def quit_app(session: str, rc_file: Path) -> int:

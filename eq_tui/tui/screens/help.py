@@ -11,6 +11,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from eq_tui.tui.living import LIVING_KEYS
+
 KEYS: tuple[tuple[str, str], ...] = (
     ("k", "kill the selected (or marked) jobs, after a confirmation"),
     ("r", "retry: a stuck/killed/blocked job goes back to pending; an OOM wait ends now"),
@@ -25,7 +27,9 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("m", "metric column: the next metric's current value and sparkline (then none)"),
     ("R", "results: mean ± std over seeds per configuration, best marked (s / S sort)"),
     ("tab / shift+tab", "move between panes"),
-    ("ctrl+p", "command palette: theme, retry every OOM-stuck job, open summary, pause"),
+    ("ctrl+p", "command palette: theme, retry every OOM-stuck job, open summary, pause, "
+     "reload the manifest"),
+    *LIVING_KEYS,
     ("?", "this help"),
     ("q", "quit; jobs keep running in their sessions and the next run resumes them"),
 )

@@ -1,0 +1,235 @@
+"""The UI's keys for a living queue: `+`/`-` priority, `h` hold/release, `e` edit, `c` clone,
+`a` add, and reloading the manifest from the palette. A mixin of the app: every action works on
+the marked rows (else the cursor's) and goes out through the app's `send`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual.binding import Binding, BindingType
+
+from eq_tui.tui.rows import split_row_key
+from eq_tui.tui.screens.confirm import ConfirmScreen
+from eq_tui.tui.screens.job_form import JobFormScreen
+
+if TYPE_CHECKING:
+    from eq_tui.tui.app import EqTuiApp
+
+MANIFEST_CHECK_S = 2.0
+LIVING_BINDINGS: list[BindingType] = [
+    Binding("plus", "priority(1)", "Priority +", show=False),
+    Binding("minus", "priority(-1)", "Priority -", show=False),
+    Binding("h", "hold", "Hold/release"),
+    Binding("e", "edit", "Edit", show=False),
+    Binding("c", "clone", "Clone", show=False),
+    Binding("a", "add", "Add", show=False),
+]
+LIVING_KEYS: tuple[tuple[str, str], ...] = (
+    ("+ / -", "raise / lower the priority of the selected (or marked) jobs"),
+    ("h", "hold the selected (or marked) jobs (they never launch), or release held ones"),
+    ("e", "edit the command of the selected job (a finished one runs again)"),
+    ("c", "clone the selected job under a new id, with its command changed"),
+    ("a", "add a job to a phase"),
+)
+
+
+def reload_message(detail: dict[str, Any]) -> str:
+    lines = []
+    for key, label in (("add", "add"), ("update", "update"), ("retire", "retire")):
+        names = detail.get(key) or []
+        if names:
+            lines.append(f"{label}: {', '.join(names[:12])}"
+                         + (f" and {len(names) - 12} more" if len(names) > 12 else ""))
+    kept = detail.get("kept") or {}
+    if kept:
+        lines.append(f"left alone (running or finished): {len(kept)}")
+    if detail.get("not_applied"):
+        lines.append("needs a restart: " + ", ".join(detail["not_applied"]))
+    return "\n".join(lines) or "the file changes no job"
+
+
+def manifest_source(run_dir: str) -> Path | None:
+    """The manifest file a run dir's engine was started from (its manifest.json says)."""
+    try:
+        source = json.loads((Path(run_dir) / "manifest.json").read_text())["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return Path(source) if isinstance(source, str) and source else None
+
+
+def mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+class LivingQueueActions:
+    """Mixed into EqTuiApp (its methods are typed against it)."""
+
+    _manifest_seen: dict[str, tuple[Path, float | None]]
+
+    def on_mount(self) -> None:
+        """(Textual calls this beside the app's own on_mount.) Watch the manifest files of the
+        engines that run on this machine, and offer a reload when one changes."""
+        self._manifest_seen = {}
+        self._app().set_interval(MANIFEST_CHECK_S, self.check_manifests)
+
+    def check_manifests(self) -> None:
+        app = self._app()
+        for project, view in app.view.projects.items():
+            seen = self._manifest_seen.get(project)
+            if seen is None:
+                source = manifest_source(view.run_dir) if view.run_dir else None
+                if source is not None:
+                    self._manifest_seen[project] = (source, mtime(source))
+                continue
+            source, before = seen
+            now = mtime(source)
+            if now is not None and now != before:
+                self._manifest_seen[project] = (source, now)
+                app.notify(f"{source.name} changed on disk: ctrl+p → Reload the manifest "
+                           "shows what would change, then asks", title=f"{project}",
+                           timeout=30)
+
+    def _app(self) -> EqTuiApp:
+        return self  # type: ignore[return-value]
+
+    def _job(self, key: str) -> dict[str, Any] | None:
+        found = self._app().view.job(key)
+        return dict(found[1]) if found else None
+
+    def killable(self, keys: list[str]) -> list[str]:
+        """The kill dialog offers only jobs that have not finished."""
+        finished = ("completed", "stuck", "killed", "blocked")
+        left = [k for k in keys if (self._job(k) or {}).get("status") not in finished]
+        if len(left) < len(keys):
+            skipped = len(keys) - len(left)
+            self._app().notify(f"{skipped} finished job{'s' if skipped > 1 else ''} left out: "
+                               "nothing to kill" if not left else
+                               f"{skipped} finished job(s) left out of the kill",
+                               severity="warning")
+        return left
+
+    def action_priority(self, delta: int) -> None:
+        app = self._app()
+        keys = app.targets()
+        if keys:
+            app.run_worker(app.send("priority", keys, {"delta": delta}), group="commands",
+                           exit_on_error=False)
+
+    def action_hold(self) -> None:
+        app = self._app()
+        keys = app.targets()
+        held = [k for k in keys if (self._job(k) or {}).get("status") == "held"]
+        app._send_soon("release" if keys and len(held) == len(keys) else "hold", keys)
+
+    def action_edit(self) -> None:
+        app = self._app()
+        keys = app.targets()
+        job = self._job(keys[0]) if len(keys) == 1 else None
+        if job is None:
+            app.notify("select one job to edit", severity="warning")
+            return
+        if job.get("status") in ("launching", "running"):
+            app.notify(f"{job['id']} is {job['status']}: kill or requeue it first, or clone "
+                       "it (c)", severity="warning")
+            return
+        note = " (finished: it runs again)" if job.get("status") in (
+            "completed", "stuck", "killed", "blocked") else ""
+
+        def answered(values: dict[str, str] | None) -> None:
+            if values is not None and values["cmd"] != job.get("cmd"):
+                app.run_worker(app.send("edit", keys, {"cmd": values["cmd"], "by": "ui"}),
+                               group="commands", exit_on_error=False)
+
+        app.push_screen(JobFormScreen(f"Edit {job['id']}{note}", cmd=str(job.get("cmd", ""))),
+                        answered)
+
+    def action_clone(self) -> None:
+        app = self._app()
+        keys = app.targets()
+        job = self._job(keys[0]) if len(keys) == 1 else None
+        if job is None:
+            app.notify("select one job to clone", severity="warning")
+            return
+
+        def answered(values: dict[str, str] | None) -> None:
+            if values is not None:
+                args = {"id": values["id"], "cmd": values["cmd"], "by": "ui"}
+                app.run_worker(app.send("clone", keys, args), group="commands",
+                               exit_on_error=False)
+
+        app.push_screen(JobFormScreen(f"Clone {job['id']}", cmd=str(job.get("cmd", "")),
+                                      new_id=f"{job['id']}-clone", confirm_label="Clone"),
+                        answered)
+
+    def action_add(self) -> None:
+        app = self._app()
+        key = app.table.cursor_key
+        project = split_row_key(key)[0] if key else next(iter(app.view.projects), "")
+        view = app.view.projects.get(project)
+        if view is None:
+            return
+        phases = list(dict.fromkeys(str(job.get("phase")) for job in view.jobs.values()))
+
+        def answered(values: dict[str, str] | None) -> None:
+            if values is not None:
+                app.run_worker(self._send_add(project, values), group="commands",
+                               exit_on_error=False)
+
+        app.push_screen(JobFormScreen(f"Add a job to {project}", new_id="", phases=phases,
+                                      confirm_label="Add"), answered)
+
+    async def _send_add(self, project: str, values: dict[str, str]) -> None:
+        app = self._app()
+        client = app.clients[project]
+        try:
+            result = await client.command("add", [], {**values, "by": "ui"})
+        except Exception as exc:
+            app.notify(f"add failed: {exc}", severity="error")
+            return
+        if result.get("ok"):
+            app.notify(f"added {values['id']}")
+        else:
+            app.notify(f"add: {result.get('error')}", severity="warning")
+
+    def action_reload(self) -> None:
+        """Every project's manifest file read again: the plan first, then, if confirmed, done."""
+        app = self._app()
+        app.run_worker(self._reload(), group="commands", exit_on_error=False)
+
+    async def _reload(self) -> None:
+        app = self._app()
+        for project, client in app.clients.items():
+            try:
+                plan = await client.command("reload", [], {"dry_run": True})
+            except Exception as exc:
+                app.notify(f"{project}: reload failed: {exc}", severity="error")
+                continue
+            if not plan.get("ok"):
+                app.notify(f"{project}: {plan.get('error')}", severity="warning")
+                continue
+
+            def answered(yes: bool | None, client: Any = client, project: str = project) -> None:
+                if yes:
+                    app.run_worker(self._apply_reload(project, client), group="commands",
+                                   exit_on_error=False)
+
+            app.push_screen(ConfirmScreen(f"Reload the manifest of {project}?",
+                                          reload_message(plan.get("detail") or {}),
+                                          confirm_label="Reload"), answered)
+
+    async def _apply_reload(self, project: str, client: Any) -> None:
+        app = self._app()
+        try:
+            result = await client.command("reload", [], {"by": "ui"})
+        except Exception as exc:
+            app.notify(f"{project}: reload failed: {exc}", severity="error")
+            return
+        if result.get("ok"):
+            app.notify(f"{project}: reloaded\n{reload_message(result.get('detail') or {})}")
+        else:
+            app.notify(f"{project}: {result.get('error')}", severity="warning")
