@@ -13,6 +13,8 @@ from eq_tui.engine.events import (
     Fanout,
     HostStateChanged,
     JobStateChanged,
+    PhaseHeld,
+    PhaseReleased,
     PreflightReported,
     QueueFinished,
     QueuePaused,
@@ -21,7 +23,7 @@ from eq_tui.engine.store import RunDir
 
 MAX_ALERTS = 200
 PERSISTED_EVENTS = (JobStateChanged, HostStateChanged, Alert, QueuePaused, QueueFinished,
-                    PreflightReported)
+                    PreflightReported, PhaseHeld, PhaseReleased)
 
 
 class Bus:

@@ -65,6 +65,8 @@ class Commands:
         ctx = self.ctx
         async with self.engine.lock:
             ctx.paused = paused
+            if not paused:
+                ctx.crash_guard.release_all("resume")
             stopped = ctx.stopped_hosts()
             if not paused and stopped:
                 ctx.bus.alert("info", "launching resumed on " + ", ".join(sorted(stopped)))
@@ -108,6 +110,7 @@ class Commands:
             ledger.changed(job)
             return "ok"
         if job.status.needs_person:
+            self.ctx.crash_guard.release(job.phase, f"retry of {job.id}")
             job.attempts = 0
             job.retries_by_class = {}
             job.retry_at = None

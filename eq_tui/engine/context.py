@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from eq_tui.engine.bus import Bus
+from eq_tui.engine.crash_guard import CrashGuard
 from eq_tui.engine.host_record import HostRecord
 from eq_tui.engine.launchvars import substitute
 from eq_tui.engine.ledger import Ledger
@@ -44,6 +45,11 @@ class RunContext:
     created: float
     started_at: float
     paused: bool = False
+    crash_guard: CrashGuard = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.crash_guard = CrashGuard(self.manifest.crash_guard, self.manifest.project,
+                                      self.bus, self.clock)
 
     @property
     def project(self) -> str:

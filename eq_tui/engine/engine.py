@@ -251,7 +251,9 @@ class Engine:
             decision = decide(self.manifest, list(self.jobs.values()),
                               self.observation.host_views(probed, readings or {}),
                               now=self.ctx.clock(), paused=self.ctx.paused,
-                              preconditions=self.observation.precondition_results)
+                              preconditions=self.observation.precondition_results,
+                              limits=self.ctx.crash_guard.limits(self.jobs.values(),
+                                                                 self.ctx.clock()))
             self.observation.precondition_results = {}
             self.observation.want_preconditions = set(decision.check_preconditions)
             self._apply_waiting(decision, whole_picture=only is None)

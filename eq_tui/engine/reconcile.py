@@ -156,6 +156,7 @@ class Reconciler:
         job.reason = verdict.detail if verdict.status == JobStatus.STUCK else None
         ctx.ledger.set_status(job, verdict.status, failure_class=verdict.failure_class,
                               detail=verdict.detail)
+        ctx.crash_guard.judged(job, verdict.status, verdict.failure_class)
 
     def unblock_recovered(self) -> None:
         """A blocked job whose dependencies are no longer failed (retried) is pending again."""

@@ -48,6 +48,14 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class PhaseLimit:
+    """At most `left` more launches of a phase now (the crash guard); `why` says so."""
+
+    left: int
+    why: str
+
+
+@dataclass(frozen=True)
 class PhaseGate:
     ready: bool
     blocked_reason: str | None = None
@@ -151,11 +159,13 @@ def decide(
     now: float,
     paused: bool,
     preconditions: Mapping[str, bool],
+    limits: Mapping[str, PhaseLimit] | None = None,
 ) -> Decision:
     """Launch decisions for this tick.
 
     `preconditions` holds this tick's probe results for jobs whose preconditions were checked;
-    a job with preconditions launches only on a fresh positive result.
+    a job with preconditions launches only on a fresh positive result. `limits` caps the
+    launches of some phases (a phase held by the crash guard gets none).
     """
     decision = Decision()
     threshold = manifest.gpu_free_threshold_mib
@@ -198,6 +208,7 @@ def decide(
 
     specs = manifest.job_specs
     lookahead = max(4, 2 * capacity)
+    left = {name: limit.left for name, limit in (limits or {}).items()}
     for job in waiting:
         if capacity == 0 or lookahead == 0:
             break
@@ -205,6 +216,9 @@ def decide(
             continue
         gate = gates.get(job.phase)
         if gate is not None and not gate.ready:
+            continue
+        if left.get(job.phase, 1) <= 0:
+            decision.waiting[job.id] = limits[job.phase].why  # type: ignore[index]
             continue
         spec = specs.get(job.id)
         if spec is None:
@@ -227,6 +241,8 @@ def decide(
             continue
         host_name, gpus = placed
         decision.launches.append(Launch(job.id, host_name, gpus))
+        if job.phase in left:
+            left[job.phase] -= 1
         for gpu in gpus:
             free[host_name].remove(gpu)
         slots[host_name] -= 1

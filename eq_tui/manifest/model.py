@@ -73,6 +73,16 @@ class OomRetry:
 
 
 @dataclass(frozen=True)
+class CrashGuard:
+    """Stop launching a phase once `after` of its jobs in a row failed the same way within
+    `within` seconds of starting (enabled=False: never)."""
+
+    enabled: bool = True
+    after: int = 3
+    within: float = 60.0
+
+
+@dataclass(frozen=True)
 class PhaseSpec:
     name: str
     depends_on: tuple[str, ...] = ()
@@ -99,6 +109,7 @@ class Manifest:
     cwd: str | None = None
     conda: str | None = None
     conda_hook: str | None = None
+    venv: str | None = None  # a virtualenv directory activated for every job
     env: dict[str, EnvVar] = field(default_factory=dict)
     hosts: tuple[HostSpec, ...] = (HostSpec(name="local"),)
     gpu_free_threshold_mib: int = 500
@@ -109,6 +120,7 @@ class Manifest:
     poll: float | None = None
     stale_grace_s: float = 5.0
     retry_delay_s: float = 30.0  # for port_in_use and other "retry after a delay" classes
+    crash_guard: CrashGuard = field(default_factory=CrashGuard)
     phases: tuple[PhaseSpec, ...] = (PhaseSpec(name=DEFAULT_PHASE),)
     jobs: tuple[JobSpec, ...] = ()
 
