@@ -9,9 +9,11 @@ import json
 import tempfile
 from pathlib import Path
 
+from eq_tui.engine.command_words import command_checks
 from eq_tui.engine.model import JobState
+from eq_tui.engine.preflight import explain, preflight_request
 from eq_tui.engine.scheduler import GpuView, HostView, decide
-from eq_tui.hosts.base import PreflightFinding, PreflightRequest
+from eq_tui.hosts.base import PreflightFinding
 from eq_tui.manifest.model import Manifest
 
 
@@ -35,6 +37,8 @@ async def _preflight(manifest: Manifest) -> list[PreflightFinding]:
     from eq_tui.hosts.factory import make_hosts
 
     findings: list[PreflightFinding] = []
+    commands = tuple(command_checks(manifest.jobs))
+    by_key = {check.key: check for check in commands}
     with tempfile.TemporaryDirectory(prefix="eq-tui-dryrun-") as scratch:
         hosts = make_hosts(manifest, Path(scratch))
         try:
@@ -43,9 +47,8 @@ async def _preflight(manifest: Manifest) -> list[PreflightFinding]:
                 cwd = manifest.cwd or (str(Path(manifest.source).resolve().parent)
                                        if spec.kind in ("local", "sim") else None)
                 try:
-                    findings += await host.preflight(PreflightRequest(
-                        cwd=cwd, conda=manifest.conda, conda_hook=manifest.conda_hook,
-                        launcher=manifest.launcher))
+                    found = await host.preflight(preflight_request(manifest, cwd, commands))
+                    findings += [explain(f, by_key, cwd, manifest) for f in found]
                 except Exception as exc:
                     findings.append(PreflightFinding(host=name, check="connection", ok=False,
                                                      detail=str(exc)))
@@ -81,5 +84,5 @@ async def print_plan(manifests: list[Manifest], run_dirs: list[Path], *,
         for finding in findings:
             mark = "ok  " if finding.ok else "FAIL"
             job = f" [{finding.job}]" if finding.job else ""
-            print(f"  {mark} {finding.host}: {finding.check}{job} {finding.detail}".rstrip())
+            print(f"  {mark} {finding.host}: {finding.check}{job}: {finding.detail}".rstrip())
     return 3 if failed else 0

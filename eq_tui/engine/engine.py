@@ -122,7 +122,7 @@ class Engine:
     async def start(self, *, preflight: bool = True) -> None:
         """Take the run dir, load or create state, reconcile it with the manifest, preflight."""
         run_dir = self.ctx.run_dir
-        run_dir.create()
+        new = run_dir.create()
         note = run_dir.acquire_lock()
         try:
             saved = run_dir.load_state()
@@ -139,6 +139,8 @@ class Engine:
                 self.persistence.persist()
         except BaseException:
             run_dir.release_lock()
+            if new:
+                run_dir.remove_new()  # refused before anything ran: leave no run dir behind
             raise
         self._started = True
 

@@ -131,7 +131,7 @@ class Launcher:
         return LaunchRequest(job_id=job.id, attempt=n, session=session, attempt_dir=directory,
                              cwd=self.ctx.cwd_for(host), cmd=cmd, gpus=gpus, env=env,
                              conda=manifest.conda, conda_hook=manifest.conda_hook,
-                             launcher=manifest.launcher)
+                             launcher=manifest.launcher, venv=manifest.venv)
 
     async def stop_session(self, job: JobState) -> None:
         """Stop the current attempt's session (a kill or a requeue by a person)."""

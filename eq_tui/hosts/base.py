@@ -112,6 +112,18 @@ class LaunchRequest:
     conda: str | None
     conda_hook: str | None
     launcher: LauncherName
+    venv: str | None = None
+
+
+@dataclass(frozen=True)
+class CommandCheck:
+    """A distinct command's first word (and the script it runs, if any), checked by preflight
+    in the jobs' environment; `jobs` are the jobs that use it, `key` names it in answers."""
+
+    key: str
+    word: str
+    script: str | None
+    jobs: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -121,15 +133,18 @@ class PreflightRequest:
     conda_hook: str | None
     launcher: LauncherName
     preconditions: tuple[PathCheck, ...] = ()
+    venv: str | None = None
+    commands: tuple[CommandCheck, ...] = ()
 
 
 @dataclass(frozen=True)
 class PreflightFinding:
     host: str
-    check: str  # connection | cwd | conda | launcher | nvidia-smi | precondition
+    check: str  # connection | cwd | conda | venv | launcher | nvidia-smi | precondition |
+    #             command | script
     ok: bool
     detail: str = ""
-    job: str | None = None  # for a precondition finding
+    job: str | None = None  # for a precondition finding; a command check's key
 
 
 @runtime_checkable

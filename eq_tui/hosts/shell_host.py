@@ -17,6 +17,7 @@ from importlib import resources
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import (
     AttemptProbe,
+    CommandCheck,
     GpuProcess,
     GpuReading,
     HostSnapshot,
@@ -53,6 +54,7 @@ def launch_stdin(request: LaunchRequest) -> bytes:
     env["EQ_CWD"] = request.cwd or ""
     env["EQ_CONDA"] = request.conda or ""
     env["EQ_CONDA_HOOK"] = request.conda_hook or ""
+    env["EQ_VENV"] = request.venv or ""
     exports = []
     for name, value in env.items():
         if not _ENV_NAME.fullmatch(name):
@@ -66,6 +68,17 @@ def _field(value: str, what: str) -> str:
     if _FIELD_UNSAFE.search(value):
         raise HostError(f"{what} {value!r} contains a tab or newline")
     return value
+
+
+def _command_lines(check: CommandCheck) -> str:
+    """preflight.sh's stdin for one command check (a word with a tab or newline is not sent:
+    the shell would not run it either)."""
+    if _FIELD_UNSAFE.search(check.word + (check.script or "")):
+        return ""
+    text = f"C\t{check.key}\t{check.word}\n"
+    if check.script:
+        text += f"S\t{check.key}\t{check.script}\n"
+    return text
 
 
 def _hex_text(value: str) -> str:
@@ -223,10 +236,11 @@ class ShellHost:
 
     async def preflight(self, request: PreflightRequest) -> list[PreflightFinding]:
         args = [request.cwd or "-", request.launcher, "1" if self.query_gpus else "0",
-                request.conda or "-", request.conda_hook or "-"]
+                request.conda or "-", request.conda_hook or "-", request.venv or "-"]
         try:
-            stdin = "".join(f"P\t{_field(check.key, 'key')}\t{_field(check.pattern, 'path')}\n"
-                            for check in request.preconditions).encode()
+            stdin = ("".join(f"P\t{_field(check.key, 'key')}\t{_field(check.pattern, 'path')}\n"
+                             for check in request.preconditions)
+                     + "".join(_command_lines(command) for command in request.commands)).encode()
             code, out, err = await self._run("preflight.sh", args, stdin=stdin, timeout=60)
         except HostError as exc:
             return [PreflightFinding(self.name, "connection", False, str(exc))]
@@ -240,6 +254,9 @@ class ShellHost:
             if check == "precondition":
                 job, _, pattern = detail.partition("\t")
                 detail = f"{pattern} exists" if state == "ok" else f"nothing matches {pattern}"
+            elif check in ("command", "script"):
+                job, _, word = detail.partition("\t")
+                detail = word
             findings.append(PreflightFinding(self.name, check, state == "ok", clean_line(detail),
                                              job=job))
         if not findings:
