@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from eq_tui import __version__
 from eq_tui.errors import EqTuiError, UsageError
@@ -58,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--run-dir", metavar="DIR",
                         help="where run state lives (default: experiment_queue/<project>/ "
                              "beside the manifest); one manifest only")
+    parser.add_argument("--retry-stuck", action="store_true",
+                        help="retry every job left stuck by an earlier run of this run dir "
+                             "(after fixing what failed)")
     parser.add_argument("--fresh", action="store_true",
                         help="archive the existing run dir (timestamp suffix) and start over")
     parser.add_argument("--poll", type=float, metavar="SECONDS",
@@ -178,6 +182,9 @@ def _check_options(options: argparse.Namespace) -> None:
         if not options.detach or options.dry_run:
             raise UsageError("--on HOST runs the engine there in the background: use it with "
                              "--detach (and without --dry-run)")
+    if options.retry_stuck and (options.detach or options.dry_run):
+        raise UsageError("--retry-stuck runs the queue here: not with --detach or --dry-run "
+                         "(attach and press r instead)")
     if options.poll is not None and not options.poll > 0:
         raise UsageError(f"--poll must be a positive number of seconds, not {options.poll}")
     if options.ssh_config:
@@ -236,6 +243,25 @@ def _refuse_if_locked(run_dir: Path) -> None:
     probe.release_lock()
 
 
+async def _after_start(engine: Any, options: argparse.Namespace, *, multi: bool) -> None:
+    """--no-ui prints what starting said (preflight warnings, stuck jobs from an earlier run,
+    commands changed): it subscribes only afterwards. --retry-stuck retries them."""
+    import json
+
+    from eq_tui.engine.events import event_from_json
+    from eq_tui.engine.rerun import retry_stuck
+    from eq_tui.headless import format_event
+
+    if options.no_ui:
+        for alert in engine.ctx.bus.alerts:
+            line = json.dumps(alert) if options.json else \
+                format_event(event_from_json(alert), with_project=multi)
+            print(line, flush=True)
+    if options.retry_stuck:
+        line = await retry_stuck(engine)
+        print(f"eq-tui: {line or 'no stuck jobs to retry'}", file=sys.stderr)
+
+
 async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: list[Path]) -> int:
     from eq_tui.engine.control import serve_control
     from eq_tui.engine.engine import Engine
@@ -249,6 +275,7 @@ async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: l
             engine = Engine(manifest, run_dir, hosts, poll=poll, exit_when_done=options.no_ui)
             await engine.start()
             engines.append(engine)
+            await _after_start(engine, options, multi=len(manifests) > 1)
             await serve_control(engine, run_dir)
     except BaseException:
         for engine in engines:

@@ -39,7 +39,9 @@ class JobRecord(TypedDict, total=False):
     phase: str
     cmd: str
     status: str
-    attempts: int
+    attempts: int  # launches so far
+    retry_base: int  # launches before a person last retried it
+    attempt_limit: int  # the most launches it can get for its current failure class
     host: str | None
     gpus: list[int]
     log: str | None

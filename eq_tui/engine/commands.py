@@ -111,7 +111,7 @@ class Commands:
             return "ok"
         if job.status.needs_person:
             self.ctx.crash_guard.release(job.phase, f"retry of {job.id}")
-            job.attempts = 0
+            job.retry_base = job.attempts  # a fresh retry budget; attempts keep counting
             job.retries_by_class = {}
             job.retry_at = None
             job.reason = None

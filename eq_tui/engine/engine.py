@@ -31,6 +31,7 @@ from eq_tui.engine.pacing import Pacing
 from eq_tui.engine.persistence import Persistence
 from eq_tui.engine.preflight import preflight as check_hosts
 from eq_tui.engine.reconcile import Reconciler
+from eq_tui.engine.rerun import stuck_notice
 from eq_tui.engine.scheduler import Decision, decide
 from eq_tui.engine.store import RunDir
 from eq_tui.engine.summary import status_counts
@@ -129,7 +130,11 @@ class Engine:
             if saved is not None:
                 self.persistence.restore(saved)
                 await self.persistence.replay_launches(float(saved.get("updated") or 0.0))
-            self.ctx.ledger.reconcile()
+            for job in self.ctx.ledger.reconcile():
+                self.ctx.crash_guard.release(job.phase, f"{job.id}'s command changed")
+            notice = stuck_notice(self.manifest.source, self.jobs.values())
+            if notice:
+                self.ctx.bus.alert("warning", notice)
             run_dir.write_manifest(self.manifest.to_json())
             if note:
                 self.ctx.bus.alert("info", note)

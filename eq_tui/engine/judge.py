@@ -72,9 +72,10 @@ def _retry_or_stuck(job: JobState, manifest: Manifest, cls: FailureClass, detail
                     status: JobStatus, retry_at: float | None, *, once: bool = False,
                     quarantine: bool = False) -> Verdict:
     used = job.retries_by_class.get(str(cls), 0)
-    if job.attempts >= manifest.oom_retry.max_attempts or (once and used >= 1):
+    limit = job.retry_base + manifest.oom_retry.max_attempts
+    if job.attempts >= limit or (once and used >= 1):
         return Verdict(JobStatus.STUCK, str(cls),
-                       f"{detail} (attempt {job.attempts}/{manifest.oom_retry.max_attempts}, "
+                       f"{detail} (attempt {job.attempts}/{job.attempts if once else limit}, "
                        "no retries left)", quarantine_gpus=quarantine)
     return Verdict(status, str(cls), detail, retry_at=retry_at, quarantine_gpus=quarantine)
 
