@@ -82,3 +82,34 @@ def test_a_job_whose_command_changed_is_retried_by_itself(
 def test_retry_stuck_does_not_go_with_detach(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["m.yaml", "--retry-stuck", "--detach"]) == 2
     assert "--retry-stuck" in capsys.readouterr().err
+
+
+def test_dry_run_on_an_existing_run_dir_tells_the_truth(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "train.py").write_text("raise SystemExit('bad config')\n")
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(MANIFEST.format(b_cmd="echo ok") + "  - {id: c, cmd: 'echo c'}\n")
+    assert main([str(manifest), "--no-ui"]) == 1  # a stuck, b and c completed
+    capsys.readouterr()
+    # the edit: a's command fixed, c removed, d added
+    manifest.write_text(MANIFEST.format(b_cmd="echo ok").replace(
+        "python3 train.py --seed 1", "echo fixed") + "  - {id: d, cmd: 'echo d'}\n")
+    state = tmp_path / "experiment_queue" / "p" / "queue_state.json"
+    before = state.read_text()
+    assert main([str(manifest), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")
+             and line.split()[0] in "abcd"}
+    assert "stuck → pending" in lines["a"] and "[command changed: retried by itself]" in lines["a"]
+    assert "sim:" in lines["a"]  # waiting: planned onto a GPU
+    assert " completed " in lines["b"] and "sim:" not in lines["b"]  # done: not planned
+    assert "[new]" in lines["d"] and "sim:" in lines["d"]
+    assert "[retired: no longer in the manifest]" in lines["c"]
+    assert "existing: " in out
+    assert state.read_text() == before  # a dry run writes nothing
+
+    assert main([str(manifest), "--dry-run", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    by_id = {job["id"]: job for job in plan["jobs"]}
+    assert plan["existing"] is True
+    assert by_id["b"]["status"] == "completed" and by_id["b"]["first"] is None
