@@ -63,6 +63,7 @@ class EqTuiApp(App[int]):
         self.clients: dict[str, EngineClient] = {client.project: client for client in clients}
         self.clock = clock
         self.detach_on_quit = detach_on_quit
+        self.quit_chosen = False  # the person confirmed q: not an interruption
         self.attach_hint = attach_hint
         self.engine_stopped = False
         self.engine_gone = ""
@@ -180,7 +181,8 @@ class EqTuiApp(App[int]):
     def _follow(self, key: str | None) -> None:
         found = self.view.job(key) if key else None
         attempts = len(found[1].get("history") or []) if found else 0
-        self.log_pane.follow(key if found else None, attempts, self.tail)
+        running = found is not None and str(found[1].get("status")) in ("launching", "running")
+        self.log_pane.follow(key if found else None, attempts, self.tail, running=running)
 
     def _follow_selected(self, keys: set[str]) -> None:
         selected = self.log_pane.key
@@ -270,9 +272,11 @@ class EqTuiApp(App[int]):
             if yes:
                 self._send_soon("kill", keys)
 
-        self.push_screen(ConfirmScreen(title, f"{listed}\n\nTheir sessions are stopped and "
-                                       "they end as killed; r brings them back.",
-                                       confirm_label="Kill"), answered)
+        what = ("Their sessions are stopped and they end as killed; r brings them back."
+                if len(names) > 1 else
+                "Its session is stopped and it ends as killed; r brings it back.")
+        self.push_screen(ConfirmScreen(title, f"{listed}\n\n{what}", confirm_label="Kill"),
+                         answered)
 
     def targets(self) -> list[str]:
         """The job shown in a details screen, else the marked jobs or the table's cursor."""
@@ -411,6 +415,7 @@ class EqTuiApp(App[int]):
                     self.notify(f"{client.project}: stop failed: {exc}", severity="error")
                     return
             self.engine_stopped = True
+            self.quit_chosen = True
             self.exit(0)
 
         def answered(yes: bool | None) -> None:
@@ -431,15 +436,20 @@ class EqTuiApp(App[int]):
         if self.engine_gone:
             self.exit(0)
             return
+        finished = bool(self.view.projects) and all(
+            p.finished for p in self.view.projects.values())
         if self.detach_on_quit:
             message = ("The engine keeps running in the background; attach again with "
                        f"`{self.attach_hint}`.")
+        elif finished:
+            message = "The queue has finished; nothing is left running."
         else:
             message = ("Jobs keep running in their sessions. Run the same command again to "
                        "resume: finished jobs are picked up, running ones adopted.")
 
         def answered(yes: bool | None) -> None:
             if yes:
+                self.quit_chosen = True
                 self.exit(0)
 
         self.push_screen(ConfirmScreen("Quit eq-tui?", message, confirm_label="Quit"),
