@@ -34,9 +34,12 @@ in the background on an ssh host:
                                starts the engine there (eq-tui must be installed on HOST), and
                                prints the attach/status/stop commands for HOST:RUN_DIR
 
+`eq-tui status` exits 1 when jobs need a person (stuck, killed, blocked), else 0.
+
 exit codes: 0 every job completed; 1 finished with jobs stuck, killed or blocked;
-2 invalid manifest or usage; 3 a host or the run dir could not be used; 130 interrupted
-(jobs keep running in their sessions; the same command resumes them)."""
+2 invalid manifest or usage; 3 a host or the run dir could not be used (nothing is left
+behind by a run refused at preflight); 0 also when you quit the UI with q (jobs keep running
+in their sessions; the same command resumes them); 130 interrupted by a signal."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -126,6 +129,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("eq-tui: interrupted; jobs keep running in their sessions", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `eq-tui status RUN | head -1`: the reader left; no traceback, and none at exit when
+        # Python flushes stdout again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 def _run_dir_command(command: str, rest: list[str]) -> int:
