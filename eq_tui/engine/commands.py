@@ -93,7 +93,7 @@ class Commands:
         if job.status.is_finished:
             return f"already {job.status}"
         if job.status.is_active:
-            await self.engine.launcher.stop_session(job)
+            await self.engine.launcher.stop_session(job, "killed by the user")
             current = job.current
             if current is not None:
                 current.failure_class = FailureClass.KILLED
@@ -124,7 +124,7 @@ class Commands:
         if not job.status.is_active and job.status != JobStatus.FAILED_OOM:
             return f"cannot requeue a {job.status} job (only running ones)"
         if job.status.is_active:
-            await self.engine.launcher.stop_session(job)
+            await self.engine.launcher.stop_session(job, "requeued by the user")
             current = job.current
             if current is not None:
                 current.failure_class = FailureClass.REQUEUED

@@ -163,8 +163,11 @@ class Host(Protocol):
         """Start the attempt in a detached session; raise HostError if it could not start."""
         ...
 
-    async def kill(self, session: str, attempt_dir: str, launcher: LauncherName) -> None:
-        """Stop the attempt's process group and its session (addressed exactly)."""
+    async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
+                   reason: str = "") -> None:
+        """Stop the attempt's process group and its session (addressed exactly). With a
+        `reason` (a person's kill), an attempt that wrote no exit record gets one, and its log
+        a line saying why and with which signal."""
         ...
 
     async def tail(self, attempt_dir: str, lines: int) -> list[str]: ...

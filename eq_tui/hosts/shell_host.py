@@ -205,9 +205,10 @@ class ShellHost:
             message = err.decode(errors="replace").strip() or f"launch.sh exited {code}"
             raise HostError(f"{self.name}: {message}")
 
-    async def kill(self, session: str, attempt_dir: str, launcher: LauncherName) -> None:
-        code, _out, err = await self._run("kill.sh", [launcher, session, attempt_dir],
-                                          timeout=30)
+    async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
+                   reason: str = "") -> None:
+        code, _out, err = await self._run("kill.sh", [launcher, session, attempt_dir,
+                                                      clean_line(reason)], timeout=30)
         if code != 0:
             raise HostError(f"{self.name}: kill failed: {err.decode(errors='replace')[:300]}")
 

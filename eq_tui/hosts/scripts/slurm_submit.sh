@@ -74,7 +74,10 @@ fi
 sh -c "$command_text" &
 echo $! > "$dir/pid"
 wait $!
-echo $? > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+code=$?
+ended=$(date +%s.%N 2>/dev/null)
+case $ended in *N*|"") ;; *) echo "$ended" > "$dir/end" ;; esac
+echo $code > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
 WRAPPER
 [ -s "$dir/run.sh" ] || fail_write run.sh
 

@@ -1,0 +1,50 @@
+"""Small things a new user meets, on real sessions (sim hosts): what output_missing names, end
+times to the sub-second, and a killed attempt's own record of how it ended."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.engine_run import FAST_JOB, job, make_manifest, run_to_end, start_engine
+
+pytestmark = pytest.mark.integration
+LONG_JOB = "fake-train --epochs 200 --epoch-seconds 0.2 --mem 1000"
+
+
+async def test_output_missing_names_the_glob_and_the_directory(tmp_path: Path) -> None:
+    manifest = make_manifest(tmp_path, [job("a", output_check="out/${JOB_ID}-*.json")])
+    code, run = await run_to_end(manifest, tmp_path / "run")
+    assert code == 1
+    failure = run.job("a")["failure"]
+    assert failure["class"] == "output_missing"
+    assert failure["detail"] == (f"exit 0 but output_check `out/a-*.json` (in {tmp_path}) "
+                                 "matched nothing")
+
+
+async def test_an_attempt_ends_to_the_sub_second_and_never_before_it_started(
+        tmp_path: Path) -> None:
+    code, run = await run_to_end(make_manifest(tmp_path, [job("a", FAST_JOB)]),
+                                 tmp_path / "run")
+    assert code == 0
+    attempt = run.job("a")["history"][0]
+    written = float((Path(attempt["attempt_dir"]) / "end").read_text())
+    assert attempt["end"] == written  # the wrapper's own clock reading, not the file's mtime
+    assert attempt["start"] <= attempt["end"]
+
+
+async def test_a_killed_attempt_records_its_exit_and_says_so_in_its_log(tmp_path: Path) -> None:
+    run = await start_engine(make_manifest(tmp_path, [job("long", LONG_JOB)]), tmp_path / "run",
+                             exit_when_done=False)
+    try:
+        await run.wait_for(lambda: run.status("long") == "running")
+        assert (await run.engine.command("kill", ["long"]))["ok"]
+        attempt = Path(run.engine.jobs["long"].history[0].attempt_dir)
+        assert (attempt / "exit").read_text().strip() == "143"
+        last = (attempt / "log").read_text().rstrip().splitlines()[-1]
+        assert last.startswith("eq-tui: killed by the user (SIGTERM to process group ")
+        assert float((attempt / "end").read_text()) > 0
+        assert run.engine.jobs["long"].failure.detail == "killed by the user"  # type: ignore
+    finally:
+        await run.stop()
