@@ -43,7 +43,8 @@ async def _live_snapshot(run_dir: Path) -> Snapshot | None:
 def from_snapshot(live: Snapshot) -> tuple[dict[str, Any], list[JobState]]:
     """(saved, jobs) from a running engine's snapshot, in the shape of the state file."""
     saved: dict[str, Any] = {"project": live["project"], "paused": live["paused"],
-                             "live_pid": live["settings"].get("pid")}
+                             "live_pid": live["settings"].get("pid"),
+                             "crash_guard": {"held": dict(live.get("held_phases") or {})}}
     return saved, [JobState.from_json(dict(raw)) for raw in live["jobs"]]
 
 
@@ -84,6 +85,7 @@ def show_status(saved: dict[str, Any], jobs: list[JobState], *, as_json: bool = 
     if as_json:
         print(json.dumps({
             "project": saved.get("project"), "paused": saved.get("paused", False),
+            "held_phases": (saved.get("crash_guard") or {}).get("held") or {},
             "live": bool(saved.get("live_pid")),
             "total": len(jobs), "counts": counts,
             "needs_person": [{"id": j.id, "status": str(j.status),
@@ -99,6 +101,9 @@ def show_status(saved: dict[str, Any], jobs: list[JobState], *, as_json: bool = 
               f"{where})\n")
     for status, count in counts.items():
         out.write(f"  {status:<11} {count}\n")
+    for phase, why in ((saved.get("crash_guard") or {}).get("held") or {}).items():
+        out.write(f"\nphase {phase} is held, nothing of it launches: {why}\n"
+                  "  fix the command, then retry one of its jobs or resume the queue\n")
     if needing:
         out.write("\nneeds a person:\n")
         for job in needing:

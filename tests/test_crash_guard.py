@@ -4,6 +4,7 @@ phase is held until a person retries or resumes; healthy sweeps never trip it.""
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,9 @@ from tests.support.engine_run import (
 )
 
 pytestmark = pytest.mark.integration
+# a command that does not exist, behind a variable preflight cannot expand (a plain missing
+# word is refused by preflight before anything launches: tests/test_preflight_command.py)
+MISSING = "$HOME/no-such-trainer-xyz --lr 0.1"
 
 
 async def launched_attempts(run: EngineRun, host: str = "sim") -> list[Path]:
@@ -46,7 +50,7 @@ async def broken_sweep(tmp_path: Path, cmd: str, jobs: int = 8) -> EngineRun:
 
 async def test_a_command_that_does_not_exist_is_held_after_three_launches(
         tmp_path: Path) -> None:
-    run = await broken_sweep(tmp_path, "no-such-trainer-xyz --lr 0.1")
+    run = await broken_sweep(tmp_path, MISSING)
     try:
         assert len(await launched_attempts(run)) == 3
         event = held(run)[0]
@@ -57,9 +61,17 @@ async def test_a_command_that_does_not_exist_is_held_after_three_launches(
         assert len(waiting) == 5
         assert all((j.reason or "").startswith("crash guard") for j in waiting)
         alerts = [a["message"] for a in run.engine.ctx.bus.alerts if a["level"] == "error"]
-        assert any("retry one of them" in m for m in alerts)
+        assert any("retry one of them (r in the UI) or resume the queue" in m for m in alerts)
         assert not run.engine.finished  # it waits for a person
         assert run.state["crash_guard"]["held"]["main"]
+        assert run.engine.snapshot()["held_phases"] == {"main": event.reason}
+        # `eq-tui status` (live, over the control socket) says it too, and exits 1
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "eq_tui", "status", str(run.run_dir),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 1, err
+        assert b"phase main is held, nothing of it launches: crash guard: 3 jobs" in out
     finally:
         await run.stop()
 
@@ -87,7 +99,7 @@ async def test_a_script_that_raises_at_once_is_held_and_retry_releases_it(
 
 
 async def test_a_held_phase_stays_held_after_a_restart_until_resume(tmp_path: Path) -> None:
-    run = await broken_sweep(tmp_path, "no-such-trainer-xyz", jobs=5)
+    run = await broken_sweep(tmp_path, MISSING, jobs=5)
     await run.stop()
     again = await start_engine(run.manifest, tmp_path / "run")
     try:
@@ -114,7 +126,7 @@ async def test_a_healthy_sweep_with_one_failure_does_not_trip_it(tmp_path: Path)
 
 
 async def test_crash_guard_false_lets_a_broken_sweep_run_out(tmp_path: Path) -> None:
-    manifest = make_manifest(tmp_path, [job(f"j{i}", "no-such-trainer-xyz") for i in range(5)],
+    manifest = make_manifest(tmp_path, [job(f"j{i}", MISSING) for i in range(5)],
                              crash_guard=CrashGuard(enabled=False))
     code, run = await run_to_end(manifest, tmp_path / "run")
     assert code == 1

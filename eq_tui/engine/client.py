@@ -116,6 +116,7 @@ class Snapshot(TypedDict, total=False):
     jobs: list[JobRecord]  # manifest order
     hosts: list[HostEntry]
     alerts: list[dict[str, Any]]  # Alert.to_json(), most recent last, bounded
+    held_phases: dict[str, str]  # phase -> why the crash guard holds it
 
 
 class CommandResult(TypedDict):

@@ -101,7 +101,7 @@ class CrashGuard:
                                    jobs=jobs, failure_class=streak[-1].cls, line=shown,
                                    reason=reason))
         self.bus.alert("error", f"{reason}. Launching phase {name} is held: fix the command, "
-                       f"then retry one of them (`r`) or resume (`eq-tui resume` / `p`)",
+                       "then retry one of them (r in the UI) or resume the queue",
                        job=jobs[-1])
 
     # ---- what a person does ----------------------------------------------------------------

@@ -381,4 +381,5 @@ class Engine:
             "jobs": [job.to_json() for job in self.jobs.values()],  # type: ignore[misc]
             "hosts": hosts,  # type: ignore[typeddict-item]
             "alerts": list(ctx.bus.alerts),
+            "held_phases": dict(ctx.crash_guard.held),
         }
