@@ -4,6 +4,7 @@ activated for the check and for the job."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,22 @@ async def test_venv_is_activated_for_the_check_and_for_the_job(tmp_path: Path) -
     engine = Engine(without, tmp_path / "run2", make_hosts(without, tmp_path / "run2"))
     with pytest.raises(HostError, match="`only-in-venv` not found"):
         await engine.start()
+
+
+@pytest.mark.parametrize("launcher", ["screen", "tmux"])
+def test_dry_run_preflight_wording(tmp_path: Path, launcher: str,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(f"project: p\nlauncher: {launcher}\nconda: nope\n"
+                        f"conda_hook: {tmp_path}/no-hook.sh\n"
+                        "hosts: [{name: sim, simulate: {gpus: 1}}]\n"
+                        "jobs: [{id: a, cmd: 'echo hi'}]\n")
+    assert main([str(manifest), "--dry-run"]) == 3
+    out = capsys.readouterr().out
+    launcher_line = next(line for line in out.splitlines() if ": launcher: " in line)
+    assert "ok   sim: launcher: " in launcher_line
+    assert re.search(r"(screen|tmux) (version )?\d+\.\d+", launcher_line.lower())
+    assert "Use:" not in out
+    assert "FAIL sim: conda: not found (set conda_hook to your conda.sh)" in out
+    assert "conda conda" not in out
+    assert "project p: 1 job," in out

@@ -22,7 +22,8 @@ else
     report cwd fail "working directory $cwd does not exist"
 fi
 if command -v "$launcher" >/dev/null 2>&1; then
-    version=$("$launcher" -V 2>/dev/null </dev/null | head -n 1)
+    case $launcher in screen) flag=-v ;; *) flag=-V ;; esac  # screen -V prints its usage
+    version=$("$launcher" "$flag" 2>/dev/null </dev/null | head -n 1)
     case $version in
         *[0-9].[0-9]*) report launcher ok "$version" ;;
         *) report launcher ok "$launcher (installed)" ;;
