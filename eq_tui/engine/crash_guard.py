@@ -6,7 +6,7 @@ A phase is on probation until one of its attempts proves the command works (it c
 ran longer than `within`): while on probation at most `after` of its attempts are out at once,
 so a broken command costs at most `after` launches. Any `after` exits in a row that failed with
 the same class and the same last log line within `within` seconds of starting hold the phase.
-OOMs, lost sessions and kills are not counted (they have their own rules)."""
+OOMs, a full disk, lost sessions and kills are not counted (they have their own rules)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,11 @@ from eq_tui.engine.model import Attempt, FailureClass, JobState, JobStatus
 from eq_tui.engine.scheduler import PhaseLimit
 from eq_tui.manifest.model import CrashGuard as CrashGuardSpec
 
-NOT_COUNTED = frozenset({FailureClass.CUDA_OOM, FailureClass.HOST_OOM, FailureClass.LOST,
-                         FailureClass.KILLED, FailureClass.REQUEUED, FailureClass.LAUNCH_FAILED,
-                         FailureClass.DEPENDENCY})
+# failures with a rule of their own (an OOM retry, a full disk stops its host) or not the
+# command's doing
+NOT_COUNTED = frozenset({FailureClass.CUDA_OOM, FailureClass.HOST_OOM, FailureClass.DISK_FULL,
+                         FailureClass.LOST, FailureClass.KILLED, FailureClass.REQUEUED,
+                         FailureClass.LAUNCH_FAILED, FailureClass.DEPENDENCY})
 _NUMBERS = re.compile(r"\d+")
 
 

@@ -32,10 +32,10 @@ from eq_tui.tui.screens.details import JobDetailsScreen
 from eq_tui.tui.screens.help import HelpScreen
 from eq_tui.tui.screens.summary import SummaryScreen
 from eq_tui.tui.themes import choose_theme, load_themes, user_theme_dir
+from eq_tui.tui.wording import NAMES_IN_CONFIRM, kill_dialog, quit_message
 
 ALERT_SEVERITY: dict[str, SeverityLevel] = {"error": "error", "warning": "warning"}
 FILTER_DEBOUNCE_S = 0.15
-NAMES_IN_CONFIRM = 12
 
 
 class EqTuiApp(App[int]):
@@ -262,21 +262,13 @@ class EqTuiApp(App[int]):
         if not keys:
             self.notify("no job selected", severity="warning")
             return
-        names = [split_row_key(k)[1] for k in keys]
-        listed = ", ".join(names[:NAMES_IN_CONFIRM])
-        if len(names) > NAMES_IN_CONFIRM:
-            listed += f" and {len(names) - NAMES_IN_CONFIRM} more"
-        title = f"Kill {len(names)} jobs?" if len(names) > 1 else f"Kill {names[0]}?"
+        title, message = kill_dialog([split_row_key(k)[1] for k in keys])
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self._send_soon("kill", keys)
 
-        what = ("Their sessions are stopped and they end as killed; r brings them back."
-                if len(names) > 1 else
-                "Its session is stopped and it ends as killed; r brings it back.")
-        self.push_screen(ConfirmScreen(title, f"{listed}\n\n{what}", confirm_label="Kill"),
-                         answered)
+        self.push_screen(ConfirmScreen(title, message, confirm_label="Kill"), answered)
 
     def targets(self) -> list[str]:
         """The job shown in a details screen, else the marked jobs or the table's cursor."""
@@ -436,16 +428,9 @@ class EqTuiApp(App[int]):
         if self.engine_gone:
             self.exit(0)
             return
-        finished = bool(self.view.projects) and all(
-            p.finished for p in self.view.projects.values())
-        if self.detach_on_quit:
-            message = ("The engine keeps running in the background; attach again with "
-                       f"`{self.attach_hint}`.")
-        elif finished:
-            message = "The queue has finished; nothing is left running."
-        else:
-            message = ("Jobs keep running in their sessions. Run the same command again to "
-                       "resume: finished jobs are picked up, running ones adopted.")
+        message = quit_message(detach=self.detach_on_quit, attach_hint=self.attach_hint,
+                               finished=bool(self.view.projects) and all(
+                                   p.finished for p in self.view.projects.values()))
 
         def answered(yes: bool | None) -> None:
             if yes:
