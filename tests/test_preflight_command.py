@@ -16,6 +16,8 @@ from eq_tui.engine.command_words import command_checks, command_words
 from eq_tui.engine.engine import Engine
 from eq_tui.errors import HostError
 from eq_tui.hosts.factory import make_hosts
+from eq_tui.manifest.model import EnvVar
+from eq_tui.sim.state import sim_bin_dir
 from tests.support.engine_run import job, make_manifest, run_to_end
 
 pytestmark = pytest.mark.integration
@@ -107,3 +109,17 @@ def test_dry_run_preflight_wording(tmp_path: Path, launcher: str,
     assert "FAIL sim: conda: not found (set conda_hook to your conda.sh)" in out
     assert "conda conda" not in out
     assert "project p: 1 job," in out
+
+
+async def test_the_manifests_env_path_is_the_jobs_path_for_the_check(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    tool = tools / "my-trainer"
+    tool.write_text("#!/bin/sh\necho trained\n")
+    tool.chmod(0o755)
+    env_path = f"{tools}:/usr/local/bin:/usr/bin:/bin"
+    manifest = make_manifest(tmp_path, [job("a", "my-trainer --x 1")],
+                             env={"PATH": EnvVar(f"{env_path}:{sim_bin_dir()}")})
+    code, run = await run_to_end(manifest, tmp_path / "run")
+    assert code == 0, run.state["jobs"]
+    assert "trained" in Path(run.job("a")["log"]).read_text()

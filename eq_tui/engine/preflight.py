@@ -20,8 +20,10 @@ BLOCKING_CHECKS = ("cwd", "conda", "venv", "launcher", "command", "script")
 
 def preflight_request(manifest: Manifest, cwd: str | None,
                       commands: tuple[CommandCheck, ...]) -> PreflightRequest:
+    path = manifest.env.get("PATH")
     return PreflightRequest(cwd=cwd, conda=manifest.conda, conda_hook=manifest.conda_hook,
-                            launcher=manifest.launcher, venv=manifest.venv, commands=commands)
+                            launcher=manifest.launcher, venv=manifest.venv, commands=commands,
+                            path=path.value if path is not None else None)
 
 
 def explain(finding: PreflightFinding, commands: dict[str, CommandCheck], cwd: str | None,

@@ -135,6 +135,7 @@ class PreflightRequest:
     preconditions: tuple[PathCheck, ...] = ()
     venv: str | None = None
     commands: tuple[CommandCheck, ...] = ()
+    path: str | None = None  # the manifest's env PATH, if it sets one: the jobs' PATH
 
 
 @dataclass(frozen=True)

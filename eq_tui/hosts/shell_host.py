@@ -237,7 +237,8 @@ class ShellHost:
 
     async def preflight(self, request: PreflightRequest) -> list[PreflightFinding]:
         args = [request.cwd or "-", request.launcher, "1" if self.query_gpus else "0",
-                request.conda or "-", request.conda_hook or "-", request.venv or "-"]
+                request.conda or "-", request.conda_hook or "-", request.venv or "-",
+                request.path or "-"]
         try:
             stdin = ("".join(f"P\t{_field(check.key, 'key')}\t{_field(check.pattern, 'path')}\n"
                              for check in request.preconditions)

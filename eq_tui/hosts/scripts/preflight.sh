@@ -1,4 +1,4 @@
-# preflight.sh CWD LAUNCHER QUERY_GPUS CONDA CONDA_HOOK [VENV]   ('-' = not set)
+# preflight.sh CWD LAUNCHER QUERY_GPUS CONDA CONDA_HOOK [VENV [JOB_PATH]]   ('-' = not set)
 # stdin: preconditions, one `P<TAB>key<TAB>glob` a line (globs relative to CWD); commands,
 # `C<TAB>key<TAB>word` (must resolve with `command -v` in the jobs' environment: CWD, conda
 # env or venv activated) and `S<TAB>key<TAB>path` (a script that must exist relative to CWD).
@@ -6,7 +6,7 @@
 # a command's or script's `key<TAB>word`.
 set -u
 set -f
-cwd=$1 launcher=$2 query_gpus=$3 conda_env=$4 conda_hook=$5 venv=${6:--}
+cwd=$1 launcher=$2 query_gpus=$3 conda_env=$4 conda_hook=$5 venv=${6:--} job_path=${7:--}
 tab=$(printf '\t')
 report() { printf '%s\t%s\t%s\n' "$1" "$2" "$3"; }
 
@@ -40,6 +40,8 @@ if [ "$query_gpus" = 1 ]; then
         report nvidia-smi fail "$(printf '%s' "$out" | head -n 1)"
     fi
 fi
+# the jobs' PATH (the manifest's env sets it) before their conda env or venv, as at launch
+[ "$job_path" = "-" ] || PATH=$job_path
 if [ "$conda_env" != "-" ]; then
     if [ "$conda_hook" != "-" ]; then
         if [ -f "$conda_hook" ]; then . "$conda_hook" >/dev/null 2>&1 </dev/null
