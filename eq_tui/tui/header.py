@@ -35,6 +35,9 @@ def header_content(view: RunView, now: float) -> Content:
     ]
     if view.paused:
         parts += ["  ", (" PAUSED ", "bold reverse $warning")]
+    held = sorted({phase for p in view.projects.values() for phase in p.held_phases})
+    if held:  # the crash guard stopped launching these phases (the alert says why)
+        parts += ["  ", (f" HELD: {', '.join(held)} ", "bold reverse $error")]
     if finished:
         parts += ["  ", (" FINISHED ", "bold reverse $success")]
     counts: list[Content | str | tuple[str, str]] = []
