@@ -48,3 +48,20 @@ async def test_a_killed_attempt_records_its_exit_and_says_so_in_its_log(tmp_path
         assert run.engine.jobs["long"].failure.detail == "killed by the user"  # type: ignore
     finally:
         await run.stop()
+
+
+def test_the_lock_error_names_the_run_dir_and_the_commands_for_it(tmp_path: Path) -> None:
+    from eq_tui.engine.store import RunDir
+    from eq_tui.errors import RunDirError
+
+    held = RunDir(tmp_path / "run")
+    held.create()
+    held.acquire_lock()
+    try:
+        with pytest.raises(RunDirError) as caught:
+            RunDir(tmp_path / "run").acquire_lock()
+        message = str(caught.value)
+        assert f"eq-tui attach {tmp_path / 'run'}" in message
+        assert f"eq-tui stop {tmp_path / 'run'}" in message
+    finally:
+        held.release_lock()
