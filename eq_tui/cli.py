@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -277,8 +278,11 @@ async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: l
     from eq_tui.hosts.factory import make_hosts
 
     engines: list[Engine] = []
+    fresh: list[Path] = []  # run dirs this command makes (sim hosts make theirs in make_hosts)
     try:
         for manifest, run_dir in zip(manifests, run_dirs, strict=True):
+            if not run_dir.exists():
+                fresh.append(run_dir)
             poll = options.poll or manifest.poll or 2.0
             hosts = make_hosts(manifest, run_dir)
             engine = Engine(manifest, run_dir, hosts, poll=poll, exit_when_done=options.no_ui)
@@ -289,6 +293,10 @@ async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: l
     except BaseException:
         for engine in engines:
             engine.run_dir.release_lock()
+        started = {engine.run_dir.path for engine in engines}
+        for run_dir in fresh:
+            if run_dir not in started:  # refused before it ran: leave nothing behind
+                shutil.rmtree(run_dir, ignore_errors=True)
         raise
     if options.no_ui:
         from eq_tui.headless import Headless

@@ -59,7 +59,8 @@ async def test_a_missing_command_or_script_fails_preflight_naming_host_jobs_and_
     assert "sim: command: `pythn3` not found" in message and "jobs typo0, typo1" in message
     assert "script trian.py does not exist" in message and "jobs noscript" in message
     assert "fine" not in message
-    assert not (tmp_path / "run").exists()  # refused at preflight: no run dir left
+    # refused at preflight: no run state left (only the sim's own GPU state, made before)
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["sim"]
 
 
 def test_the_cli_refuses_a_typo_with_exit_3_and_leaves_no_run_dir(
@@ -123,3 +124,18 @@ async def test_the_manifests_env_path_is_the_jobs_path_for_the_check(tmp_path: P
     code, run = await run_to_end(manifest, tmp_path / "run")
     assert code == 0, run.state["jobs"]
     assert "trained" in Path(run.job("a")["log"]).read_text()
+
+
+async def test_a_refused_run_never_touches_what_was_in_its_run_dir(tmp_path: Path) -> None:
+    run_dir = tmp_path / "mine"
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "notes.txt").write_text("keep")
+    (run_dir / "logs" / "old.log").write_text("keep")
+    manifest = make_manifest(tmp_path, [job("a", "no-such-trainer")])
+    engine = Engine(manifest, run_dir, make_hosts(manifest, run_dir))
+    with pytest.raises(HostError):
+        await engine.start()
+    assert (run_dir / "notes.txt").read_text() == "keep"
+    assert (run_dir / "logs" / "old.log").read_text() == "keep"
+    assert not (run_dir / "queue_state.json").exists()
+    assert not (run_dir / "events.jsonl").exists()

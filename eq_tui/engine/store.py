@@ -50,10 +50,12 @@ class RunDir:
         self.logs = path / "logs"
         self._lock_handle: IO[str] | None = None
         self._events: IO[str] | None = None
+        self._made_logs = False
 
     def create(self) -> bool:
         """Make the run dir; True when no run has been recorded in it yet."""
         new = not (self.state_file.exists() or self.previous_state_file.exists())
+        self._made_logs = not self.logs.exists()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             self.logs.mkdir(exist_ok=True)
@@ -62,16 +64,17 @@ class RunDir:
         return new
 
     def remove_new(self) -> None:
-        """Undo create() for a run that never started (refused at preflight): remove what
-        eq-tui writes here, then the directory if nothing else is in it."""
+        """Undo create() for a run that never started (refused at preflight): remove the files
+        eq-tui writes here and the logs folder if create() made it, then the directory if
+        nothing else is in it (what was there before is never touched)."""
         import shutil
 
         for path in (self.state_file, self.previous_state_file, self.journal_file,
                      self.events_file, self.manifest_file, self.lock_file):
             with contextlib.suppress(OSError):
                 path.unlink()
-        for folder in (self.logs, self.path / "sim"):
-            shutil.rmtree(folder, ignore_errors=True)
+        if self._made_logs:
+            shutil.rmtree(self.logs, ignore_errors=True)
         with contextlib.suppress(OSError):
             self.path.rmdir()
 
