@@ -113,3 +113,16 @@ def test_dry_run_on_an_existing_run_dir_tells_the_truth(
     by_id = {job["id"]: job for job in plan["jobs"]}
     assert plan["existing"] is True
     assert by_id["b"]["status"] == "completed" and by_id["b"]["first"] is None
+
+
+def test_the_retry_command_names_a_run_dir_that_is_not_the_default(tmp_path: Path) -> None:
+    from eq_tui.engine.model import JobState, JobStatus
+    from eq_tui.engine.rerun import stuck_notice
+
+    stuck = [JobState(id="a", phase="main", cmd="x", status=JobStatus.STUCK)]
+    source = str(tmp_path / "m.yaml")
+    default = tmp_path / "experiment_queue" / "p"
+    assert "--run-dir" not in (stuck_notice(source, stuck, default, "p") or "")
+    notice = stuck_notice(source, stuck, tmp_path / "elsewhere", "p") or ""
+    assert f"--retry-stuck --run-dir {tmp_path / 'elsewhere'}`" in notice
+    assert "1 job is stuck from an earlier run (a)" in notice

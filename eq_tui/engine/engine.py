@@ -132,7 +132,8 @@ class Engine:
                 await self.persistence.replay_launches(float(saved.get("updated") or 0.0))
             for job in self.ctx.ledger.reconcile():
                 self.ctx.crash_guard.release(job.phase, f"{job.id}'s command changed")
-            notice = stuck_notice(self.manifest.source, self.jobs.values())
+            notice = stuck_notice(self.manifest.source, self.jobs.values(), run_dir.path,
+                                  self.project)
             if notice:
                 self.ctx.bus.alert("warning", notice)
             run_dir.write_manifest(self.manifest.to_json())

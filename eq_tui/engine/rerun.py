@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from eq_tui.engine.command_words import jobs_text
 from eq_tui.engine.model import JobState, JobStatus
+from eq_tui.engine.store import default_run_dir
 
 if TYPE_CHECKING:
     from eq_tui.engine.engine import Engine
@@ -19,8 +20,10 @@ def stuck_jobs(jobs: Iterable[JobState]) -> list[JobState]:
     return [job for job in jobs if job.status == JobStatus.STUCK]
 
 
-def stuck_notice(manifest_source: str, jobs: Iterable[JobState]) -> str | None:
-    """One line for a run that starts with stuck jobs from before, or None."""
+def stuck_notice(manifest_source: str, jobs: Iterable[JobState], run_dir: Path | None = None,
+                 project: str = "") -> str | None:
+    """One line for a run that starts with stuck jobs from before, or None. `run_dir` (with
+    `project`) adds `--run-dir` to the command when it is not the default one."""
     stuck = stuck_jobs(jobs)
     if not stuck:
         return None
@@ -28,6 +31,8 @@ def stuck_notice(manifest_source: str, jobs: Iterable[JobState]) -> str | None:
     noun = "job is" if len(ids) == 1 else "jobs are"
     them = "it" if len(ids) == 1 else "them"
     command = f"eq-tui {shlex.quote(str(Path(manifest_source)))} --retry-stuck"
+    if run_dir is not None and run_dir.resolve() != default_run_dir(manifest_source, project):
+        command += f" --run-dir {shlex.quote(str(run_dir))}"
     return (f"{len(ids)} {noun} stuck from an earlier run ({jobs_text(ids)}); once the cause "
             f"is fixed, retry {them} with `r` in the UI or `{command}` (a job whose command "
             "you changed in the manifest is retried by itself)")
