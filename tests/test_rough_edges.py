@@ -65,3 +65,32 @@ def test_the_lock_error_names_the_run_dir_and_the_commands_for_it(tmp_path: Path
         assert f"eq-tui stop {tmp_path / 'run'}" in message
     finally:
         held.release_lock()
+
+
+async def test_a_kill_terms_the_whole_process_group_even_what_ignores_hangups(
+        tmp_path: Path) -> None:
+    """Ending the session only hangs up; a child that ignores SIGHUP (nohup, a DataLoader
+    worker that set its own handlers) must still go: kill.sh TERMs the process group."""
+    import os
+
+    child = tmp_path / "child"
+    cmd = f"nohup sleep 300 >/dev/null 2>&1 & echo $! > {child}; wait"
+    run = await start_engine(make_manifest(tmp_path, [job("long", cmd)]), tmp_path / "run",
+                             exit_when_done=False)
+    try:
+        await run.wait_for(lambda: run.status("long") == "running" and child.exists()
+                           and child.read_text().strip() != "")
+        pid = int(child.read_text())
+        assert (await run.engine.command("kill", ["long"]))["ok"]
+
+        def gone() -> bool:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            with open(f"/proc/{pid}/stat") as stat:  # a zombie waiting for its reaper
+                return stat.read().split(") ")[1].startswith("Z")
+
+        await run.wait_for(gone, timeout=15)
+    finally:
+        await run.stop()
