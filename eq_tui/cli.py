@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from eq_tui import __version__
 from eq_tui.errors import EqTuiError, UsageError
@@ -53,9 +56,12 @@ in the background on an ssh host:
                                starts the engine there (eq-tui must be installed on HOST), and
                                prints the attach/status/stop commands for HOST:RUN_DIR
 
+`eq-tui status` exits 1 when jobs need a person (stuck, killed, blocked), else 0.
+
 exit codes: 0 every job completed; 1 finished with jobs stuck, killed or blocked;
-2 invalid manifest or usage; 3 a host or the run dir could not be used; 130 interrupted
-(jobs keep running in their sessions; the same command resumes them)."""
+2 invalid manifest or usage; 3 a host or the run dir could not be used (nothing is left
+behind by a run refused at preflight); 0 also when you quit the UI with q (jobs keep running
+in their sessions; the same command resumes them); 130 interrupted by a signal."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--run-dir", metavar="DIR",
                         help="where run state lives (default: experiment_queue/<project>/ "
                              "beside the manifest); one manifest only")
+    parser.add_argument("--retry-stuck", action="store_true",
+                        help="retry every job left stuck by an earlier run of this run dir "
+                             "(after fixing what failed)")
     parser.add_argument("--fresh", action="store_true",
                         help="archive the existing run dir (timestamp suffix) and start over")
     parser.add_argument("--poll", type=float, metavar="SECONDS",
@@ -156,6 +165,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("eq-tui: interrupted; jobs keep running in their sessions", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `eq-tui status RUN | head -1`: the reader left; no traceback, and none at exit when
+        # Python flushes stdout again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 def _run_dir_command(command: str, rest: list[str]) -> int:
@@ -212,6 +227,9 @@ def _check_options(options: argparse.Namespace) -> None:
         if not options.detach or options.dry_run:
             raise UsageError("--on HOST runs the engine there in the background: use it with "
                              "--detach (and without --dry-run)")
+    if options.retry_stuck and (options.detach or options.dry_run):
+        raise UsageError("--retry-stuck runs the queue here: not with --detach or --dry-run "
+                         "(attach and press r instead)")
     if options.poll is not None and not options.poll > 0:
         raise UsageError(f"--poll must be a positive number of seconds, not {options.poll}")
 
@@ -272,6 +290,25 @@ def _refuse_if_locked(run_dir: Path) -> None:
     probe.release_lock()
 
 
+async def _after_start(engine: Any, options: argparse.Namespace, *, multi: bool) -> None:
+    """--no-ui prints what starting said (preflight warnings, stuck jobs from an earlier run,
+    commands changed): it subscribes only afterwards. --retry-stuck retries them."""
+    import json
+
+    from eq_tui.engine.events import event_from_json
+    from eq_tui.engine.rerun import retry_stuck
+    from eq_tui.headless import format_event
+
+    if options.no_ui:
+        for alert in engine.ctx.bus.alerts:
+            line = json.dumps(alert) if options.json else \
+                format_event(event_from_json(alert), with_project=multi)
+            print(line, flush=True)
+    if options.retry_stuck:
+        line = await retry_stuck(engine)
+        print(f"eq-tui: {line or 'no stuck jobs to retry'}", file=sys.stderr)
+
+
 async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: list[Path],
                        ssh_config: str | None) -> int:
     from eq_tui.engine.control import serve_control
@@ -279,17 +316,25 @@ async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: l
     from eq_tui.hosts.factory import make_hosts
 
     engines: list[Engine] = []
+    fresh: list[Path] = []  # run dirs this command makes (sim hosts make theirs in make_hosts)
     try:
         for manifest, run_dir in zip(manifests, run_dirs, strict=True):
+            if not run_dir.exists():
+                fresh.append(run_dir)
             poll = options.poll or manifest.poll or 2.0
             hosts = make_hosts(manifest, run_dir, ssh_config=ssh_config)
             engine = Engine(manifest, run_dir, hosts, poll=poll, exit_when_done=options.no_ui)
             await engine.start()
             engines.append(engine)
+            await _after_start(engine, options, multi=len(manifests) > 1)
             await serve_control(engine, run_dir)
     except BaseException:
         for engine in engines:
             engine.run_dir.release_lock()
+        started = {engine.run_dir.path for engine in engines}
+        for run_dir in fresh:
+            if run_dir not in started:  # refused before it ran: leave nothing behind
+                shutil.rmtree(run_dir, ignore_errors=True)
         raise
     if options.no_ui:
         from eq_tui.headless import Headless

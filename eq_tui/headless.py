@@ -83,9 +83,10 @@ def summary_line(client: EngineClient, now: float) -> str:
     counts = Counter(str(job.get("status")) for job in jobs)
     parts = [f"{status} {n}" for status, n in sorted(counts.items())]
     hosts = " ".join(f"{h.get('name')}:{h.get('state')}" for h in snap.get("hosts", []))
-    elapsed = int(now - float(snap.get("started_at") or now))
+    elapsed = int(now - float(snap.get("created") or snap.get("started_at") or now))
     paused = " PAUSED" if snap.get("paused") else ""
-    return (f"{_clock_text(now)} [{client.project}] {len(jobs)} jobs: "
+    return (f"{_clock_text(now)} [{client.project}] {len(jobs)} "
+            f"{'job' if len(jobs) == 1 else 'jobs'}: "
             f"{', '.join(parts)} | hosts {hosts} | {elapsed // 60}m{elapsed % 60:02d}s{paused}")
 
 

@@ -1,4 +1,6 @@
-"""`--dry-run`: the expanded plan (id, phase, where it would go first, command) and preflight.
+"""`--dry-run`: the expanded plan (id, phase, where it would go first, command) and preflight;
+over a run dir with state, each job's status and what the manifest edit changes
+(plan_existing.py).
 
 Nothing is launched and no run state is written.
 """
@@ -8,13 +10,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import tempfile
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
+from eq_tui.engine.command_words import command_checks
 from eq_tui.engine.model import JobState
+from eq_tui.engine.preflight import explain, preflight_request
 from eq_tui.engine.scheduler import GpuView, HostView, decide
-from eq_tui.hosts.base import PreflightFinding, PreflightRequest
+from eq_tui.engine.store import RunDir
+from eq_tui.hosts.base import PreflightFinding
 from eq_tui.manifest.model import Manifest
 from eq_tui.manifest.secrets import warnings as secret_warnings
+from eq_tui.plan_existing import PlannedJob, existing_plan
 
 
 def first_wave(manifest: Manifest) -> dict[str, str]:
@@ -38,15 +46,17 @@ async def _preflight(manifest: Manifest, ssh_config: str | None) -> list[Preflig
     from eq_tui.hosts.factory import job_cwd, make_hosts
 
     findings: list[PreflightFinding] = []
+    commands = tuple(command_checks(manifest.jobs))
+    by_key = {check.key: check for check in commands}
     with tempfile.TemporaryDirectory(prefix="eq-tui-dryrun-") as scratch:
         hosts = make_hosts(manifest, Path(scratch), ssh_config=ssh_config)
         try:
             for name, host in hosts.items():
                 spec = next(h for h in manifest.hosts if h.name == name)
                 try:
-                    findings += await host.preflight(PreflightRequest(
-                        cwd=job_cwd(spec, manifest), conda=manifest.conda,
-                        conda_hook=manifest.conda_hook, launcher=manifest.launcher))
+                    cwd = job_cwd(spec, manifest)
+                    found = await host.preflight(preflight_request(manifest, cwd, commands))
+                    findings += [explain(f, by_key, cwd, manifest) for f in found]
                 except Exception as exc:
                     findings.append(PreflightFinding(host=name, check="connection", ok=False,
                                                      detail=str(exc)))
@@ -56,34 +66,57 @@ async def _preflight(manifest: Manifest, ssh_config: str | None) -> list[Preflig
     return findings
 
 
+def _plan(manifest: Manifest, run_dir: Path) -> tuple[list[PlannedJob], dict[str, Any] | None]:
+    saved = RunDir(run_dir).load_state() if (run_dir / "queue_state.json").exists() else None
+    if saved is not None:
+        return existing_plan(manifest, saved), saved
+    placement = first_wave(manifest)
+    return [PlannedJob(s.id, s.phase, s.cmd, "pending", placement.get(s.id, "next free GPU"))
+            for s in manifest.jobs], None
+
+
+def _counts(plan: list[PlannedJob]) -> str:
+    counts = Counter(p.status.split(" ")[0] for p in plan if not p.note.startswith("retired"))
+    return ", ".join(f"{n} {status}" for status, n in counts.items())
+
+
 async def print_plan(manifests: list[Manifest], run_dirs: list[Path], *,
                      as_json: bool = False, ssh_config: str | None = None) -> int:
     failed = False
     for manifest, run_dir in zip(manifests, run_dirs, strict=True):
-        placement = first_wave(manifest)
+        plan, saved = _plan(manifest, run_dir)
         findings = await _preflight(manifest, ssh_config)
         failed = failed or any(not f.ok for f in findings)
+        specs = manifest.job_specs
         if as_json:
             print(json.dumps({
                 "project": manifest.project, "run_dir": str(run_dir),
-                "jobs": [{"id": s.id, "phase": s.phase, "first": placement.get(s.id),
-                          "cmd": s.cmd, "output_check": s.output_check} for s in manifest.jobs],
+                "existing": saved is not None,
+                "jobs": [{"id": p.id, "phase": p.phase, "status": p.status,
+                          "first": p.where or None, "note": p.note or None, "cmd": p.cmd,
+                          "output_check": specs[p.id].output_check if p.id in specs else None}
+                         for p in plan],
                 "preflight": [f.__dict__ for f in findings],
                 "warnings": secret_warnings(manifest)}, indent=1))
             continue
-        print(f"project {manifest.project}: {len(manifest.jobs)} jobs, "
+        existing = f" (existing: {_counts(plan)})" if saved is not None else ""
+        print(f"project {manifest.project}: {len(manifest.jobs)} "
+              f"{'job' if len(manifest.jobs) == 1 else 'jobs'}, "
               f"{len(manifest.phases)} phase(s), hosts "
               f"{', '.join(h.name + ' (' + h.kind + ')' for h in manifest.hosts)}; "
-              f"run dir {run_dir}")
-        width = max((len(s.id) for s in manifest.jobs), default=2)
-        for spec in manifest.jobs:
-            where = placement.get(spec.id, "next free GPU")
-            print(f"  {spec.id:<{width}}  {spec.phase:<12} {where:<14} {spec.cmd}")
+              f"run dir {run_dir}{existing}")
+        width = max((len(p.id) for p in plan), default=2)
+        status_width = max((len(p.status) for p in plan), default=7) if saved else 0
+        for p in plan:
+            status = f"{p.status:<{status_width}} " if saved is not None else ""
+            note = f"  [{p.note}]" if p.note else ""
+            print(f"  {p.id:<{width}}  {p.phase:<12} {status}{p.where or '-':<14} "
+                  f"{p.cmd}{note}")
         print("preflight:")
         for finding in findings:
             mark = "ok  " if finding.ok else "FAIL"
             job = f" [{finding.job}]" if finding.job else ""
-            print(f"  {mark} {finding.host}: {finding.check}{job} {finding.detail}".rstrip())
+            print(f"  {mark} {finding.host}: {finding.check}{job}: {finding.detail}".rstrip())
         for warning in secret_warnings(manifest):
             print(f"warning: {warning}")
     return 3 if failed else 0

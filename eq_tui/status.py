@@ -43,7 +43,8 @@ async def _live_snapshot(run_dir: Path) -> Snapshot | None:
 def from_snapshot(live: Snapshot) -> tuple[dict[str, Any], list[JobState]]:
     """(saved, jobs) from a running engine's snapshot, in the shape of the state file."""
     saved: dict[str, Any] = {"project": live["project"], "paused": live["paused"],
-                             "live_pid": live["settings"].get("pid")}
+                             "live_pid": live["settings"].get("pid"),
+                             "crash_guard": {"held": dict(live.get("held_phases") or {})}}
     return saved, [JobState.from_json(dict(raw)) for raw in live["jobs"]]
 
 
@@ -60,38 +61,53 @@ def print_status(run_dir: Path, *, as_json: bool = False) -> int:
         saved, jobs = from_snapshot(live)
     else:
         saved, jobs = load_jobs(run_dir)
-    show_status(saved, jobs, as_json=as_json)
-    return 0
+    return show_status(saved, jobs, as_json=as_json)
+
+
+def needs_person_line(job: JobState) -> str:
+    """status, failure class and detail without saying the same word twice ("killed killed
+    killed by the user")."""
+    status = str(job.status)
+    cls = job.failure.cls if job.failure else ""
+    detail = job.failure.detail if job.failure else (job.reason or "")
+    words = [status] if not detail.startswith(status) else []
+    if cls and cls != status and not detail.startswith(cls):
+        words.append(f"[{cls}]")
+    return " ".join([*words, detail]).strip()
 
 
 def show_status(saved: dict[str, Any], jobs: list[JobState], *, as_json: bool = False,
-                where: str = "") -> None:
+                where: str = "") -> int:
     """Prints the counts and the jobs that need a person; `where` names the SSH host of a
-    remote run dir."""
+    remote run dir. Exit code: 1 when a job needs a person, else 0."""
     counts = status_counts(jobs)
     needing = [job for job in jobs if job.status.needs_person]
     if as_json:
         print(json.dumps({
             "project": saved.get("project"), "paused": saved.get("paused", False),
+            "held_phases": (saved.get("crash_guard") or {}).get("held") or {},
             "live": bool(saved.get("live_pid")),
             "total": len(jobs), "counts": counts,
             "needs_person": [{"id": j.id, "status": str(j.status),
                               "failure": j.failure.to_json() if j.failure else None,
                               "log": j.log} for j in needing]}, indent=1))
-        return
+        return 1 if needing else 0
     out = sys.stdout
     paused = " (launching paused)" if saved.get("paused") else ""
     source = (f"live from the running engine, pid {saved['live_pid']}" if saved.get("live_pid")
               else "from the state file; no engine is running")
-    out.write(f"{saved.get('project')}: {len(jobs)} jobs{paused} ({source}{where and ' on '}"
+    noun = "job" if len(jobs) == 1 else "jobs"
+    out.write(f"{saved.get('project')}: {len(jobs)} {noun}{paused} ({source}{where and ' on '}"
               f"{where})\n")
     for status, count in counts.items():
         out.write(f"  {status:<11} {count}\n")
+    for phase, why in ((saved.get("crash_guard") or {}).get("held") or {}).items():
+        out.write(f"\nphase {phase} is held, nothing of it launches: {why}\n"
+                  "  fix the command, then retry one of its jobs or resume the queue\n")
     if needing:
         out.write("\nneeds a person:\n")
         for job in needing:
-            failure = job.failure.cls if job.failure else "-"
-            detail = job.failure.detail if job.failure else (job.reason or "")
-            out.write(f"  {job.id:<28} {job.status!s:<8} {failure:<14} {detail}\n")
+            out.write(f"  {job.id:<28} {needs_person_line(job)}\n")
             if job.log:
                 out.write(f"  {'':<28} log: {job.host}:{job.log}\n")
+    return 1 if needing else 0

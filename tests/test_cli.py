@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -52,9 +53,9 @@ def _write_state(run_dir: Path) -> None:
 def test_status_prints_counts_and_who_needs_a_person(tmp_path: Path) -> None:
     _write_state(tmp_path / "run")
     result = run_cli("status", str(tmp_path / "run"))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # a job needs a person
     assert "completed   1" in result.stdout and "stuck       1" in result.stdout
-    assert "b" in result.stdout and "exit_nonzero" in result.stdout
+    assert "b" in result.stdout and "stuck [exit_nonzero] ValueError: nan" in result.stdout
     as_json = json.loads(run_cli("status", str(tmp_path / "run"), "--json").stdout)
     assert as_json["counts"] == {"completed": 1, "stuck": 1}
 
@@ -68,3 +69,40 @@ def test_status_of_a_missing_or_broken_run_dir_exits_3(tmp_path: Path) -> None:
     result = run_cli("status", str(broken))
     assert result.returncode == 3 and "unreadable" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_status_exits_0_when_nobody_is_needed_and_1_job_is_one_job(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    job = JobState(id="a", phase="main", cmd="x", status=JobStatus.COMPLETED)
+    (run_dir / "queue_state.json").write_text(json.dumps(
+        {"version": 1, "project": "p", "jobs": [job.to_json()]}))
+    result = run_cli("status", str(run_dir))
+    assert result.returncode == 0 and "p: 1 job (" in result.stdout
+
+
+def test_a_killed_job_is_listed_without_repeating_killed(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    job = JobState(id="k", phase="main", cmd="x", status=JobStatus.KILLED,
+                   failure=Failure("killed", "killed by the user"))
+    (run_dir / "queue_state.json").write_text(json.dumps(
+        {"version": 1, "project": "p", "jobs": [job.to_json()]}))
+    result = run_cli("status", str(run_dir))
+    assert "k                            killed by the user" in result.stdout
+    assert "killed killed" not in result.stdout
+
+
+def test_status_into_a_closed_pipe_prints_no_traceback(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    jobs = [JobState(id=f"job{i:05d}", phase="main", cmd="x", status=JobStatus.STUCK,
+                     failure=Failure("exit_nonzero", "ValueError: " + "x" * 80))
+            for i in range(3000)]  # far more than a pipe holds: the writer meets EPIPE
+    (run_dir / "queue_state.json").write_text(json.dumps(
+        {"version": 1, "project": "p", "jobs": [j.to_json() for j in jobs]}))
+    result = subprocess.run(
+        f"{shlex.quote(sys.executable)} -m eq_tui status {shlex.quote(str(run_dir))} | head -1",
+        shell=True, capture_output=True, text=True, timeout=120)
+    assert result.stdout.startswith("p: 3000 jobs")
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr

@@ -36,7 +36,9 @@ async def test_retry_resets_a_stuck_job_and_refuses_a_running_one(tmp_path: Path
     result = await engine.command("retry", ["a", "b"])
     assert result["results"] == {"a": "ok", "b": "cannot retry a running job"}
     job = engine.jobs["a"]
-    assert job.status == JobStatus.PENDING and job.attempts == 0
+    # attempts keep counting launches; the retry budget starts again from here
+    assert job.status == JobStatus.PENDING and (job.attempts, job.retry_base) == (1, 1)
+    assert job.attempt_limit == 1 + engine.manifest.oom_retry.max_attempts
     assert (job.retries_by_class, job.failure, job.reason) == ({}, None, None)
     engine.ctx.run_dir.release_lock()
 

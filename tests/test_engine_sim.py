@@ -203,12 +203,14 @@ async def test_retry_requeue_and_pause_commands(tmp_path: Path) -> None:
         assert (await run.engine.command("pause"))["ok"]
         result = await run.engine.command("retry", ["bad"])
         assert result["ok"] and run.status("bad") == "pending"
-        assert run.engine.jobs["bad"].attempts == 0
+        assert run.engine.jobs["bad"].attempts == 1  # launches so far, never reset
         await asyncio.sleep(0.6)  # several ticks: paused, so nothing launches
         assert run.status("bad") == "pending" and run.state["paused"] is True
         await run.engine.command("resume")
         await run.wait_for(lambda: run.status("bad") == "stuck" and
                            len(run.engine.jobs["bad"].history) == 2)
+        bad = run.job("bad")  # one counter: 2 launches, and no more without a person
+        assert (bad["attempts"], bad["attempt_limit"]) == (2, 2)
         requeued = await run.engine.command("requeue", ["long"])
         assert requeued["ok"], requeued
         await run.wait_for(lambda: run.status("long") == "running" and

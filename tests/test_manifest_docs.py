@@ -19,7 +19,7 @@ SECTIONS = {"top": "## Top level", "host": "## Hosts", "simulate": "### simulate
             "slurm": "### slurm", "env_var": "## env and secrets", "oom_retry": "## oom_retry",
             "job": "## Jobs and templates", "template": "## Jobs and templates",
             "precondition": "### preconditions", "phase": "## Phases",
-            "metrics": "### metrics"}
+            "metrics": "### metrics", "crash_guard": "### crash_guard"}
 
 
 def section(heading: str) -> str:

@@ -36,7 +36,15 @@ from eq_tui.hosts.slurm_parse import (
     parse_sacct,
     parse_squeue,
 )
-from eq_tui.manifest.model import EnvVar, HostSpec, JobSpec, Manifest, PhaseSpec, SlurmSpec
+from eq_tui.manifest.model import (
+    CrashGuard,
+    EnvVar,
+    HostSpec,
+    JobSpec,
+    Manifest,
+    PhaseSpec,
+    SlurmSpec,
+)
 from eq_tui.sim.state import init_sim_state, sim_bin_dir
 from tests.support.engine_run import EngineRun, job, make_manifest, run_to_end, start_engine
 from tests.support.slurmbed import SharedSlurm, SlurmBed, slurm_available
@@ -440,7 +448,9 @@ async def test_a_fifth_job_waits_for_resources_and_starts_when_a_gpu_frees(
         cluster: SlurmBed, tmp_path: Path) -> None:
     ids = [f"j{i}" for i in range(5)]
     jobs = [job(i, "fake-train --epochs 8 --epoch-seconds 0.4 --mem 2000") for i in ids]
-    manifest = slurm_manifest(tmp_path, jobs, project="fifth", max_parallel=5)
+    # all five submitted at once: no crash-guard probation (at most 3 unproven attempts out)
+    manifest = slurm_manifest(tmp_path, jobs, project="fifth", max_parallel=5,
+                              crash_guard=CrashGuard(enabled=False))
     run = await start_engine(manifest, tmp_path / "run")
     host = run.engine.hosts["slurm"]
     assert isinstance(host, SlurmHost)
@@ -547,6 +557,7 @@ async def test_engine_kill_9_and_restart_never_submits_twice(cluster: SlurmBed,
     init_sim_state(state, host="slurm", gpus=4, memory_mib=24576)
     manifest_file.write_text(json.dumps({
         "project": "restart", "poll": 0.3, "stale_grace_s": 1,
+        "crash_guard": False,  # all six submitted at once, no probation
         "env": {"EQ_SIM_STATE": str(state),
                 "PATH": f"{sim_bin_dir()}:/usr/local/bin:/usr/bin:/bin"},
         "hosts": [{"name": "cluster", "max_parallel": 6,

@@ -24,6 +24,8 @@ from eq_tui.engine.events import (
     HostStateChanged,
     JobStateChanged,
     JobUpdated,
+    PhaseHeld,
+    PhaseReleased,
     PreflightReported,
     QueueFinished,
     QueuePaused,
@@ -53,6 +55,7 @@ __all__ = [
     "COMMANDS", "Alert", "Applied", "CommandResult", "ControlClient", "Engine", "EngineClient",
     "Event", "FailureClass", "GpuView", "HostEntry", "HostProbed", "HostStateChanged",
     "JobRecord", "JobState", "JobStateChanged", "JobStatus", "JobUpdated", "NodeView",
-    "PreflightReported", "ProjectState", "QueueFinished", "QueuePaused", "Snapshot",
+    "PhaseHeld", "PhaseReleased", "PreflightReported", "ProjectState", "QueueFinished",
+    "QueuePaused", "Snapshot",
     "event_from_json", "serve_control",
 ]

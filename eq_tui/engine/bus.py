@@ -16,6 +16,8 @@ from eq_tui.engine.events import (
     JobEdited,
     JobRetired,
     JobStateChanged,
+    PhaseHeld,
+    PhaseReleased,
     PreflightReported,
     QueueFinished,
     QueuePaused,
@@ -24,7 +26,8 @@ from eq_tui.engine.store import RunDir
 
 MAX_ALERTS = 200
 PERSISTED_EVENTS = (JobStateChanged, HostStateChanged, Alert, QueuePaused, QueueFinished,
-                    PreflightReported, JobEdited, JobAdded, JobRetired)
+                    PreflightReported, JobEdited, JobAdded, JobRetired, PhaseHeld,
+                    PhaseReleased)
 
 
 class Bus:

@@ -40,7 +40,9 @@ class JobRecord(TypedDict, total=False):
     phase: str
     cmd: str
     status: str
-    attempts: int
+    attempts: int  # launches so far
+    retry_base: int  # launches before a person last retried it
+    attempt_limit: int  # the most launches it can get for its current failure class
     host: str | None
     gpus: list[int]
     log: str | None
@@ -119,6 +121,7 @@ class Snapshot(TypedDict, total=False):
     jobs: list[JobRecord]  # manifest order
     hosts: list[HostEntry]
     alerts: list[dict[str, Any]]  # Alert.to_json(), most recent last, bounded
+    held_phases: dict[str, str]  # phase -> why the crash guard holds it
 
 
 class CommandResult(TypedDict):

@@ -89,6 +89,8 @@ class Commands:
         ctx = self.ctx
         async with self.engine.lock:
             ctx.paused = paused
+            if not paused:
+                ctx.crash_guard.release_all("resume")
             stopped = ctx.stopped_hosts()
             if not paused and stopped:
                 ctx.bus.alert("info", "launching resumed on " + ", ".join(sorted(stopped)))
@@ -111,11 +113,12 @@ class Commands:
 
     # ---- jobs ------------------------------------------------------------------------------
 
-    async def _stop_attempt(self, job: JobState, why: FailureClass) -> None:
-        """A person ends the running attempt: its session is stopped and it says why."""
+    async def _stop_attempt(self, job: JobState, why: FailureClass, text: str) -> None:
+        """A person ends the running attempt: its session is stopped and it says why (`text`
+        also goes to the attempt's log and exit record)."""
         if not job.status.is_active:
             return
-        await self.engine.launcher.stop_session(job)
+        await self.engine.launcher.stop_session(job, text)
         current = job.current
         if current is not None:
             current.failure_class = why
@@ -123,7 +126,7 @@ class Commands:
     async def _kill(self, job: JobState) -> str:
         if job.status.is_finished:
             return f"already {job.status}"
-        await self._stop_attempt(job, FailureClass.KILLED)
+        await self._stop_attempt(job, FailureClass.KILLED, "killed by the user")
         job.retry_at = None
         job.reason = "killed by the user"
         self.ctx.ledger.set_status(job, JobStatus.KILLED, failure_class=FailureClass.KILLED,
@@ -137,7 +140,8 @@ class Commands:
             ledger.changed(job)
             return "ok"
         if job.status.needs_person:
-            job.attempts = 0
+            self.ctx.crash_guard.release(job.phase, f"retry of {job.id}")
+            job.retry_base = job.attempts  # a fresh retry budget; attempts keep counting
             job.retries_by_class = {}
             job.retry_at = None
             job.reason = None
@@ -149,7 +153,7 @@ class Commands:
     async def _requeue(self, job: JobState) -> str:
         if not job.status.is_active and job.status != JobStatus.FAILED_OOM:
             return f"cannot requeue a {job.status} job (only running ones)"
-        await self._stop_attempt(job, FailureClass.REQUEUED)
+        await self._stop_attempt(job, FailureClass.REQUEUED, "requeued by the user")
         job.retry_at = None
         job.reason = "requeued by the user"
         self.ctx.ledger.set_status(job, JobStatus.PENDING)

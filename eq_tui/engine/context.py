@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from eq_tui.engine.bus import Bus
 from eq_tui.engine.command_log import CommandLog
+from eq_tui.engine.crash_guard import CrashGuard
 from eq_tui.engine.host_record import HostRecord
 from eq_tui.engine.ledger import Ledger
 from eq_tui.engine.store import RunDir
@@ -46,6 +47,11 @@ class RunContext:
     started_at: float
     paused: bool = False
     commands: CommandLog = field(default_factory=CommandLog)
+    crash_guard: CrashGuard = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.crash_guard = CrashGuard(self.manifest.crash_guard, self.manifest.project,
+                                      self.bus, self.clock)
 
     @property
     def project(self) -> str:

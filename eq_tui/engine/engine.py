@@ -33,6 +33,7 @@ from eq_tui.engine.pacing import Pacing
 from eq_tui.engine.persistence import Persistence
 from eq_tui.engine.preflight import preflight as check_hosts
 from eq_tui.engine.reconcile import Reconciler
+from eq_tui.engine.rerun import stuck_notice
 from eq_tui.engine.scheduler import Decision, decide
 from eq_tui.engine.store import RunDir
 from eq_tui.engine.summary import status_counts
@@ -126,14 +127,19 @@ class Engine:
     async def start(self, *, preflight: bool = True) -> None:
         """Take the run dir, load or create state, reconcile it with the manifest, preflight."""
         run_dir = self.ctx.run_dir
-        run_dir.create()
+        new = run_dir.create()
         note = run_dir.acquire_lock()
         try:
             saved = run_dir.load_state()
             if saved is not None:
                 self.persistence.restore(saved)
                 await self.persistence.replay_launches(float(saved.get("updated") or 0.0))
-            self.ctx.ledger.reconcile()
+            for job in self.ctx.ledger.reconcile():
+                self.ctx.crash_guard.release(job.phase, f"{job.id}'s command changed")
+            notice = stuck_notice(self.manifest.source, self.jobs.values(), run_dir.path,
+                                  self.project)
+            if notice:
+                self.ctx.bus.alert("warning", notice)
             run_dir.write_manifest(self.manifest.to_json())
             if note:
                 self.ctx.bus.alert("info", note)
@@ -143,6 +149,8 @@ class Engine:
                 self.persistence.persist()
         except BaseException:
             run_dir.release_lock()
+            if new:
+                run_dir.remove_new()  # refused before anything ran: leave no run dir behind
             raise
         self._started = True
         self.harvest.start()
@@ -259,7 +267,9 @@ class Engine:
                               self.observation.host_views(probed, readings or {}),
                               now=self.ctx.clock(), paused=self.ctx.paused,
                               preconditions=self.observation.precondition_results,
-                              specs=self.ctx.ledger.specs)
+                              specs=self.ctx.ledger.specs,
+                              limits=self.ctx.crash_guard.limits(self.jobs.values(),
+                                                                 self.ctx.clock()))
             self.observation.precondition_results = {}
             self.observation.want_preconditions = set(decision.check_preconditions)
             self._apply_waiting(decision, whole_picture=only is None)
@@ -384,4 +394,5 @@ class Engine:
             "jobs": [job.to_json() for job in self.jobs.values()],  # type: ignore[misc]
             "hosts": hosts,  # type: ignore[typeddict-item]
             "alerts": list(ctx.bus.alerts),
+            "held_phases": dict(ctx.crash_guard.held),
         }

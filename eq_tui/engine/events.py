@@ -138,6 +138,26 @@ class JobRetired(Event):
     by: str = ""
 
 
+@dataclass(frozen=True)
+class PhaseHeld(Event):
+    """The crash guard stopped launching a phase: `jobs` failed the same way soon after they
+    started. It waits for a person (`retry` of one of them, or `resume`)."""
+
+    type: ClassVar[str] = "phase_held"
+    phase: str
+    jobs: tuple[str, ...] = ()
+    failure_class: str = ""
+    line: str = ""  # the last log line they share
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class PhaseReleased(Event):
+    type: ClassVar[str] = "phase_released"
+    phase: str
+    by: str = ""  # what released it: "retry of JOB" or "resume"
+
+
 class Fanout:
     """Subscriber queues: every event published goes to each queue subscribed at the time."""
 
@@ -161,7 +181,7 @@ class Fanout:
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (JobStateChanged, JobUpdated, HostProbed, HostStateChanged, Alert,
                               QueuePaused, QueueFinished, PreflightReported, JobEdited,
-                              JobAdded, JobRetired)
+                              JobAdded, JobRetired, PhaseHeld, PhaseReleased)
 }
 
 
@@ -172,7 +192,7 @@ def event_from_json(data: dict[str, Any]) -> Event:
         raise ValueError(f"unknown event type {data.get('type')!r}")
     names = set(cls.__dataclass_fields__) - {"type"}
     fields = {k: v for k, v in data.items() if k in names}
-    for key in ("gpus", "warnings", "nodes"):
+    for key in ("gpus", "warnings", "nodes", "jobs"):
         if key in fields and isinstance(fields[key], list):
             fields[key] = tuple(fields[key])
     return cls(**fields)

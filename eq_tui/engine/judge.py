@@ -72,20 +72,24 @@ def _retry_or_stuck(job: JobState, manifest: Manifest, cls: FailureClass, detail
                     status: JobStatus, retry_at: float | None, *, once: bool = False,
                     quarantine: bool = False) -> Verdict:
     used = job.retries_by_class.get(str(cls), 0)
-    if job.attempts >= manifest.oom_retry.max_attempts or (once and used >= 1):
+    limit = job.retry_base + manifest.oom_retry.max_attempts
+    if job.attempts >= limit or (once and used >= 1):
         return Verdict(JobStatus.STUCK, str(cls),
-                       f"{detail} (attempt {job.attempts}/{manifest.oom_retry.max_attempts}, "
+                       f"{detail} (attempt {job.attempts}/{job.attempts if once else limit}, "
                        "no retries left)", quarantine_gpus=quarantine)
     return Verdict(status, str(cls), detail, retry_at=retry_at, quarantine_gpus=quarantine)
 
 
 def verdict_for_exit(job: JobState, exited: Exited, manifest: Manifest, *, now: float,
-                     has_output_check: bool) -> Verdict:
+                     has_output_check: bool, output_where: str = "") -> Verdict:
+    """`output_where`: the output_check glob as it was looked for, and where (for the detail
+    of output_missing)."""
     if exited.exit_code == 0:
         if not has_output_check or exited.output_ok:
             return Verdict(JobStatus.COMPLETED)
+        where = f" {output_where}" if output_where else ""
         return Verdict(JobStatus.STUCK, str(FailureClass.OUTPUT_MISSING),
-                       "exit 0 but output_check matched nothing")
+                       f"exit 0 but output_check{where} matched nothing")
     found = classify_failure(exited.exit_code, exited.log_tail)
     detail = found.detail
     if exited.stale:

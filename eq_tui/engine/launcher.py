@@ -132,15 +132,16 @@ class Launcher:
         return LaunchRequest(job_id=job.id, attempt=n, session=session, attempt_dir=directory,
                              cwd=self.ctx.cwd_for(host), cmd=cmd, gpus=gpus, env=env,
                              conda=manifest.conda, conda_hook=manifest.conda_hook,
-                             launcher=manifest.launcher)
+                             launcher=manifest.launcher, venv=manifest.venv)
 
-    async def stop_session(self, job: JobState) -> None:
-        """Stop the current attempt's session (a kill or a requeue by a person)."""
+    async def stop_session(self, job: JobState, reason: str = "") -> None:
+        """Stop the current attempt's session (a kill or a requeue by a person; `reason` is
+        recorded in the attempt's dir and log)."""
         current = job.current
         if current is None or job.host is None or job.host not in self.ctx.hosts:
             return
         await self.ctx.hosts[job.host].host.kill(current.session, current.attempt_dir,
-                                                 self.ctx.manifest.launcher)
+                                                 self.ctx.manifest.launcher, reason)
         current.end = self.ctx.clock()
 
     async def settle(self) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from eq_tui.engine.bus import Bus
 from eq_tui.engine.events import JobRetired, JobStateChanged, JobUpdated
 from eq_tui.engine.job_specs import spec_from_json
-from eq_tui.engine.model import Attempt, Failure, JobState, JobStatus
+from eq_tui.engine.model import Attempt, Failure, JobState, JobStatus, attempt_limit
 from eq_tui.errors import RunDirError
 from eq_tui.hosts.base import AttemptRef, PathCheck
 from eq_tui.manifest.model import JobSpec, Manifest
@@ -47,6 +47,7 @@ class Ledger:
     def changed(self, job: JobState) -> None:
         """Every change to a job ends here: it is what gets the job written to disk."""
         self.unsaved = True
+        job.attempt_limit = attempt_limit(job, self.manifest.oom_retry.max_attempts)
         self.changed_ids[job.id] = None
         self._version += 1
         self.bus.publish(JobUpdated(project=self.project, at=self.clock(), job=job.id,
@@ -126,13 +127,16 @@ class Ledger:
             except (KeyError, TypeError, ValueError) as exc:
                 raise RunDirError(f"{source}: a job record is unreadable ({exc!r}); fix or "
                                   "move the file") from None
+            job.attempt_limit = attempt_limit(job, self.manifest.oom_retry.max_attempts)
             self.jobs[job.id] = job
 
-    def reconcile(self) -> None:
+    def reconcile(self) -> list[JobState]:
         """New jobs are added, changed commands of unfinished jobs take effect next attempt,
-        jobs gone from the manifest are retired unless still running."""
+        jobs gone from the manifest are retired unless still running. A job that needed a
+        person and whose command changed is retried (returned: the fix is the person's word)."""
         ordered: dict[str, JobState] = {}
         self.specs = dict(self.manifest.job_specs)
+        reopened: list[JobState] = []
         for spec in self.manifest.jobs:
             job = self.jobs.pop(spec.id, None)
             if job is None:
@@ -142,13 +146,18 @@ class Ledger:
                 job.params = dict(spec.params)
                 if not job.priority_set:
                     job.priority = spec.priority
+                job.phase = spec.phase
                 if job.edits and job.cmd != spec.cmd:
                     self.specs[spec.id] = replace(spec, cmd=job.cmd)  # a person's edit stays
                 elif job.cmd != spec.cmd and job.status != JobStatus.COMPLETED:
-                    self.bus.alert("info", f"{spec.id}: command changed; the next attempt uses "
-                                   f"`{spec.cmd}` (was `{job.cmd}`)", job=spec.id)
-                    job.cmd = spec.cmd
-                job.phase = spec.phase
+                    was, job.cmd = job.cmd, spec.cmd
+                    if job.status.needs_person:
+                        self.reopen(job, f"{spec.id}: command changed since it was "
+                                    f"{job.status}; retrying with `{spec.cmd}` (was `{was}`)")
+                        reopened.append(job)
+                    else:
+                        self.bus.alert("info", f"{spec.id}: command changed; the next attempt "
+                                       f"uses `{spec.cmd}` (was `{was}`)", job=spec.id)
             ordered[spec.id] = job
         for job in self.jobs.values():
             if job.origin != "manifest" and job.spec is not None:
@@ -162,6 +171,17 @@ class Ledger:
                 self.retired.append(job.to_json())
         self.jobs = ordered
         self._version += 1
+        return reopened
+
+    def reopen(self, job: JobState, why: str) -> None:
+        """Pending again with a fresh retry budget (its launches keep counting)."""
+        job.retry_base = job.attempts
+        job.retries_by_class = {}
+        job.retry_at = None
+        job.reason = None
+        job.failure = None
+        self.set_status(job, JobStatus.PENDING, detail=why)
+        self.bus.alert("info", why, job=job.id)
 
     # ---- reads -----------------------------------------------------------------------------
 

@@ -107,7 +107,12 @@ class JobState:
     phase: str
     cmd: str
     status: JobStatus = JobStatus.PENDING
-    attempts: int = 0  # launches so far
+    attempts: int = 0  # launches so far (never reset)
+    # launches before a person last retried it: its retry budget counts from here
+    retry_base: int = 0
+    # the most launches it can get as things stand (attempts, once nothing more will launch
+    # without a person); kept by the ledger, shown as `attempts/attempt_limit`
+    attempt_limit: int = 0
     failure: Failure | None = None
     history: list[Attempt] = field(default_factory=list)
     retry_at: float | None = None  # failed_oom / delayed retry: not before this time
@@ -179,6 +184,8 @@ class JobState:
             cmd=data["cmd"],
             status=JobStatus(data["status"]),
             attempts=int(data.get("attempts", 0)),
+            retry_base=int(data.get("retry_base") or 0),
+            attempt_limit=int(data.get("attempt_limit") or 0),
             failure=Failure.from_json(data.get("failure")),
             history=history,
             retry_at=data.get("retry_at"),
@@ -194,3 +201,11 @@ class JobState:
             origin=str(data.get("origin") or "manifest"),
             spec=data.get("spec"),
         )
+
+
+def attempt_limit(job: JobState, max_attempts: int) -> int:
+    """The most launches `job` can get for its current failure class: what it had, once it is
+    finished (a stuck job gets no more without a person); else its retry budget."""
+    if job.status.is_finished:
+        return job.attempts
+    return max(job.attempts, job.retry_base + max_attempts)

@@ -43,6 +43,7 @@ class Persistence:
             "stopped_hosts": ctx.stopped_hosts(),
             "retired": ctx.ledger.retired,
             "commands": ctx.commands.to_json(),
+            "crash_guard": ctx.crash_guard.to_json(),
         }
 
     def state_json(self) -> dict[str, Any]:
@@ -86,6 +87,7 @@ class Persistence:
         for name, why in (saved.get("stopped_hosts") or {}).items():
             if name in ctx.hosts:
                 ctx.hosts[name].stopped = str(why)
+        ctx.crash_guard.restore(saved.get("crash_guard"))
         ctx.ledger.restore(saved, str(ctx.run_dir.state_file))
 
     async def replay_launches(self, saved_at: float) -> None:

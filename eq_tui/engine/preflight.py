@@ -1,29 +1,61 @@
-"""Before the first tick: every host checked (connection, cwd, conda env, launcher). A host
-that fails a check that would fail every job there takes no launches; if no host can be used
-and nothing runs, the run stops here."""
+"""Before the first tick: every host checked (connection, cwd, conda env or venv, launcher, and
+each distinct command's first word and script). A host that fails a check that would fail
+every job there (or the jobs of a command) takes no launches; if no host can be used and
+nothing runs, the run stops here."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+from eq_tui.engine.command_words import command_checks, jobs_text
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.events import PreflightReported
 from eq_tui.errors import HostError
-from eq_tui.hosts.base import PreflightRequest
+from eq_tui.hosts.base import CommandCheck, PreflightFinding, PreflightRequest
+from eq_tui.manifest.model import Manifest
 
-BLOCKING_CHECKS = ("cwd", "conda", "launcher")
+BLOCKING_CHECKS = ("cwd", "conda", "venv", "launcher", "command", "script")
+
+
+def preflight_request(manifest: Manifest, cwd: str | None,
+                      commands: tuple[CommandCheck, ...]) -> PreflightRequest:
+    path = manifest.env.get("PATH")
+    return PreflightRequest(cwd=cwd, conda=manifest.conda, conda_hook=manifest.conda_hook,
+                            launcher=manifest.launcher, venv=manifest.venv, commands=commands,
+                            path=path.value if path is not None else None)
+
+
+def explain(finding: PreflightFinding, commands: dict[str, CommandCheck], cwd: str | None,
+            manifest: Manifest) -> PreflightFinding:
+    """A command or script finding in words: the word, where it was looked for, which jobs."""
+    check = commands.get(finding.job or "") if finding.check in ("command", "script") else None
+    if check is None:
+        return finding
+    where = cwd or "the home directory"
+    env = (f" with conda env {manifest.conda}" if manifest.conda else
+           f" with venv {manifest.venv}" if manifest.venv else "")
+    if finding.check == "command":
+        detail = (f"`{finding.detail}` found" if finding.ok else
+                  f"`{finding.detail}` not found (command -v in {where}{env})")
+    else:
+        detail = (f"{finding.detail} exists" if finding.ok else
+                  f"script {finding.detail} does not exist in {where}")
+    return PreflightFinding(finding.host, finding.check, finding.ok,
+                            f"{detail}; jobs {jobs_text(check.jobs)}", job=None)
 
 
 async def preflight(ctx: RunContext) -> None:
     manifest = ctx.manifest
+    commands = tuple(command_checks(manifest.jobs))
+    by_key = {check.key: check for check in commands}
 
     async def one(name: str) -> tuple[str, list[Any] | BaseException]:
         try:
-            request = PreflightRequest(cwd=ctx.cwd_for(name), conda=manifest.conda,
-                                       conda_hook=manifest.conda_hook,
-                                       launcher=manifest.launcher)
-            return name, await ctx.hosts[name].host.preflight(request)
+            cwd = ctx.cwd_for(name)
+            found = await ctx.hosts[name].host.preflight(
+                preflight_request(manifest, cwd, commands))
+            return name, [explain(f, by_key, cwd, manifest) for f in found]
         except Exception as exc:
             return name, exc
 
@@ -52,7 +84,7 @@ async def preflight(ctx: RunContext) -> None:
                 ctx.hosts[name].stopped = f"preflight: {finding.check}: {finding.detail}"
                 unusable.append(f"{name}: {finding.check}: {finding.detail}")
                 unusable_hosts.add(name)
-                ctx.bus.alert("error", f"{name}: preflight {finding.check} failed: "
+                ctx.bus.alert("error", f"{name}: preflight {finding.check}: "
                               f"{finding.detail}; no jobs will launch there", host=name)
             else:
                 ctx.bus.alert("warning", f"{name}: preflight {finding.check}: "

@@ -126,7 +126,8 @@ class Reconciler:
         now = self.ctx.clock()
         spec = self.ctx.ledger.specs.get(job.id)
         verdict = verdict_for_exit(job, seen, self.ctx.manifest, now=now,
-                                   has_output_check=bool(spec and spec.output_check))
+                                   has_output_check=bool(spec and spec.output_check),
+                                   output_where=self._output_where(job))
         current.exit_code = seen.exit_code
         current.end = exited_at or now
         job.exited_seen_at = None
@@ -134,6 +135,17 @@ class Reconciler:
         if final:
             job.last_line = final[-1][:300]
         self.apply_verdict(job, verdict)
+
+    def _output_where(self, job: JobState) -> str:
+        """`glob` and the directory a relative glob was resolved in (the job's cwd there)."""
+        spec = self.ctx.manifest.job_specs.get(job.id)
+        pattern = self.ctx.output_pattern(spec) if spec else None
+        if not pattern:
+            return ""
+        if pattern.startswith(("/", "~")) or job.host is None:
+            return f"`{pattern}`"
+        cwd = self.ctx.cwd_for(job.host) or f"the home directory on {job.host}"
+        return f"`{pattern}` (in {cwd})"
 
     def apply_verdict(self, job: JobState, verdict: Verdict) -> None:
         ctx = self.ctx
@@ -156,6 +168,7 @@ class Reconciler:
         job.reason = verdict.detail if verdict.status == JobStatus.STUCK else None
         ctx.ledger.set_status(job, verdict.status, failure_class=verdict.failure_class,
                               detail=verdict.detail)
+        ctx.crash_guard.judged(job, verdict.status, verdict.failure_class)
 
     def unblock_recovered(self) -> None:
         """A blocked job whose dependencies are no longer failed (retried) is pending again."""

@@ -49,6 +49,14 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class PhaseLimit:
+    """At most `left` more launches of a phase now (the crash guard); `why` says so."""
+
+    left: int
+    why: str
+
+
+@dataclass(frozen=True)
 class PhaseGate:
     ready: bool
     blocked_reason: str | None = None
@@ -153,13 +161,15 @@ def decide(
     paused: bool,
     preconditions: Mapping[str, bool],
     specs: Mapping[str, JobSpec] | None = None,
+    limits: Mapping[str, PhaseLimit] | None = None,
 ) -> Decision:
     """Launch decisions for this tick.
 
     `preconditions` holds this tick's probe results for jobs whose preconditions were checked;
     a job with preconditions launches only on a fresh positive result. `specs`: every job's
     definition (the manifest's and those made at run time; default the manifest's). Waiting
-    jobs are taken by priority, higher first, ties in queue order (held jobs never).
+    jobs are taken by priority, higher first, ties in queue order (held jobs never). `limits`
+    caps the launches of some phases (a phase held by the crash guard gets none).
     """
     decision = Decision()
     secrets_missing = missing_reason(manifest)
@@ -209,6 +219,7 @@ def decide(
         waiting.sort(key=_minus_priority)
     specs = manifest.job_specs if specs is None else specs
     lookahead = max(4, 2 * capacity)
+    left = {name: limit.left for name, limit in (limits or {}).items()}
     for job in waiting:
         if capacity == 0 or lookahead == 0:
             break
@@ -216,6 +227,9 @@ def decide(
             continue
         gate = gates.get(job.phase)
         if gate is not None and not gate.ready:
+            continue
+        if left.get(job.phase, 1) <= 0:
+            decision.waiting[job.id] = limits[job.phase].why  # type: ignore[index]
             continue
         spec = specs.get(job.id)
         if spec is None:
@@ -238,6 +252,8 @@ def decide(
             continue
         host_name, gpus = placed
         decision.launches.append(Launch(job.id, host_name, gpus))
+        if job.phase in left:
+            left[job.phase] -= 1
         for gpu in gpus:
             free[host_name].remove(gpu)
         slots[host_name] -= 1

@@ -50,13 +50,33 @@ class RunDir:
         self.logs = path / "logs"
         self._lock_handle: IO[str] | None = None
         self._events: IO[str] | None = None
+        self._made_logs = False
 
-    def create(self) -> None:
+    def create(self) -> bool:
+        """Make the run dir; True when no run has been recorded in it yet."""
+        new = not (self.state_file.exists() or self.previous_state_file.exists())
+        self._made_logs = not self.logs.exists()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             self.logs.mkdir(exist_ok=True)
         except OSError as exc:
             raise RunDirError(f"cannot create run dir {self.path}: {exc.strerror}") from exc
+        return new
+
+    def remove_new(self) -> None:
+        """Undo create() for a run that never started (refused at preflight): remove the files
+        eq-tui writes here and the logs folder if create() made it, then the directory if
+        nothing else is in it (what was there before is never touched)."""
+        import shutil
+
+        for path in (self.state_file, self.previous_state_file, self.journal_file,
+                     self.events_file, self.manifest_file, self.lock_file):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        if self._made_logs:
+            shutil.rmtree(self.logs, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
 
     def acquire_lock(self) -> str | None:
         """Take the engine lock; returns a note when a dead engine's lock was taken over.
@@ -73,7 +93,8 @@ class RunDir:
             handle.close()
             raise RunDirError(
                 f"run dir {self.path} is in use by another engine (pid {holder}); "
-                "attach to it with `eq-tui attach` or stop it first") from None
+                f"attach to it with `eq-tui attach {self.path}` or stop it with "
+                f"`eq-tui stop {self.path}`") from None
         handle.seek(0)
         previous = handle.read().strip()
         handle.seek(0)

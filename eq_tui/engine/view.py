@@ -16,6 +16,8 @@ from eq_tui.engine.events import (
     HostStateChanged,
     JobRetired,
     JobUpdated,
+    PhaseHeld,
+    PhaseReleased,
     QueueFinished,
     QueuePaused,
 )
@@ -49,6 +51,7 @@ class ProjectState:
     jobs: dict[str, JobRecord] = field(default_factory=dict)
     hosts: dict[str, HostEntry] = field(default_factory=dict)
     alerts: list[dict[str, Any]] = field(default_factory=list)
+    held_phases: dict[str, str] = field(default_factory=dict)  # the crash guard's, with why
 
     @classmethod
     def from_snapshot(cls, snapshot: Mapping[str, Any]) -> ProjectState:
@@ -59,7 +62,8 @@ class ProjectState:
             exit_code=snapshot.get("exit_code"), settings=dict(snapshot.get("settings") or {}),
             jobs={str(job["id"]): dict(job) for job in snapshot.get("jobs") or []},  # type: ignore[misc]
             hosts={str(h["name"]): dict(h) for h in snapshot.get("hosts") or []},  # type: ignore[misc]
-            alerts=[dict(a) for a in snapshot.get("alerts") or []])
+            alerts=[dict(a) for a in snapshot.get("alerts") or []],
+            held_phases=dict(snapshot.get("held_phases") or {}))
 
     def to_snapshot(self) -> Snapshot:
         snap: dict[str, Any] = {
@@ -67,7 +71,7 @@ class ProjectState:
             "started_at": self.started_at, "finished": self.finished,
             "exit_code": self.exit_code, "settings": dict(self.settings),
             "jobs": list(self.jobs.values()), "hosts": list(self.hosts.values()),
-            "alerts": list(self.alerts)}
+            "alerts": list(self.alerts), "held_phases": dict(self.held_phases)}
         if self.created is not None:
             snap["created"] = self.created
         return snap  # type: ignore[return-value]
@@ -119,6 +123,12 @@ class ProjectState:
             applied.alert = {"project": event.project, "at": event.at,
                              "level": "info" if event.exit_code == 0 else "warning",
                              "message": f"queue finished (exit {event.exit_code}): {counts}"}
+        elif isinstance(event, PhaseHeld):
+            self.held_phases[event.phase] = event.reason
+            applied.header = True
+        elif isinstance(event, PhaseReleased):
+            self.held_phases.pop(event.phase, None)
+            applied.header = True
         elif isinstance(event, Alert):
             applied.alert = event.to_json()
             self.alerts.append(applied.alert)

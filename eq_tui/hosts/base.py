@@ -112,6 +112,18 @@ class LaunchRequest:
     conda: str | None
     conda_hook: str | None
     launcher: LauncherName
+    venv: str | None = None
+
+
+@dataclass(frozen=True)
+class CommandCheck:
+    """A distinct command's first word (and the script it runs, if any), checked by preflight
+    in the jobs' environment; `jobs` are the jobs that use it, `key` names it in answers."""
+
+    key: str
+    word: str
+    script: str | None
+    jobs: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -121,15 +133,19 @@ class PreflightRequest:
     conda_hook: str | None
     launcher: LauncherName
     preconditions: tuple[PathCheck, ...] = ()
+    venv: str | None = None
+    commands: tuple[CommandCheck, ...] = ()
+    path: str | None = None  # the manifest's env PATH, if it sets one: the jobs' PATH
 
 
 @dataclass(frozen=True)
 class PreflightFinding:
     host: str
-    check: str  # connection | cwd | conda | launcher | nvidia-smi | precondition
+    check: str  # connection | cwd | conda | venv | launcher | nvidia-smi | precondition |
+    #             command | script
     ok: bool
     detail: str = ""
-    job: str | None = None  # for a precondition finding
+    job: str | None = None  # for a precondition finding; a command check's key
 
 
 @runtime_checkable
@@ -148,8 +164,11 @@ class Host(Protocol):
         """Start the attempt in a detached session; raise HostError if it could not start."""
         ...
 
-    async def kill(self, session: str, attempt_dir: str, launcher: LauncherName) -> None:
-        """Stop the attempt's process group and its session (addressed exactly)."""
+    async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
+                   reason: str = "") -> None:
+        """Stop the attempt's process group and its session (addressed exactly). With a
+        `reason` (a person's kill), an attempt that wrote no exit record gets one, and its log
+        a line saying why and with which signal."""
         ...
 
     async def tail(self, attempt_dir: str, lines: int) -> list[str]: ...

@@ -29,7 +29,7 @@ from eq_tui.hosts.shell_protocol import (
     launch_stdin,
     new_boundary,
     parse_probe,
-    preconditions_stdin,
+    preflight_stdin,
     probe_stdin,
     script,
 )
@@ -127,9 +127,10 @@ class ShellHost:
             message = err.decode(errors="replace").strip() or f"launch.sh exited {code}"
             raise HostError(f"{self.name}: {message}")
 
-    async def kill(self, session: str, attempt_dir: str, launcher: LauncherName) -> None:
-        code, _out, err = await self._run("kill.sh", [launcher, session, attempt_dir],
-                                          timeout=30)
+    async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
+                   reason: str = "") -> None:
+        code, _out, err = await self._run("kill.sh", [launcher, session, attempt_dir,
+                                                      clean_line(reason)], timeout=30)
         if code != 0:
             raise HostError(f"{self.name}: kill failed: {err.decode(errors='replace')[:300]}")
 
@@ -142,9 +143,10 @@ class ShellHost:
 
     async def preflight(self, request: PreflightRequest) -> list[PreflightFinding]:
         args = [request.cwd or "-", request.launcher, "1" if self.query_gpus else "0",
-                request.conda or "-", request.conda_hook or "-"]
+                request.conda or "-", request.conda_hook or "-", request.venv or "-",
+                request.path or "-"]
         try:
-            stdin = preconditions_stdin(request.preconditions)
+            stdin = preflight_stdin(request.preconditions, request.commands)
             code, out, err = await self._run("preflight.sh", args, stdin=stdin, timeout=60)
         except HostError as exc:
             return [PreflightFinding(self.name, "connection", False, str(exc))]
@@ -158,6 +160,9 @@ class ShellHost:
             if check == "precondition":
                 job, _, pattern = detail.partition("\t")
                 detail = f"{pattern} exists" if state == "ok" else f"nothing matches {pattern}"
+            elif check in ("command", "script"):
+                job, _, word = detail.partition("\t")
+                detail = word
             findings.append(PreflightFinding(self.name, check, state == "ok", clean_line(detail),
                                              job=job))
         if not findings:

@@ -20,6 +20,7 @@ from importlib import resources
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import (
     AttemptProbe,
+    CommandCheck,
     GpuProcess,
     GpuReading,
     HostSnapshot,
@@ -70,9 +71,23 @@ def probe_stdin(request: ProbeRequest) -> bytes:
     return ("\n".join(lines) + "\n").encode() if lines else b""
 
 
-def preconditions_stdin(checks: tuple[PathCheck, ...]) -> bytes:
-    """preflight.sh's requests: one `P` line per precondition."""
-    return "".join(_check_line("P", check) + "\n" for check in checks).encode()
+def preflight_stdin(checks: tuple[PathCheck, ...],
+                    commands: tuple[CommandCheck, ...] = ()) -> bytes:
+    """preflight.sh's requests: one `P` line per precondition, `C` (and `S`) lines per command
+    to check."""
+    return ("".join(_check_line("P", check) + "\n" for check in checks)
+            + "".join(_command_lines(command) for command in commands)).encode()
+
+
+def _command_lines(check: CommandCheck) -> str:
+    """One command check: its first word, and the script it runs if any (a word with a tab or
+    newline is not sent: the shell would not run it either)."""
+    if _FIELD_UNSAFE.search(check.word + (check.script or "")):
+        return ""
+    text = f"C\t{check.key}\t{check.word}\n"
+    if check.script:
+        text += f"S\t{check.key}\t{check.script}\n"
+    return text
 
 
 def _check_line(kind: str, check: PathCheck) -> str:
@@ -86,6 +101,7 @@ def launch_stdin(request: LaunchRequest) -> bytes:
     env["EQ_CWD"] = request.cwd or ""
     env["EQ_CONDA"] = request.conda or ""
     env["EQ_CONDA_HOOK"] = request.conda_hook or ""
+    env["EQ_VENV"] = request.venv or ""
     exports = []
     for name, value in env.items():
         if not _ENV_NAME.fullmatch(name):

@@ -243,7 +243,8 @@ class SlurmHost:
             message = result.stderr.decode(errors="replace").strip()
             raise HostError(f"{self.name}: {message or f'sbatch exited {result.returncode}'}")
 
-    async def kill(self, session: str, attempt_dir: str, launcher: LauncherName) -> None:
+    async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
+                   reason: str = "") -> None:  # Slurm records how its job ended itself
         result = await self.runner.run(script("slurm_cancel.sh"), [session, attempt_dir],
                                        timeout=30)
         if result.returncode != 0:

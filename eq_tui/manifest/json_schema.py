@@ -208,10 +208,20 @@ _OOM_RETRY = _obj({
     "max_attempts": _doc(_int(1), "Attempts in all before the job is stuck.", default=3),
 }, description="Retrying CUDA out-of-memory failures.")
 
+_DURATION = {"anyOf": [{"type": "number", "exclusiveMinimum": 0},
+                      {"type": "string", "pattern": r"^\s*[0-9]+(\.[0-9]*)?\s*(ms|s|m|h)?\s*$"}]}
+_CRASH_GUARD = _obj({
+    "after": _doc(_int(1), "This many jobs of a phase failing alike, in a row, hold the phase.",
+                  default=3),
+    "within": _doc(_DURATION, "... each within this long of its start (seconds, or 60s, 2m, "
+                   "1h).", default="60s"),
+}, description="Stop launching a phase whose jobs all fail the same way at once.")
+
 _TOP = {
     "project": _doc(_IDENT, "Names the run dir and the sessions (default: the file's stem)."),
     "cwd": _doc(_nullable(_TEXT), "Working directory of the jobs on the hosts."),
     "conda": _doc(_nullable(_TEXT), "Conda env activated before each job."),
+    "venv": _doc(_nullable(_TEXT), "A virtualenv activated before each job (its directory)."),
     "conda_hook": _doc(_nullable(_TEXT), "A conda.sh path or a shell snippet that makes "
                                          "`conda activate` work (default: auto-detected)."),
     "env": _doc(_nullable({"type": "object", "propertyNames": {"pattern": _ENV_NAME},
@@ -238,6 +248,10 @@ _TOP = {
     "stale_grace_s": _doc(_num(), "Seconds a session may outlive its process before it is "
                                   "killed as stale.", default=5),
     "retry_delay_s": _doc(_num(), "Delay before retrying a port-in-use failure.", default=30),
+    "crash_guard": _doc(_nullable({"anyOf": [{"type": "boolean"},
+                                             {"$ref": "#/$defs/crash_guard"}]}),
+                        "false turns the crash guard off; true or a mapping keeps it on.",
+                        default=True),
     **_SCOPE,
     **_RESULTS,
     "phases": _doc(_nullable({"type": "array", "minItems": 1,
@@ -254,7 +268,8 @@ SCHEMA: dict[str, Any] = {
     "not": {"required": ["ssh", "hosts"]},
     "$defs": {"host": _HOST, "simulate": _SIMULATE, "slurm": _SLURM, "env_var": _ENV_VAR,
               "oom_retry": _OOM_RETRY, "precondition": _PRECONDITION, "job": _JOB,
-              "template": _TEMPLATE, "phase": _PHASE, "metrics": _METRICS},
+              "template": _TEMPLATE, "phase": _PHASE, "metrics": _METRICS,
+              "crash_guard": _CRASH_GUARD},
 }
 
 

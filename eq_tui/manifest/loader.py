@@ -41,7 +41,12 @@ from eq_tui.manifest.model import (
 from eq_tui.manifest.phases import parse_phases
 from eq_tui.manifest.results_keys import parse_results
 from eq_tui.manifest.schema import Context
-from eq_tui.manifest.settings import parse_env, parse_oom_retry, parse_project
+from eq_tui.manifest.settings import (
+    parse_crash_guard,
+    parse_env,
+    parse_oom_retry,
+    parse_project,
+)
 from eq_tui.manifest.yaml_lines import load_with_lines
 
 
@@ -86,6 +91,7 @@ def _build(ctx: Context, data: Any) -> Manifest:
         project=project, source=ctx.source,
         cwd=_optional_string(ctx, top, "cwd"), conda=_optional_string(ctx, top, "conda"),
         conda_hook=_optional_string(ctx, top, "conda_hook"),
+        venv=_optional_string(ctx, top, "venv"),
         env=parse_env(ctx, top.get("env")), hosts=hosts,
         gpu_free_threshold_mib=ctx.integer(top.get("gpu_free_threshold_mib", 500),
                                            ("gpu_free_threshold_mib",), minimum=1),
@@ -100,6 +106,7 @@ def _build(ctx: Context, data: Any) -> Manifest:
         stale_grace_s=ctx.number(top.get("stale_grace_s", 5.0), ("stale_grace_s",), minimum=0),
         retry_delay_s=ctx.number(top.get("retry_delay_s", 30.0), ("retry_delay_s",),
                                  minimum=0),
+        crash_guard=parse_crash_guard(ctx, top.get("crash_guard")),
         phases=phases, jobs=tuple(jobs), results=results)
 
 

@@ -102,6 +102,16 @@ class ResultsSpec:
 
 
 @dataclass(frozen=True)
+class CrashGuard:
+    """Stop launching a phase once `after` of its jobs in a row failed the same way within
+    `within` seconds of starting (enabled=False: never)."""
+
+    enabled: bool = True
+    after: int = 3
+    within: float = 60.0
+
+
+@dataclass(frozen=True)
 class PhaseSpec:
     name: str
     depends_on: tuple[str, ...] = ()
@@ -132,6 +142,7 @@ class Manifest:
     cwd: str | None = None
     conda: str | None = None
     conda_hook: str | None = None
+    venv: str | None = None  # a virtualenv directory activated for every job
     env: dict[str, EnvVar] = field(default_factory=dict)
     hosts: tuple[HostSpec, ...] = (HostSpec(name="local"),)
     gpu_free_threshold_mib: int = 500
@@ -142,6 +153,7 @@ class Manifest:
     poll: float | None = None
     stale_grace_s: float = 5.0
     retry_delay_s: float = 30.0  # for port_in_use and other "retry after a delay" classes
+    crash_guard: CrashGuard = field(default_factory=CrashGuard)
     phases: tuple[PhaseSpec, ...] = (PhaseSpec(name=DEFAULT_PHASE),)
     jobs: tuple[JobSpec, ...] = ()
     results: ResultsSpec = field(default_factory=ResultsSpec)  # the top level's

@@ -1,4 +1,4 @@
-"""Top-level settings that are neither hosts nor jobs: project, env, oom_retry."""
+"""Top-level settings that are neither hosts nor jobs: project, env, oom_retry, crash_guard."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from eq_tui.manifest import schema
-from eq_tui.manifest.model import EnvVar, OomRetry
+from eq_tui.manifest.model import CrashGuard, EnvVar, OomRetry
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.yaml_lines import Path_
 
@@ -76,3 +76,34 @@ def parse_oom_retry(ctx: Context, raw: Any) -> OomRetry:
         delay=ctx.number(oom.get("delay", base.delay), ("oom_retry", "delay"), minimum=0),
         max_attempts=ctx.integer(oom.get("max_attempts", base.max_attempts),
                                  ("oom_retry", "max_attempts"), minimum=1))
+
+
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?)\s*(ms|s|m|h)?\s*")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(ctx: Context, value: Any, path: Path_) -> float:
+    """Seconds from a number or a text like `60s`, `2m`, `1.5h`."""
+    if isinstance(value, str):
+        match = _DURATION.fullmatch(value)
+        if match is None:
+            ctx.fail(f"expected a duration such as 60s, 2m or 1h, got {value!r}", path)
+        return float(match.group(1)) * _UNIT_S[match.group(2)]
+    return ctx.number(value, path, minimum=0)
+
+
+def parse_crash_guard(ctx: Context, raw: Any) -> CrashGuard:
+    base = CrashGuard()
+    if raw is None or raw is True:
+        return base
+    if raw is False:
+        return CrashGuard(enabled=False)
+    guard = ctx.expect(raw, (dict,), "false, true or a mapping with 'after' and 'within'",
+                       ("crash_guard",))
+    ctx.check_keys(guard, schema.CRASH_GUARD_KEYS, ("crash_guard",))
+    within = parse_duration(ctx, guard.get("within", base.within), ("crash_guard", "within"))
+    if within <= 0:
+        ctx.fail("must be longer than 0 seconds", ("crash_guard", "within"))
+    return CrashGuard(after=ctx.integer(guard.get("after", base.after), ("crash_guard", "after"),
+                                        minimum=1),
+                      within=within)

@@ -47,8 +47,7 @@ async def _status(target: RemoteTarget, config_path: str | None
 def print_remote_status(target: RemoteTarget, *, as_json: bool = False,
                         config_path: str | None = None) -> int:
     saved, jobs = asyncio.run(_status(target, config_path))
-    show_status(saved, jobs, as_json=as_json, where=target.host)
-    return 0
+    return show_status(saved, jobs, as_json=as_json, where=target.host)
 
 
 async def _stop(target: RemoteTarget, config_path: str | None) -> str:

@@ -34,10 +34,10 @@ from eq_tui.tui.screens.help import HelpScreen
 from eq_tui.tui.screens.results import ResultsScreen
 from eq_tui.tui.screens.summary import SummaryScreen
 from eq_tui.tui.themes import choose_theme, load_themes, user_theme_dir
+from eq_tui.tui.wording import NAMES_IN_CONFIRM, kill_dialog, quit_message
 
 ALERT_SEVERITY: dict[str, SeverityLevel] = {"error": "error", "warning": "warning"}
 FILTER_DEBOUNCE_S = 0.15
-NAMES_IN_CONFIRM = 12
 
 
 class EqTuiApp(LivingQueueActions, App[int]):
@@ -68,6 +68,7 @@ class EqTuiApp(LivingQueueActions, App[int]):
         self.clients: dict[str, EngineClient] = {client.project: client for client in clients}
         self.clock = clock
         self.detach_on_quit = detach_on_quit
+        self.quit_chosen = False  # the person confirmed q: not an interruption
         self.attach_hint = attach_hint
         self.engine_stopped = False
         self.engine_gone = ""
@@ -185,7 +186,8 @@ class EqTuiApp(LivingQueueActions, App[int]):
     def _follow(self, key: str | None) -> None:
         found = self.view.job(key) if key else None
         attempts = len(found[1].get("history") or []) if found else 0
-        self.log_pane.follow(key if found else None, attempts, self.tail)
+        running = found is not None and str(found[1].get("status")) in ("launching", "running")
+        self.log_pane.follow(key if found else None, attempts, self.tail, running=running)
 
     def _follow_selected(self, keys: set[str]) -> None:
         selected = self.log_pane.key
@@ -267,19 +269,13 @@ class EqTuiApp(LivingQueueActions, App[int]):
             return
         if not (keys := self.killable(keys)):
             return
-        names = [split_row_key(k)[1] for k in keys]
-        listed = ", ".join(names[:NAMES_IN_CONFIRM])
-        if len(names) > NAMES_IN_CONFIRM:
-            listed += f" and {len(names) - NAMES_IN_CONFIRM} more"
-        title = f"Kill {len(names)} jobs?" if len(names) > 1 else f"Kill {names[0]}?"
+        title, message = kill_dialog([split_row_key(k)[1] for k in keys])
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self._send_soon("kill", keys)
 
-        self.push_screen(ConfirmScreen(title, f"{listed}\n\nTheir sessions are stopped and "
-                                       "they end as killed; r brings them back.",
-                                       confirm_label="Kill"), answered)
+        self.push_screen(ConfirmScreen(title, message, confirm_label="Kill"), answered)
 
     def targets(self) -> list[str]:
         """The job shown in a details screen, else the marked jobs or the table's cursor."""
@@ -418,6 +414,7 @@ class EqTuiApp(LivingQueueActions, App[int]):
                     self.notify(f"{client.project}: stop failed: {exc}", severity="error")
                     return
             self.engine_stopped = True
+            self.quit_chosen = True
             self.exit(0)
 
         def answered(yes: bool | None) -> None:
@@ -438,15 +435,13 @@ class EqTuiApp(LivingQueueActions, App[int]):
         if self.engine_gone:
             self.exit(0)
             return
-        if self.detach_on_quit:
-            message = ("The engine keeps running in the background; attach again with "
-                       f"`{self.attach_hint}`.")
-        else:
-            message = ("Jobs keep running in their sessions. Run the same command again to "
-                       "resume: finished jobs are picked up, running ones adopted.")
+        message = quit_message(detach=self.detach_on_quit, attach_hint=self.attach_hint,
+                               finished=bool(self.view.projects) and all(
+                                   p.finished for p in self.view.projects.values()))
 
         def answered(yes: bool | None) -> None:
             if yes:
+                self.quit_chosen = True
                 self.exit(0)
 
         self.push_screen(ConfirmScreen("Quit eq-tui?", message, confirm_label="Quit"),

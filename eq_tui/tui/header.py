@@ -21,7 +21,9 @@ def progress_bar(fraction: float, width: int = BAR_WIDTH) -> Content:
 def header_content(view: RunView, now: float) -> Content:
     projects = ", ".join(view.projects) or "-"
     progress: Progress = view.progress(now)
-    starts = [p.started_at for p in view.projects.values() if p.started_at is not None]
+    # the whole run, across resumes: from when the run dir was created
+    starts = [start for p in view.projects.values()
+              if (start := p.created or p.started_at) is not None]
     elapsed = format_duration(now - min(starts)) if starts else "-"
     eta = format_duration(progress.eta_s) if progress.eta_s is not None else "-"
     finished = bool(view.projects) and all(p.finished for p in view.projects.values())
@@ -33,6 +35,9 @@ def header_content(view: RunView, now: float) -> Content:
     ]
     if view.paused:
         parts += ["  ", (" PAUSED ", "bold reverse $warning")]
+    held = sorted({phase for p in view.projects.values() for phase in p.held_phases})
+    if held:  # the crash guard stopped launching these phases (the alert says why)
+        parts += ["  ", (f" HELD: {', '.join(held)} ", "bold reverse $error")]
     if finished:
         parts += ["  ", (" FINISHED ", "bold reverse $success")]
     counts: list[Content | str | tuple[str, str]] = []

@@ -1,9 +1,12 @@
 """`eq-tui MANIFEST`: run the engines and the UI in one event loop; the exit code follows the
-command-line contract (130 when the user quits before the queue finished)."""
+command-line contract (0 when the person quits with q, 130 on a signal before the queue
+finished), and one line after the UI says what keeps running and how to come back."""
 
 from __future__ import annotations
 
 import asyncio
+import shlex
+import sys
 from collections.abc import Sequence
 
 from eq_tui.engine.engine import Engine
@@ -33,6 +36,24 @@ async def run_app(engines: Sequence[Engine], *, theme: str | None = None) -> int
         if isinstance(result, BaseException):
             raise result
     codes = [int(code) for code in results if isinstance(code, int)]
+    print(f"eq-tui: {quit_line(engines)}", file=sys.stderr)
     if not all(engine.finished for engine in engines):
-        return INTERRUPTED
+        # the person chose to quit (q, y): not an interruption; a signal stays 130
+        return 0 if app.quit_chosen else INTERRUPTED
     return max(codes, default=0)
+
+
+def quit_line(engines: Sequence[Engine]) -> str:
+    """What keeps running after the UI is gone, and how to come back."""
+    running = sum(1 for e in engines for job in e.jobs.values() if job.status.is_active)
+    waiting = sum(1 for e in engines for job in e.jobs.values() if job.status.is_waiting)
+    again = "eq-tui " + " ".join(shlex.quote(e.manifest.source) for e in engines)
+    if all(engine.finished for engine in engines):
+        return "the queue has finished; summary in " + ", ".join(
+            str(e.run_dir.summary_file) for e in engines)
+    if running:
+        return (f"{running} {'job keeps' if running == 1 else 'jobs keep'} running in "
+                f"{'its session' if running == 1 else 'their sessions'}"
+                f"{f' ({waiting} waiting)' if waiting else ''}; `{again}` resumes the queue "
+                "and adopts them")
+    return f"nothing is running; `{again}` resumes the queue ({waiting} waiting)"

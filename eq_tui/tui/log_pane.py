@@ -42,6 +42,7 @@ class LogPane(Vertical, can_focus=False):
         self.key: str | None = None
         self.attempt: int | None = None  # None: follow the current attempt
         self.attempts = 0
+        self.running = False  # the job's current attempt runs: its log is live
         self._fetch: TailFetcher | None = None
         self._shown: list[str] = []
         self._tail_worker: Worker[None] | None = None
@@ -59,8 +60,10 @@ class LogPane(Vertical, can_focus=False):
     def log_widget(self) -> Log:
         return self._log
 
-    def follow(self, key: str | None, attempts: int, fetch: TailFetcher | None) -> None:
+    def follow(self, key: str | None, attempts: int, fetch: TailFetcher | None, *,
+               running: bool = False) -> None:
         """Show another job (from its current attempt), or keep following the same one."""
+        self.running = running
         if key == self.key:
             self.attempts = attempts
             self._title()
@@ -89,7 +92,7 @@ class LogPane(Vertical, can_focus=False):
             self.border_subtitle = ""
             return
         shown = self.attempt or self.attempts
-        live = " (live)" if self.attempt is None else ""
+        live = " (live)" if self.attempt is None and self.running else ""
         self.border_title = f"log: {self.key.partition('/')[2]} attempt {shown}/{self.attempts}" \
             f"{live}" if self.attempts else f"log: {self.key.partition('/')[2]} (not started)"
         self.border_subtitle = "[ earlier  ] later" if self.attempts > 1 else ""

@@ -55,10 +55,15 @@ def retry_content(view: RunView, now: float) -> Content:
     for key, (_, job) in needing[:MAX_LISTED]:
         status = str(job.get("status"))
         failure = job.get("failure") or {}
-        detail = failure.get("detail") or job.get("reason") or ""
+        detail = str(failure.get("detail") or job.get("reason") or "")
+        cls = str(failure.get("class") or "")
+        # no word twice: "killed by the user", not "killed killed killed by the user"
+        shown_status = "" if detail.startswith(status) else status
+        shown_cls = "" if cls in (status, "") or detail.startswith(cls) else f" {cls}"
         lines.append(Content.assemble(
-            f"  {_job_line(key, job, multi)} ", (status, status_markup_style(status)),
-            (f" {failure.get('class', '')}", "dim"), f" {single_line(str(detail), 70)}"))
+            f"  {_job_line(key, job, multi)} ", (shown_status, status_markup_style(status)),
+            (shown_cls, "dim"), f"{' ' if shown_status or shown_cls else ''}"
+                                f"{single_line(detail, 70)}"))
     if view.alerts:
         lines.append(Content.styled("alerts", "bold"))
         for alert in list(view.alerts)[-ALERTS_SHOWN:][::-1]:

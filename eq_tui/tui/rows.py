@@ -65,8 +65,11 @@ def where(job: Mapping[str, Any]) -> str:
 
 
 def attempt_text(job: Mapping[str, Any], max_attempts: int) -> str:
+    """Launches so far / the most it can get for its current failure class (the engine keeps
+    `attempt_limit`; `max_attempts` only for a record without it)."""
     n = int(job.get("attempts") or 0)
-    return f"{n}/{max_attempts}" if n else ""
+    limit = int(job.get("attempt_limit") or 0) or max(n, max_attempts)
+    return f"{n}/{limit}" if n else ""
 
 
 def failure_class(job: Mapping[str, Any]) -> str:

@@ -96,7 +96,8 @@ class MemoryHost:
         for gpu in request.gpus:
             self.used_mib[gpu] = 4000
 
-    async def kill(self, session: str, attempt_dir: str, launcher: LauncherName) -> None:
+    async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
+                   reason: str = "") -> None:
         self.kills.append(session)
         found = self.sessions.get(attempt_dir)
         if found is not None:

@@ -64,7 +64,8 @@ async def test_kill_retry_requeue_and_pause_on_a_real_engine(tmp_path: Path) -> 
                                                                 "running"), what="retried")
             await wait_until(pilot, lambda: cell(app, "a", "status") == "running",
                              what="a running again")
-            assert cell(app, "a", "attempt") == "1/3"  # retry resets the attempt count
+            # one counter: attempt 2 runs, with a fresh budget of three from the retry
+            assert cell(app, "a", "attempt") == "2/4"
             await select(app, "b")
             await pilot.press("p")
             await wait_until(pilot, lambda: run.engine.paused, what="paused")

@@ -194,7 +194,7 @@ async def test_q_says_jobs_keep_running_and_quits_on_yes() -> None:
         assert app.is_running
         await pilot.press("q", "y")
         await pilot.pause()
-    assert app.return_value == 0
+    assert app.return_value == 0 and app.quit_chosen  # chosen: exit 0, not 130
 
 
 async def test_the_log_pane_follows_the_selected_job_and_steps_through_attempts() -> None:

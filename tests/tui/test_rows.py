@@ -180,3 +180,26 @@ def test_applying_a_tick_of_50_changes_among_5000_jobs_touches_only_those() -> N
             cache[key] = cells
     assert changed >= 50
     assert sum(1 for key, _, j in view.iter_jobs() if j["status"] == "completed") == 50
+
+
+def test_held_phases_come_and_go_with_their_events_and_show_in_the_header() -> None:
+    from eq_tui.engine.events import PhaseHeld, PhaseReleased
+    from eq_tui.tui.header import header_content
+
+    view = RunView()
+    view.load_snapshot(sample_snapshot())
+    assert "HELD" not in str(header_content(view, T0))
+    view.apply(PhaseHeld(project="demo", at=T0, phase="train", jobs=("a", "b", "c"),
+                         failure_class="exit_nonzero", line="boom", reason="crash guard: ..."))
+    assert "HELD: train" in str(header_content(view, T0))
+    view.apply(PhaseReleased(project="demo", at=T0, phase="train", by="retry of a"))
+    assert "HELD" not in str(header_content(view, T0))
+
+
+def test_the_try_column_reads_the_engines_attempt_limit() -> None:
+    stuck = job("s", "stuck", history=[attempt(1, "box1", 0, T0 - 10)])
+    stuck.update(attempts=1, attempt_limit=1)
+    assert cells_by_column(stuck)["attempt"] == "1/1"
+    retried = job("r", "running", history=[attempt(1, "box1", 0, T0 - 10)])
+    retried.update(attempts=2, retry_base=1, attempt_limit=4)
+    assert cells_by_column(retried)["attempt"] == "2/4"

@@ -66,9 +66,9 @@ def start(session: str, tmp_path: Path, rc_file: Path) -> None:
         time.sleep(0.1)
 
 
-def quit_app(session: str, rc_file: Path) -> int:
+def quit_app(session: str, rc_file: Path, says: str = "keep running") -> int:
     tmux("send-keys", "-t", session, "q")
-    wait_for_screen(session, lambda s: "keep running" in s, timeout=10)
+    wait_for_screen(session, lambda s: says in s, timeout=10)
     tmux("send-keys", "-t", session, "y")
     deadline = time.monotonic() + 20
     while not rc_file.exists() or not rc_file.read_text().strip():
@@ -85,13 +85,17 @@ def test_the_binary_in_tmux_shows_hosts_and_jobs_quits_and_resumes(tmp_path: Pat
         start(session, tmp_path, rc_file)
         screen = wait_for_screen(session, lambda s: "running" in s and "sim-b up" in s)
         assert "sim-a up" in screen and "quick_1" in screen and "eq-tui e2e" in screen
-        assert quit_app(session, rc_file) == 130  # quit mid-run: jobs keep running
+        # quit mid-run by choice: exit 0 and one line on what keeps running, how to come back
+        assert quit_app(session, rc_file) == 0
+        after = wait_for_screen(session, lambda s: "resumes the queue" in s, timeout=10)
+        assert "keep running in their sessions" in after or "keeps running" in after
         tmux("kill-session", "-t", session)
         rc_file = tmp_path / "rc2"
         start(session, tmp_path, rc_file)
         # the header settles a frame after the last job: wait for the whole finished picture
         wait_for_screen(session, lambda s: "4/4 (100%)" in s and "FINISHED" in s
                         and "completed 4" in s, timeout=60)
-        assert quit_app(session, rc_file) == 0
+        assert quit_app(session, rc_file, says="nothing is left running") == 0
+        wait_for_screen(session, lambda s: "the queue has finished; summary in" in s)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

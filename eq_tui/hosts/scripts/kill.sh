@@ -1,8 +1,11 @@
-# kill.sh LAUNCHER SESSION ATTEMPT_DIR
+# kill.sh LAUNCHER SESSION ATTEMPT_DIR [REASON]
 # TERM the attempt's process group, KILL what is left after a grace period, then end the session
 # addressed exactly (screen by PID.NAME, tmux by =NAME): a bare screen name matches by prefix.
+# With REASON (a person's kill), an attempt with no exit record gets one (128 + the signal that
+# ended it) and its log a line saying so: the wrapper died with its group and could not.
 set -u
-launcher=$1 session=$2 dir=$3
+launcher=$1 session=$2 dir=$3 reason=${4:-}
+signal=
 
 pgid=$(tr -d ' \n' < "$dir/pgid" 2>/dev/null)
 mine=$(ps -o pgid= -p $$ | tr -d ' ')
@@ -12,14 +15,24 @@ running() {
     ps -eo pgid=,stat= 2>/dev/null | awk -v g="$pgid" '$1 == g && $2 !~ /^Z/ {n++} END {exit n == 0}'
 }
 if [ -n "$pgid" ] && [ "$pgid" -gt 1 ] && [ "$pgid" != "$mine" ]; then
-    if kill -TERM -- "-$pgid" 2>/dev/null; then
+    # `kill -TERM -- -PGID` is refused by dash ("Illegal number: --"): no `--`
+    if kill -TERM "-$pgid" 2>/dev/null; then
+        signal=TERM
         waited=0
         while running && [ "$waited" -lt 50 ]; do
             sleep 0.1 2>/dev/null || sleep 1
             waited=$((waited + 1))
         done
-        kill -KILL -- "-$pgid" 2>/dev/null
+        running && signal=KILL
+        kill -KILL "-$pgid" 2>/dev/null
     fi
+fi
+if [ -n "$reason" ] && [ -n "$signal" ] && [ -d "$dir" ] && [ ! -e "$dir/exit" ]; then
+    case $signal in TERM) code=143 ;; *) code=137 ;; esac
+    ended=$(date +%s.%N 2>/dev/null)
+    case $ended in *N*|"") ;; *) echo "$ended" > "$dir/end" ;; esac
+    printf '\neq-tui: %s (SIG%s to process group %s)\n' "$reason" "$signal" "$pgid" >> "$dir/log"
+    echo "$code" > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
 fi
 
 case $launcher in

@@ -55,6 +55,14 @@ ps -o pgid= -p $$ | tr -d ' ' > "$dir/pgid"
             exit 2
         fi
     fi
+    if [ -n "${EQ_VENV:-}" ]; then
+        if [ -f "$EQ_VENV/bin/activate" ]; then . "$EQ_VENV/bin/activate"
+        else
+            echo "eq-tui: virtualenv $EQ_VENV has no bin/activate"
+            echo 2 > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+            exit 2
+        fi
+    fi
     started=$(date +%s.%N 2>/dev/null)
     case $started in *N*|"") started=$(date +%s) ;; esac
     echo "$started" > "$dir/start"
@@ -66,7 +74,11 @@ ps -o pgid= -p $$ | tr -d ' ' > "$dir/pgid"
     sh -c "$command_text" &
     echo $! > "$dir/pid"
     wait $!
-    echo $? > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+    code=$?
+    # the end to the sub-second, like the start (the exit file's mtime has whole seconds)
+    ended=$(date +%s.%N 2>/dev/null)
+    case $ended in *N*|"") ;; *) echo "$ended" > "$dir/end" ;; esac
+    echo $code > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
 } 2>&1 | tee -a "$dir/log"
 WRAPPER
 [ -s "$dir/run.sh" ] || fail_write run.sh

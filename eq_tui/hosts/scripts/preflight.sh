@@ -1,9 +1,12 @@
-# preflight.sh CWD LAUNCHER QUERY_GPUS CONDA CONDA_HOOK   ('-' = not set)
-# stdin: preconditions, one `P<TAB>key<TAB>glob` a line (globs relative to CWD).
-# One line per check: `check<TAB>ok|fail<TAB>detail`; a precondition's detail is `key<TAB>glob`.
+# preflight.sh CWD LAUNCHER QUERY_GPUS CONDA CONDA_HOOK [VENV [JOB_PATH]]   ('-' = not set)
+# stdin: preconditions, one `P<TAB>key<TAB>glob` a line (globs relative to CWD); commands,
+# `C<TAB>key<TAB>word` (must resolve with `command -v` in the jobs' environment: CWD, conda
+# env or venv activated) and `S<TAB>key<TAB>path` (a script that must exist relative to CWD).
+# One line per check: `check<TAB>ok|fail<TAB>detail`; a precondition's detail is `key<TAB>glob`,
+# a command's or script's `key<TAB>word`.
 set -u
 set -f
-cwd=$1 launcher=$2 query_gpus=$3 conda_env=$4 conda_hook=$5
+cwd=$1 launcher=$2 query_gpus=$3 conda_env=$4 conda_hook=$5 venv=${6:--} job_path=${7:--}
 tab=$(printf '\t')
 report() { printf '%s\t%s\t%s\n' "$1" "$2" "$3"; }
 
@@ -38,6 +41,8 @@ if [ "$query_gpus" = 1 ]; then
         report nvidia-smi fail "$(printf '%s' "$out" | head -n 1)"
     fi
 fi
+# the jobs' PATH (the manifest's env sets it) before their conda env or venv, as at launch
+[ "$job_path" = "-" ] || PATH=$job_path
 if [ "$conda_env" != "-" ]; then
     if [ "$conda_hook" != "-" ]; then
         if [ -f "$conda_hook" ]; then . "$conda_hook" >/dev/null 2>&1 </dev/null
@@ -51,19 +56,38 @@ if [ "$conda_env" != "-" ]; then
         done
     fi
     if ! command -v conda >/dev/null 2>&1; then
-        report conda fail "conda not found (set conda_hook to your conda.sh)"
+        report conda fail "not found (set conda_hook to your conda.sh)"
     elif conda env list 2>/dev/null </dev/null | awk '{print $1}' | grep -qxF -e "$conda_env" ||
          [ -d "$conda_env" ]; then
         report conda ok "$conda_env"
+        case $(command -v conda 2>/dev/null) in
+            /*) eval "$(conda shell.posix hook 2>/dev/null)" ;;
+        esac
+        conda activate "$conda_env" >/dev/null 2>&1 </dev/null
     else
         report conda fail "conda env $conda_env does not exist"
     fi
 fi
+if [ "$venv" != "-" ]; then
+    if [ "$relative_ok" = 1 ] && [ -f "$venv/bin/activate" ]; then
+        report venv ok "$venv"
+        . "$venv/bin/activate" >/dev/null 2>&1 </dev/null
+    else
+        report venv fail "virtualenv $venv has no bin/activate"
+    fi
+fi
 
 # eq-tui include: _matches.sh
-while IFS="$tab" read -r kind key glob; do
-    [ "$kind" = P ] || continue
-    if matches "$glob"; then state=ok; else state=fail; fi
-    report precondition "$state" "$key$tab$glob"
+while IFS="$tab" read -r kind key value; do
+    case $kind in
+        P) if matches "$value"; then state=ok; else state=fail; fi
+           report precondition "$state" "$key$tab$value" ;;
+        C) [ "$relative_ok" = 1 ] || continue
+           if command -v "$value" >/dev/null 2>&1; then state=ok; else state=fail; fi
+           report command "$state" "$key$tab$value" ;;
+        S) [ "$relative_ok" = 1 ] || continue
+           if [ -e "$value" ]; then state=ok; else state=fail; fi
+           report script "$state" "$key$tab$value" ;;
+    esac
 done
 exit 0

@@ -96,7 +96,11 @@ while IFS="$tab" read -r kind key a b2 c; do
             exited_at=-
             out=-
             if [ -n "$code" ]; then
-                exited_at=$(stat -c %Y "$dir/exit" 2>/dev/null || stat -f %m "$dir/exit" 2>/dev/null)
+                first_line exited_at "$dir/end"
+                case $exited_at in
+                    ''|*[!0-9.]*) exited_at=$(stat -c %Y "$dir/exit" 2>/dev/null ||
+                                              stat -f %m "$dir/exit" 2>/dev/null) ;;
+                esac
                 if [ "$glob" != "-" ]; then
                     if matches "$glob"; then out=1; else out=0; fi
                 fi

@@ -61,6 +61,10 @@ if [ -n "${EQ_CONDA:-}" ]; then
     fi
     conda activate "$EQ_CONDA" || fail "could not activate conda env $EQ_CONDA"
 fi
+if [ -n "${EQ_VENV:-}" ]; then
+    [ -f "$EQ_VENV/bin/activate" ] || fail "virtualenv $EQ_VENV has no bin/activate"
+    . "$EQ_VENV/bin/activate"
+fi
 started=$(date +%s.%N 2>/dev/null)
 case $started in *N*|"") started=$(date +%s) ;; esac
 echo "$started" > "$dir/start"
@@ -70,7 +74,10 @@ fi
 sh -c "$command_text" &
 echo $! > "$dir/pid"
 wait $!
-echo $? > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+code=$?
+ended=$(date +%s.%N 2>/dev/null)
+case $ended in *N*|"") ;; *) echo "$ended" > "$dir/end" ;; esac
+echo $code > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
 WRAPPER
 [ -s "$dir/run.sh" ] || fail_write run.sh
 

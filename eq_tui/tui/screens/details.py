@@ -17,7 +17,7 @@ from textual.worker import Worker
 
 from eq_tui.tui.log_pane import MAX_LOG_LINES, TAIL_LINES, TailFetcher, sanitise
 from eq_tui.tui.palette import status_markup_style
-from eq_tui.tui.rows import format_duration, where
+from eq_tui.tui.rows import attempt_text, format_duration, where
 
 ATTEMPT_COLUMNS = ("#", "host:gpu", "start", "end", "time", "exit", "failure", "log")
 
@@ -33,7 +33,7 @@ def job_summary(job: Mapping[str, Any], max_attempts: int) -> Content:
         Content.assemble(("job ", "dim"), (str(job.get("id")), "bold"), ("  phase ", "dim"),
                          str(job.get("phase", "")), ("  status ", "dim"),
                          (status, f"bold {status_markup_style(status)}"),
-                         ("  attempts ", "dim"), f"{job.get('attempts', 0)}/{max_attempts}"),
+                         ("  attempts ", "dim"), attempt_text(job, max_attempts) or "0"),
         Content.assemble(("command ", "dim"), str(job.get("cmd", ""))),
         Content.assemble(("host ", "dim"), where(job) or "-", ("  log ", "dim"),
                          str(job.get("log") or "-")),
@@ -42,7 +42,7 @@ def job_summary(job: Mapping[str, Any], max_attempts: int) -> Content:
         lines.append(Content.assemble(("failure ", "dim"), (str(failure.get("class")),
                                                             "$error"),
                                       f" {failure.get('detail', '')}"))
-    if job.get("reason"):
+    if job.get("reason") and job["reason"] != failure.get("detail"):
         lines.append(Content.assemble(("reason ", "dim"), str(job["reason"])))
     if job.get("retry_at"):
         lines.append(Content.assemble(("retry at ", "dim"), clock_text(job["retry_at"])))
