@@ -45,7 +45,7 @@ def test_init_with_flags_writes_a_manifest_that_loads_and_passes_dry_run(
     dry = subprocess.run([*EQ, str(path), "--dry-run"], capture_output=True, text=True,
                          timeout=120, cwd=tmp_path)
     assert dry.returncode == 0, dry.stdout + dry.stderr
-    assert "6 jobs" in dry.stdout and "ok   sim: launcher screen" in dry.stdout
+    assert "6 jobs" in dry.stdout and "ok   sim: launcher: screen" in dry.stdout
 
 
 def test_hosts_become_ssh_local_and_simulated_hosts(tmp_path: Path) -> None:
