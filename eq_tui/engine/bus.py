@@ -11,7 +11,9 @@ from eq_tui.engine.events import (
     Alert,
     Event,
     Fanout,
+    GpuQuarantined,
     HostStateChanged,
+    JobStalled,
     JobStateChanged,
     PreflightReported,
     QueueFinished,
@@ -21,7 +23,7 @@ from eq_tui.engine.store import RunDir
 
 MAX_ALERTS = 200
 PERSISTED_EVENTS = (JobStateChanged, HostStateChanged, Alert, QueuePaused, QueueFinished,
-                    PreflightReported)
+                    PreflightReported, JobStalled, GpuQuarantined)
 
 
 class Bus:

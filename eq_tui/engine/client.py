@@ -52,6 +52,8 @@ class JobRecord(TypedDict, total=False):
     retries_by_class: dict[str, int]
     exited_seen_at: float | None
     last_line: str
+    stalled_since: float | None  # hang detection: stalled since then (running jobs only)
+    silent_since: float | None  # while stalled: its log's last growth
 
 
 class GpuView(TypedDict, total=False):

@@ -32,6 +32,7 @@ from eq_tui.engine.persistence import Persistence
 from eq_tui.engine.preflight import preflight as check_hosts
 from eq_tui.engine.reconcile import Reconciler
 from eq_tui.engine.scheduler import Decision, decide
+from eq_tui.engine.stall import StallWatch
 from eq_tui.engine.store import RunDir
 from eq_tui.engine.summary import status_counts
 from eq_tui.engine.watchers import HostWatchers
@@ -74,6 +75,8 @@ class Engine:
         self.reconciler = Reconciler(self.ctx)
         self.persistence = Persistence(self.ctx)
         self.launcher = Launcher(self.ctx, self.lock, self.persistence.persist)
+        self.stall = StallWatch(self.ctx, self.launcher.stop_session,
+                                self.reconciler.apply_verdict)
         self.commands = Commands(self)
         # watch=False leaves only the periodic probe (how today's polling scripts work: the
         # benchmarks compare against it)
@@ -246,6 +249,7 @@ class Engine:
         async with self.lock:
             self.observation.apply(requests, results)
             await self.reconciler.judge(probed, requests, starting)
+            await self.stall.check(probed)
             self.observation.apply_output_scan()
             self.reconciler.unblock_recovered()
             decision = decide(self.manifest, list(self.jobs.values()),

@@ -58,6 +58,7 @@ class FailureClass(StrEnum):
     KILLED = "killed"
     LAUNCH_FAILED = "launch_failed"
     REQUEUED = "requeued"  # a person requeued a running attempt
+    STALLED = "stalled"  # hang detection stopped it (on_stall: restart | kill)
 
 
 @dataclass
@@ -108,6 +109,8 @@ class JobState:
     retries_by_class: dict[str, int] = field(default_factory=dict)
     exited_seen_at: float | None = None  # when we first saw its exit record with the session alive
     last_line: str = ""
+    stalled_since: float | None = None  # hang detection: when it was judged stalled
+    silent_since: float | None = None  # while stalled: when its log last grew
 
     @property
     def current(self) -> Attempt | None:
@@ -172,4 +175,6 @@ class JobState:
             retries_by_class=dict(data.get("retries_by_class") or {}),
             exited_seen_at=data.get("exited_seen_at"),
             last_line=str(data.get("last_line") or ""),
+            stalled_since=data.get("stalled_since"),
+            silent_since=data.get("silent_since"),
         )

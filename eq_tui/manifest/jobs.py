@@ -28,6 +28,7 @@ from eq_tui.manifest.expand import (
 from eq_tui.manifest.ids import ID_PATTERN
 from eq_tui.manifest.model import JobSpec, Precondition
 from eq_tui.manifest.schema import Context
+from eq_tui.manifest.watch import parse_on_stall, parse_stall_after
 from eq_tui.manifest.yaml_lines import Path_
 
 ArgValue = str | bool | None | list[str | bool]
@@ -57,6 +58,8 @@ class Scope:
     output_check_path: Path_ = ()
     gpus_per_job: int = 1
     gpus_per_job_path: Path_ = ()
+    stall_after: float | None = None
+    on_stall: str = "alert"
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ def parse_scope(ctx: Context, raw: dict[str, Any], path: Path_, parent: Scope) -
         scope.gpus_per_job_path = (*path, "gpus_per_job")
         scope.gpus_per_job = ctx.integer(raw["gpus_per_job"], scope.gpus_per_job_path,
                                          minimum=1)
+    scope.stall_after = parse_stall_after(ctx, raw, path, scope.stall_after)
+    scope.on_stall = parse_on_stall(ctx, raw, path, scope.on_stall)
     return scope
 
 
@@ -224,7 +229,9 @@ class JobMaker:
                 Precondition(type=p.precondition.type,
                              path=self._sub(p.precondition.path, variables, p.path, point))
                 for p in preconditions),
-            gpus_per_job=gpus_per_job)
+            gpus_per_job=gpus_per_job,
+            stall_after=parse_stall_after(ctx, entry, path, scope.stall_after),
+            on_stall=parse_on_stall(ctx, entry, path, scope.on_stall))
 
     def _sub(self, text: str, variables: dict[str, str], path: Path_, point: dict[str, str],
              *, quote: bool = False) -> str:

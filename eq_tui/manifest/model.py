@@ -87,6 +87,8 @@ class JobSpec:
     output_check: str | None = None
     preconditions: tuple[Precondition, ...] = ()
     gpus_per_job: int = 1
+    stall_after: float | None = None  # seconds; None: the default window; 0: never stalled
+    on_stall: str = "alert"  # alert | restart | kill
 
 
 DEFAULT_PHASE = "main"

@@ -15,15 +15,16 @@ TOP_KEYS = frozenset({
     "project", "cwd", "conda", "conda_hook", "env", "ssh", "hosts", "gpus", "max_parallel",
     "gpu_free_threshold_mib", "gpus_per_job", "launcher", "waves", "oom_retry", "poll",
     "stale_grace_s", "retry_delay_s", "default_cmd", "args", "preconditions", "output_check",
-    "jobs", "grid", "template", "phases"})
+    "jobs", "grid", "template", "phases", "stall_after", "on_stall"})
 HOST_KEYS = frozenset({"name", "ssh", "gpus", "max_parallel", "simulate", "slurm", "log_dir"})
 SIMULATE_KEYS = frozenset({"gpus", "memory_mib", "model", "linger_s"})
 SLURM_KEYS = frozenset({"ssh", "partition", "account", "qos", "time", "mem", "cpus_per_task",
                         "sbatch_args"})
 OOM_KEYS = frozenset({"delay", "max_attempts"})
-JOB_KEYS = frozenset({"id", "cmd", "args", "output_check", "preconditions", "gpus_per_job"})
+JOB_KEYS = frozenset({"id", "cmd", "args", "output_check", "preconditions", "gpus_per_job",
+                      "stall_after", "on_stall"})
 SCOPE_KEYS = frozenset({"jobs", "grid", "template", "default_cmd", "args", "preconditions",
-                        "output_check", "gpus_per_job"})
+                        "output_check", "gpus_per_job", "stall_after", "on_stall"})
 PHASE_KEYS = SCOPE_KEYS | {"name", "depends_on", "on_dependency_failure"}
 PRECONDITION_KEYS = frozenset({"type", "path"})
 ENV_KEYS = frozenset({"value", "secret"})
