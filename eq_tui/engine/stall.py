@@ -71,8 +71,7 @@ class Track:
             self.busy_at = now  # unknown utilisation never counts as idle
         progress = progress_of(probe.last_line)
         if progress is not None and (self.progress is None or progress > self.progress):
-            if self.progress is not None:
-                self.progressed_at = now
+            self.progressed_at = now
             self.progress = progress
         if HANG_LINE.search(probe.last_line):
             self.hang_line = probe.last_line

@@ -78,14 +78,25 @@ def single_line(text: str, width: int = LAST_LINE_WIDTH) -> str:
     return clean if len(clean) <= width else clean[: width - 1] + "…"
 
 
+def stalled(job: Mapping[str, Any]) -> bool:
+    """Running, but hang detection says it has stalled."""
+    return job.get("status") == "running" and job.get("stalled_since") is not None
+
+
 def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts: int) -> Cells:
-    """The row's plain-text cells, in COLUMNS order."""
+    """The row's plain-text cells, in COLUMNS order. A stalled job reads `stalled`, with how
+    long its log has been silent ahead of its last line."""
     last = job.get("last_line") or job.get("reason") or ""
+    status = str(job.get("status", ""))
+    if stalled(job):
+        status = "stalled"
+        silent = job.get("silent_since") or job.get("stalled_since")
+        last = f"silent {format_duration(now - float(silent))} · {last}"
     return (
         str(job.get("id", "")),
         project,
         str(job.get("phase", "")),
-        str(job.get("status", "")),
+        status,
         where(job),
         attempt_text(job, max_attempts),
         format_duration(job_duration(job, now)),

@@ -180,3 +180,14 @@ def test_applying_a_tick_of_50_changes_among_5000_jobs_touches_only_those() -> N
             cache[key] = cells
     assert changed >= 50
     assert sum(1 for key, _, j in view.iter_jobs() if j["status"] == "completed") == 50
+
+
+def test_a_stalled_job_reads_stalled_with_how_long_it_has_been_silent() -> None:
+    record = job("s1", "running", history=[attempt(1, "box1", 2, T0 - 900)],
+                 last_line="epoch 3/6 loss 0.41", stalled_since=T0 - 60,
+                 silent_since=T0 - 725)
+    cells = cells_by_column(record)
+    assert cells["status"] == "stalled"
+    assert cells["last_line"].startswith("silent 12m05s · epoch 3/6")
+    done = {**record, "status": "completed"}
+    assert cells_by_column(done)["status"] == "completed"
