@@ -90,7 +90,7 @@ def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts:
     status = str(job.get("status", ""))
     if stalled(job):
         status = "stalled"
-        silent = job.get("silent_since") or job.get("stalled_since")
+        silent = job.get("silent_since") or job.get("stalled_since") or now
         last = f"silent {format_duration(now - float(silent))} · {last}"
     return (
         str(job.get("id", "")),
