@@ -30,6 +30,7 @@ class AttemptRecord(TypedDict, total=False):
     failure_class: str | None
     decided_at: float | None
     launched: bool
+    cleanup: str  # leftover processes ended after the attempt
 
 
 class JobRecord(TypedDict, total=False):

@@ -24,6 +24,7 @@ from eq_tui.engine.gpu_view import node_views
 from eq_tui.engine.host_record import HostLink, HostRecord
 from eq_tui.engine.launcher import Launcher
 from eq_tui.engine.ledger import Ledger
+from eq_tui.engine.leftovers import Leftovers
 from eq_tui.engine.model import FailureClass, JobState, JobStatus
 from eq_tui.engine.naming import new_run_token
 from eq_tui.engine.observation import Observation, Readings
@@ -77,6 +78,7 @@ class Engine:
         self.launcher = Launcher(self.ctx, self.lock, self.persistence.persist)
         self.stall = StallWatch(self.ctx, self.launcher.stop_session,
                                 self.reconciler.apply_verdict)
+        self.leftovers = Leftovers(self.ctx, self.lock)
         self.commands = Commands(self)
         # watch=False leaves only the periodic probe (how today's polling scripts work: the
         # benchmarks compare against it)
@@ -217,6 +219,7 @@ class Engine:
 
     async def _shutdown(self) -> None:
         await self.launcher.settle()
+        await self.leftovers.settle()
         with contextlib.suppress(Exception):
             await self.watchers.close()
         with contextlib.suppress(Exception):
@@ -250,6 +253,7 @@ class Engine:
             self.observation.apply(requests, results)
             await self.reconciler.judge(probed, requests, starting)
             await self.stall.check(probed)
+            self.leftovers.check(probed)
             self.observation.apply_output_scan()
             self.reconciler.unblock_recovered()
             decision = decide(self.manifest, list(self.jobs.values()),

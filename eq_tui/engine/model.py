@@ -90,6 +90,7 @@ class Attempt:
     failure_class: str | None = None
     decided_at: float | None = None  # when the engine recorded `launching` for this attempt
     launched: bool = True  # False: the session never started (does not count as a launch)
+    cleanup: str = ""  # leftover processes ended after it (leftover-memory cleanup)
 
 
 @dataclass

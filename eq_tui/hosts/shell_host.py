@@ -21,6 +21,7 @@ from eq_tui.hosts.base import (
     PreflightRequest,
     ProbeRequest,
 )
+from eq_tui.hosts.leftovers import Reaped, ReapRequest, parse_reaped, reap_args
 from eq_tui.hosts.logclean import clean_line, clean_text
 from eq_tui.hosts.runner import CommandRunner, StreamingRunner
 from eq_tui.hosts.shell_protocol import (
@@ -132,6 +133,15 @@ class ShellHost:
                                           timeout=30)
         if code != 0:
             raise HostError(f"{self.name}: kill failed: {err.decode(errors='replace')[:300]}")
+
+    async def reap(self, request: ReapRequest) -> list[Reaped]:
+        """End the processes still holding an ended attempt's GPUs that are that attempt's."""
+        code, out, err = await self._run("reap.sh", reap_args(request),
+                                         timeout=request.grace_s + 30)
+        if code != 0:
+            raise HostError(f"{self.name}: leftover cleanup failed: "
+                            f"{err.decode(errors='replace')[:300]}")
+        return parse_reaped(out.decode(errors="replace"))
 
     async def tail(self, attempt_dir: str, lines: int) -> list[str]:
         _code, out, _err = await self._run("tail.sh", [attempt_dir, str(max(1, lines))],
