@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypedDict
 
 from eq_tui.engine.events import Event
 
-COMMANDS = ("kill", "retry", "requeue", "pause", "resume", "shutdown")
+COMMANDS = ("kill", "retry", "requeue", "pause", "resume", "shutdown", "release-gpu")
 
 
 class AttemptRecord(TypedDict, total=False):
@@ -71,6 +71,8 @@ class GpuView(TypedDict, total=False):
     other: bool  # someone else's memory on it
     settling: bool  # our job left it and its memory is still draining
     quarantined: bool
+    quarantine_reason: str  # when quarantined: why
+    others: list[dict[str, Any]]  # when other: each process's pid, user, command, used_mib
 
 
 class NodeView(TypedDict):

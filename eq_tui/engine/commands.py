@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from eq_tui.engine.client import CommandResult
 from eq_tui.engine.events import QueuePaused
+from eq_tui.engine.gpu_health import release as release_gpu
 from eq_tui.engine.model import FailureClass, JobState, JobStatus
 from eq_tui.errors import HostError
 
@@ -33,11 +34,16 @@ class Commands:
             "kill": self._kill, "retry": self._retry, "requeue": self._requeue}
         self.queue_handlers: dict[str, Callable[[], Awaitable[CommandResult]]] = {
             "pause": self._pause, "resume": self._resume, "shutdown": self._shutdown}
+        # targets are `HOST:GPU` strings, sent where job ids go
+        self.gpu_handlers: dict[str, Callable[[str, int], str]] = {
+            "release-gpu": lambda host, gpu: release_gpu(self.ctx, host, gpu)}
 
     async def run(self, name: str, job_ids: list[str] | None = None) -> CommandResult:
         queue_handler = self.queue_handlers.get(name)
         if queue_handler is not None:
             return await queue_handler()
+        if name in self.gpu_handlers:
+            return await self._run_gpus(self.gpu_handlers[name], job_ids or [])
         handler = self.job_handlers.get(name)
         if handler is None:
             return result(error=f"unknown command {name!r}")
@@ -55,6 +61,20 @@ class Commands:
                 except HostError as exc:
                     results[job_id] = f"host error: {exc}"
             self.engine.check_finished()
+            self.engine.persist_if_unsaved()
+        self.engine.wake()
+        return result(results)
+
+    async def _run_gpus(self, handler: Callable[[str, int], str],
+                        targets: list[str]) -> CommandResult:
+        if not targets:
+            return result(error="name at least one GPU as HOST:GPU")
+        results: dict[str, str] = {}
+        async with self.engine.lock:
+            for target in targets:
+                host, _, index = target.rpartition(":")
+                results[target] = (handler(host, int(index)) if host and index.isdigit()
+                                   else "not HOST:GPU")
             self.engine.persist_if_unsaved()
         self.engine.wake()
         return result(results)

@@ -20,6 +20,7 @@ from eq_tui.engine.client import CommandResult, Snapshot
 from eq_tui.engine.commands import Commands
 from eq_tui.engine.context import RunContext, output_pattern
 from eq_tui.engine.events import Event, QueueFinished
+from eq_tui.engine.gpu_health import GpuHealthWatch
 from eq_tui.engine.gpu_view import node_views
 from eq_tui.engine.host_record import HostLink, HostRecord
 from eq_tui.engine.launcher import Launcher
@@ -72,8 +73,10 @@ class Engine:
         self.lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self.pacing = Pacing(self.ctx, poll)
-        self.observation = Observation(self.ctx, self.pacing.released_at)
-        self.reconciler = Reconciler(self.ctx)
+        self.gpu_health = GpuHealthWatch(self.ctx)
+        self.observation = Observation(self.ctx, self.pacing.released_at,
+                                       self.gpu_health.want_health)
+        self.reconciler = Reconciler(self.ctx, self.gpu_health.note_fault)
         self.persistence = Persistence(self.ctx)
         self.launcher = Launcher(self.ctx, self.lock, self.persistence.persist)
         self.stall = StallWatch(self.ctx, self.launcher.stop_session,
@@ -254,6 +257,7 @@ class Engine:
             await self.reconciler.judge(probed, requests, starting)
             await self.stall.check(probed)
             self.leftovers.check(probed)
+            self.gpu_health.check(probed)
             self.observation.apply_output_scan()
             self.reconciler.unblock_recovered()
             decision = decide(self.manifest, list(self.jobs.values()),

@@ -77,8 +77,8 @@ class ShellHost:
 
     async def probe(self, request: ProbeRequest) -> HostSnapshot:
         boundary = new_boundary()
-        args = [request.cwd or "-", self.session_prefix, "1" if self.query_gpus else "0",
-                boundary]
+        query = ("2" if request.health else "1") if self.query_gpus else "0"
+        args = [request.cwd or "-", self.session_prefix, query, boundary]
         started = time.monotonic()
         taken_at = time.time()
         try:
