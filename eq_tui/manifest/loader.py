@@ -33,6 +33,7 @@ from eq_tui.manifest.model import DEFAULT_PHASE, HostSpec, JobSpec, Manifest, Ph
 from eq_tui.manifest.phases import parse_phases
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.settings import parse_env, parse_oom_retry, parse_project
+from eq_tui.manifest.watch import parse_notify
 from eq_tui.manifest.yaml_lines import load_with_lines
 
 
@@ -90,7 +91,7 @@ def _build(ctx: Context, data: Any) -> Manifest:
         stale_grace_s=ctx.number(top.get("stale_grace_s", 5.0), ("stale_grace_s",), minimum=0),
         retry_delay_s=ctx.number(top.get("retry_delay_s", 30.0), ("retry_delay_s",),
                                  minimum=0),
-        phases=phases, jobs=tuple(jobs))
+        phases=phases, jobs=tuple(jobs), notify=parse_notify(ctx, top.get("notify")))
 
 
 def _optional_string(ctx: Context, top: dict[str, Any], key: str) -> str | None:

@@ -91,6 +91,24 @@ class JobSpec:
     on_stall: str = "alert"  # alert | restart | kill
 
 
+@dataclass(frozen=True)
+class NotifySpec:
+    """One notification target and the events it wants: `command` (run where the engine runs,
+    the event as JSON on stdin), `url`, or `url_env` (the name of the environment variable
+    holding a URL with a token: the manifest never holds the token)."""
+
+    on: tuple[str, ...]
+    command: str | None = None
+    url: str | None = None
+    url_env: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.command is not None:
+            return f"command {self.command[:40]!r}"
+        return f"url ${self.url_env}" if self.url_env else f"url {self.url}"
+
+
 DEFAULT_PHASE = "main"
 
 
@@ -113,6 +131,7 @@ class Manifest:
     retry_delay_s: float = 30.0  # for port_in_use and other "retry after a delay" classes
     phases: tuple[PhaseSpec, ...] = (PhaseSpec(name=DEFAULT_PHASE),)
     jobs: tuple[JobSpec, ...] = ()
+    notify: tuple[NotifySpec, ...] = ()
 
     @cached_property
     def job_specs(self) -> dict[str, JobSpec]:

@@ -15,7 +15,7 @@ TOP_KEYS = frozenset({
     "project", "cwd", "conda", "conda_hook", "env", "ssh", "hosts", "gpus", "max_parallel",
     "gpu_free_threshold_mib", "gpus_per_job", "launcher", "waves", "oom_retry", "poll",
     "stale_grace_s", "retry_delay_s", "default_cmd", "args", "preconditions", "output_check",
-    "jobs", "grid", "template", "phases", "stall_after", "on_stall"})
+    "jobs", "grid", "template", "phases", "stall_after", "on_stall", "notify"})
 HOST_KEYS = frozenset({"name", "ssh", "gpus", "max_parallel", "simulate", "slurm", "log_dir"})
 SIMULATE_KEYS = frozenset({"gpus", "memory_mib", "model", "linger_s"})
 SLURM_KEYS = frozenset({"ssh", "partition", "account", "qos", "time", "mem", "cpus_per_task",
