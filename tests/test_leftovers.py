@@ -42,11 +42,18 @@ def start_foreign(started: list[subprocess.Popen[bytes]], env: dict[str, str]) -
     return proc.pid
 
 
-@pytest.mark.parametrize("detach", [False, True], ids=["same-group", "own-session"])
+@pytest.mark.parametrize(("flags", "launcher", "command"), [
+    ("", "screen", "fake-train"),
+    ("--leak-detach", "screen", "fake-train"),  # found by its environment
+    ("--leak-clear-env", "screen", "sleep"),  # found by its process group
+    ("", "tmux", "fake-train")],
+    ids=["same-group", "own-session", "no-environment", "tmux"])
 async def test_a_leaked_child_is_ended_and_someone_elses_process_is_never_touched(
-        tmp_path: Path, foreign: list[subprocess.Popen[bytes]], detach: bool) -> None:
-    cmd = LEAKY + (" --leak-detach" if detach else "")
-    manifest = make_manifest(tmp_path, [job("leaky", cmd)], hosts=sim_hosts(("sim", 1)))
+        tmp_path: Path, foreign: list[subprocess.Popen[bytes]], flags: str, launcher: str,
+        command: str) -> None:
+    cmd = f"{LEAKY} {flags}"
+    manifest = make_manifest(tmp_path, [job("leaky", cmd)], hosts=sim_hosts(("sim", 1)),
+                             launcher=launcher)
     run = await start_engine(manifest, tmp_path / "run", exit_when_done=False)
     try:
         await run.wait_for(lambda: run.status("leaky") == "running")
@@ -62,7 +69,7 @@ async def test_a_leaked_child_is_ended_and_someone_elses_process_is_never_touche
         await run.wait_for(lambda: run.status("leaky") == "completed")
         await run.wait_for(lambda: bool(run.engine.jobs["leaky"].history[0].cleanup), 30)
         cleanup = run.engine.jobs["leaky"].history[0].cleanup
-        assert "leftover process" in cleanup and "fake-train" in cleanup
+        assert "leftover process" in cleanup and command in cleanup
         leaked = int(cleanup.split("GPU 0: ", 1)[1].split()[0])
         log = Path(run.engine.jobs["leaky"].history[0].log).read_text()
         assert f"worker pid={leaked} left holding" in log
