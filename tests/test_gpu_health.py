@@ -122,17 +122,23 @@ async def test_pending_pages_quarantine_a_gpu_before_anything_launches_there(
 
 
 @pytest.mark.integration
-async def test_growing_ecc_errors_and_a_vanished_gpu_are_quarantined(tmp_path: Path) -> None:
+async def test_growing_ecc_errors_and_a_vanished_gpu_are_quarantined_across_a_restart(
+        tmp_path: Path) -> None:
     manifest = make_manifest(tmp_path, [job("hold", LONG)], hosts=sim_hosts(("sim", 3)))
-    run = await start_engine(manifest, tmp_path / "run", exit_when_done=False)
+    first = await start_engine(manifest, tmp_path / "run", exit_when_done=False)
     try:
-        run.engine.gpu_health.every_s = 0.0
+        first.engine.gpu_health.every_s = 0.0
         state = sim_state_dir(tmp_path / "run", "sim")
         set_gpu_health(state, ecc={1: 4})
-        health = run.engine.gpu_health.hosts["sim"]
-        await run.wait_for(lambda: health.ecc.get("GPU-sim-sim-1") == 4)
-        assert run.engine.ctx.hosts["sim"].quarantined == set()  # errors, but not growing
-        set_gpu_health(state, ecc={1: 6}, vanished=[2])
+        health = first.engine.gpu_health.hosts["sim"]
+        await first.wait_for(lambda: health.ecc.get("GPU-sim-sim-1") == 4)
+        assert first.engine.ctx.hosts["sim"].quarantined == set()  # errors, but not growing
+    finally:
+        await first.stop()
+    # while no engine watches, the errors grow and a GPU falls off the bus
+    set_gpu_health(state, ecc={1: 6}, vanished=[2])
+    run = await start_engine(manifest, tmp_path / "run", exit_when_done=False)
+    try:
         record = run.engine.ctx.hosts["sim"]
         await run.wait_for(lambda: record.quarantined == {1, 2})
         assert "uncorrected ECC errors grew from 4 to 6" in record.quarantine_reasons[1]

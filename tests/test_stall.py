@@ -40,8 +40,8 @@ def test_silence_on_idle_gpus_is_a_stall_but_silence_on_busy_gpus_is_not() -> No
 
 def test_a_growing_log_that_never_advances_on_idle_gpus_is_a_stall() -> None:
     track = Track(attempt=1, size=0, grown_at=0.0, busy_at=0.0, progressed_at=0.0)
-    for i, now in enumerate((1.0, 2.0, 3.0, 30.0)):
-        track.observe(probe(100 * (i + 1), "step 7/100 retrying batch"), [0], now)
+    for i, now in enumerate(range(1, 31, 3)):
+        track.observe(probe(100 * (i + 1), "step 7/100 retrying batch"), [0], float(now))
     assert track.signs(25.0, 30.0) == ["gpus_idle", "no_progress"]
 
 
@@ -49,6 +49,16 @@ def test_unknown_utilisation_never_counts_as_idle() -> None:
     track = Track(attempt=1, size=0, grown_at=0.0, busy_at=0.0, progressed_at=0.0)
     track.observe(probe(0), [None], 50.0)
     assert "gpus_idle" not in track.signs(20.0, 50.0)
+
+
+def test_silence_counts_from_the_look_before_the_log_last_grew() -> None:
+    # growth seen at 10 happened after the look at 8: silence is judged from 8, so a hang
+    # is called within its window plus one poll
+    track = Track(attempt=1, size=0, grown_at=0.0, busy_at=0.0, progressed_at=0.0)
+    track.observe(probe(0), [0], 8.0)
+    track.observe(probe(10), [0], 10.0)
+    assert track.grown_at == 8.0
+    assert track.signs(20.0, 28.0) == ["log_silent", "gpus_idle"]
 
 
 def test_the_default_window_is_ten_minutes_or_three_times_the_longest_gap() -> None:

@@ -4,7 +4,8 @@ A GPU is quarantined, with its reason, when its uncorrected ECC error count grow
 readings, when it has retired pages pending, when it is no longer listed by nvidia-smi (it
 fell off the bus), or when two jobs end with a `gpu_fault` on it within FAULT_WINDOW_S. Nothing
 launches on a quarantined GPU (the scheduler's host views carry the set) until `release`; the
-quarantine and its reasons are in the state file, so they outlast an engine restart.
+quarantine and its reasons are in the state file, and the readings changes are judged against
+(and recent GPU faults) in gpu_health.json, so all of it outlasts an engine restart.
 
 The health queries cost a second nvidia-smi call, so a host's probe asks for them at most every
 HEALTH_EVERY_S; whether every GPU is still listed is read from every probe.
@@ -12,14 +13,17 @@ HEALTH_EVERY_S; whether every GPU is still listed is read from every probe.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
+from eq_tui.engine.atomic import write_atomic
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.events import GpuQuarantined
 from eq_tui.engine.model import JobState
 from eq_tui.hosts.base import HostSnapshot
 
 HEALTH_EVERY_S = 30.0
+HEALTH_FILE = "gpu_health.json"  # in the run dir: the last readings, GPU faults
 FAULT_WINDOW_S = 3600.0
 FAULTS_TO_QUARANTINE = 2
 
@@ -35,8 +39,34 @@ class HostHealth:
 class GpuHealthWatch:
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
+        self._saved = ""
         self.hosts: dict[str, HostHealth] = {name: HostHealth() for name in ctx.hosts}
         self.every_s = HEALTH_EVERY_S
+        self.path = ctx.run_dir.path / HEALTH_FILE
+        self._load()
+
+    # ---- what outlasts a restart: the readings a change is judged against ----------------------
+
+    def _load(self) -> None:
+        try:
+            saved = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return
+        for name, data in (saved.get("hosts") or {}).items():
+            health = self.hosts.setdefault(str(name), HostHealth())
+            health.listed = {str(k): int(v) for k, v in (data.get("listed") or {}).items()}
+            health.ecc = {str(k): int(v) for k, v in (data.get("ecc") or {}).items()}
+            health.faults = {int(k): [float(t) for t in v]
+                             for k, v in (data.get("faults") or {}).items()}
+
+    def _save(self) -> None:
+        data = {"hosts": {name: {"listed": h.listed, "ecc": h.ecc,
+                                 "faults": {str(k): v for k, v in h.faults.items()}}
+                          for name, h in self.hosts.items()}}
+        text = json.dumps(data, sort_keys=True)
+        if text != self._saved:
+            write_atomic(self.path, text)
+            self._saved = text
 
     def want_health(self, host: str) -> bool:
         """Whether this probe of the host should read the GPUs' health (and note it asked)."""
@@ -53,6 +83,7 @@ class GpuHealthWatch:
             snap = record.snapshot if record is not None else None
             if snap is not None and snap.ok and snap.gpus:
                 self._check_host(name, snap)
+        self._save()
 
     def _check_host(self, name: str, snap: HostSnapshot) -> None:
         health = self.hosts.setdefault(name, HostHealth())
@@ -85,6 +116,7 @@ class GpuHealthWatch:
             recent = [t for t in health.faults.get(gpu, []) if now - t < FAULT_WINDOW_S]
             recent.append(now)
             health.faults[gpu] = recent
+            self._save()
             if len(recent) >= FAULTS_TO_QUARANTINE:
                 quarantine(self.ctx, job.host, gpu,
                            f"{len(recent)} jobs ended with a GPU fault there within an hour "

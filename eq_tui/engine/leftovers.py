@@ -41,6 +41,19 @@ class Leftovers:
         self.active: dict[str, tuple[int, str, tuple[int, ...], str]] = {}
         self.ended: dict[tuple[str, int], Ended] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        self.primed = False
+
+    def _recently_ended(self, now: float) -> None:
+        """After a restart: attempts that ended within the window (while no engine watched,
+        or judged in this first tick) are checked too."""
+        for job in self.ctx.ledger.jobs.values():
+            current = job.current
+            if (current is None or not current.launched or current.end is None
+                    or now - current.end > LEFTOVER_WINDOW_S or job.status.is_active):
+                continue
+            self.ended[(job.id, current.n)] = Ended(job.id, current.n, current.host,
+                                                    tuple(current.gpus), current.attempt_dir,
+                                                    current.end)
 
     def check(self, probed: set[str]) -> None:
         """Note the attempts that ended since last tick; start cleanups where this tick's
@@ -68,6 +81,9 @@ class Leftovers:
 
     def _note_ended(self, now: float) -> None:
         jobs = self.ctx.ledger.jobs
+        if not self.primed:
+            self.primed = True
+            self._recently_ended(now)
         active = {}
         for host, refs in self.ctx.ledger.attempts_by_host().items():
             for ref in refs:

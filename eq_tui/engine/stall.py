@@ -61,11 +61,15 @@ class Track:
     progress: float | None = None
     longest_gap: float = 0.0
     hang_line: str = ""
+    seen_at: float | None = None  # the previous probe's time
 
     def observe(self, probe: AttemptProbe, utils: list[int | None], now: float) -> None:
         if probe.log_size > self.size:
-            self.longest_gap = max(self.longest_gap, now - self.grown_at)
-            self.grown_at = now
+            # it grew since the last look: silence counts from then (the earliest it could
+            # have been written), so a hang is called within its window plus one poll
+            self.longest_gap = max(self.longest_gap, now - self.grown_at)  # at most this
+            self.grown_at = self.seen_at if self.seen_at is not None else now
+        self.seen_at = now
         self.size = max(self.size, probe.log_size)
         if not utils or any(u is None or u >= IDLE_UTIL_PCT for u in utils):
             self.busy_at = now  # unknown utilisation never counts as idle

@@ -26,6 +26,9 @@ has() { printf '%s\n' "$environ" | grep -Fqx -- "$1"; }
 ours() {
     pid=$1
     [ "$pid" != "$mine" ] && [ -r "/proc/$pid/stat" ] || return 1
+    # a process already exiting (a zombie, no command line) is not a leftover
+    case $(cat "/proc/$pid/stat" 2>/dev/null) in *") Z"*) return 1 ;; esac
+    [ -n "$(head -c 64 "/proc/$pid/cmdline" 2>/dev/null | tr -d '\0')" ] || return 1
     environ=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null) || environ=
     if [ -n "$environ" ]; then
         if has "EQ_JOB_ID=$job" && has "EQ_ATTEMPT=$attempt" && has "EQ_PROJECT=$project" &&
