@@ -1,4 +1,5 @@
-"""The command palette offers to release each quarantined GPU, with its reason."""
+"""The UI side of a queue that watches itself: releasing a quarantined GPU from the palette,
+quarantine reasons and other processes in the grid, stalls and cleanups in the details."""
 
 from __future__ import annotations
 
@@ -32,3 +33,15 @@ def test_a_gpu_line_says_why_it_is_quarantined_and_whose_memory_it_holds() -> No
                "used_mib": 20000}]
     assert other_text(others) == "other: pid 4242 alice python eval.py"
     assert other_text([]) == "other process"
+
+
+def test_the_details_say_since_when_a_job_is_stalled_and_what_was_cleaned_up() -> None:
+    from eq_tui.tui.screens.details import job_summary
+
+    record = {"id": "s1", "phase": "train", "status": "running", "attempts": 2, "cmd": "x",
+              "stalled_since": T0 - 60, "silent_since": T0 - 700,
+              "history": [{"n": 1, "cleanup": "terminated 1 leftover process(es) on GPU 0: "
+                                              "4242 me (python worker.py)"}, {"n": 2}]}
+    text = job_summary(record, 3).plain
+    assert "stalled since" in text and "log silent since" in text
+    assert "attempt 1 cleanup terminated 1 leftover process(es) on GPU 0: 4242" in text
