@@ -169,3 +169,44 @@ async def test_an_nccl_watchdog_line_is_a_stall_at_once_and_kill_stops_it(
     assert "Watchdog caught collective operation timeout" in record["failure"]["detail"]
     assert [e.action for e in stalls(run, "nccl")] == ["alert", "kill"]
     assert "hang_line" in stalls(run, "nccl")[0].signs
+
+
+# ---- the engine with an injected clock (an in-memory host: deterministic) ----------------------
+
+async def test_on_an_injected_clock_a_job_is_stalled_after_its_window_and_restarted_after_two(
+        tmp_path: Path) -> None:
+    from eq_tui.engine.engine import Engine
+    from eq_tui.manifest.model import HostSpec, JobSpec, Manifest
+    from tests.support.memory_host import MemoryHost
+
+    source = tmp_path / "m.yaml"
+    source.touch()
+    manifest = Manifest(project="p", source=str(source), hosts=(HostSpec(name="m"),),
+                        jobs=(JobSpec(id="a", phase="main", cmd="train", stall_after=60.0,
+                                      on_stall="restart"),))
+    host = MemoryHost("m", gpus=2)  # its GPUs read 0 % utilisation
+    engine = Engine(manifest, tmp_path / "run", {"m": host},  # type: ignore[dict-item]
+                    clock=lambda: host.now, watch=False)
+    await engine.start(preflight=False)
+    await engine.tick()
+    job = engine.jobs["a"]
+    host.current("a").log.append("epoch 1/10")
+    host.now += 5
+    await engine.tick()  # running, its log grew
+    host.now += 55
+    await engine.tick()
+    assert job.stalled_since is None  # silent for 55 s of a 60 s window (counted from 1005)
+    host.now += 10
+    await engine.tick()
+    assert job.stalled_since == host.now and job.silent_since == 1005.0
+    assert job.status == "running"
+    host.now += 59
+    await engine.tick()
+    assert job.status == "running"  # restart comes a second window after the stall
+    host.now += 1
+    await engine.tick()
+    assert host.kills == [job.history[0].session]
+    assert job.history[0].failure_class == "stalled" and job.retries_by_class == {"stalled": 1}
+    await engine.tick()
+    assert job.status == "running" and job.gpus == [1]  # attempt 2, not on GPU 0
+    engine.ctx.run_dir.release_lock()
