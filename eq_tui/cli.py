@@ -50,6 +50,8 @@ acting on a running queue (through its engine's control socket; --json, --help o
   eq-tui add RUN_DIR --id ID [--phase P] [--gpus N] [--priority N] -- COMMAND...
   eq-tui reload RUN_DIR [--dry-run]    read the manifest file again (waiting jobs only)
   these exit 0 done, 1 a job could not be acted on, 2 bad usage, 3 no engine runs there
+  eq-tui notify-test MANIFEST  send one test message to every notify: target (exit 1 if one
+                               fails)
 
 in the background on an ssh host:
   eq-tui MANIFEST --detach --on HOST    sends the manifest to ~/.eq-tui/runs/<project>/ there,
@@ -157,6 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from eq_tui.shell_commands import run_verb
 
             return run_verb(args[0], args[1:])
+        if args and args[0] == "notify-test":
+            return _notify_test(args[1:])
         options = build_parser().parse_args(args)
         return _run(options)
     except EqTuiError as exc:
@@ -206,6 +210,24 @@ def _run_dir_command(command: str, rest: list[str]) -> int:
     from eq_tui.detach import stop_engine
 
     return stop_engine(Path(options.run_dir))
+
+
+def _notify_test(rest: list[str]) -> int:
+    parser = _Parser(prog="eq-tui notify-test",
+                     description="Send one test message to every notify: target of MANIFEST.")
+    parser.add_argument("manifest", metavar="MANIFEST")
+    options = parser.parse_args(rest)
+    _check_paths([options.manifest])
+    from eq_tui.manifest.loader import load_manifest
+    from eq_tui.notify.notifier import send_test
+
+    manifest = load_manifest(options.manifest)
+    if not manifest.notify:
+        raise UsageError(f"{options.manifest}: no 'notify:' targets to test")
+    results = asyncio.run(send_test(manifest.notify, manifest.project))
+    for label, error in results.items():
+        print(f"{label}: {'ok' if error is None else 'FAILED: ' + error}")
+    return 0 if all(error is None for error in results.values()) else 1
 
 
 def _check_paths(values: Sequence[str | None]) -> None:
@@ -314,6 +336,7 @@ async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: l
     from eq_tui.engine.control import serve_control
     from eq_tui.engine.engine import Engine
     from eq_tui.hosts.factory import make_hosts
+    from eq_tui.notify.notifier import serve_notifications
 
     engines: list[Engine] = []
     fresh: list[Path] = []  # run dirs this command makes (sim hosts make theirs in make_hosts)
@@ -328,6 +351,7 @@ async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: l
             engines.append(engine)
             await _after_start(engine, options, multi=len(manifests) > 1)
             await serve_control(engine, run_dir)
+            await serve_notifications(engine, run_dir)
     except BaseException:
         for engine in engines:
             engine.run_dir.release_lock()

@@ -19,7 +19,8 @@ SECTIONS = {"top": "## Top level", "host": "## Hosts", "simulate": "### simulate
             "slurm": "### slurm", "env_var": "## env and secrets", "oom_retry": "## oom_retry",
             "job": "## Jobs and templates", "template": "## Jobs and templates",
             "precondition": "### preconditions", "phase": "## Phases",
-            "metrics": "### metrics", "crash_guard": "### crash_guard"}
+            "metrics": "### metrics", "crash_guard": "### crash_guard",
+            "notify": "### notify"}
 
 
 def section(heading: str) -> str:

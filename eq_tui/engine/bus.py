@@ -11,10 +11,12 @@ from eq_tui.engine.events import (
     Alert,
     Event,
     Fanout,
+    GpuQuarantined,
     HostStateChanged,
     JobAdded,
     JobEdited,
     JobRetired,
+    JobStalled,
     JobStateChanged,
     PhaseHeld,
     PhaseReleased,
@@ -27,7 +29,7 @@ from eq_tui.engine.store import RunDir
 MAX_ALERTS = 200
 PERSISTED_EVENTS = (JobStateChanged, HostStateChanged, Alert, QueuePaused, QueueFinished,
                     PreflightReported, JobEdited, JobAdded, JobRetired, PhaseHeld,
-                    PhaseReleased)
+                    PhaseReleased, JobStalled, GpuQuarantined)
 
 
 class Bus:

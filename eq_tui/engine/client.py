@@ -15,7 +15,7 @@ from typing import Any, NotRequired, Protocol, TypedDict
 from eq_tui.engine.events import Event
 
 COMMANDS = ("kill", "retry", "requeue", "pause", "resume", "shutdown", "hold", "release",
-            "priority", "edit", "clone", "add", "reload")
+            "priority", "edit", "clone", "add", "reload", "release-gpu")
 
 
 class AttemptRecord(TypedDict, total=False):
@@ -31,6 +31,7 @@ class AttemptRecord(TypedDict, total=False):
     failure_class: str | None
     decided_at: float | None
     launched: bool
+    cleanup: str  # leftover processes ended after the attempt
 
 
 class JobRecord(TypedDict, total=False):
@@ -57,6 +58,8 @@ class JobRecord(TypedDict, total=False):
     last_line: str
     params: dict[str, str]  # the job's grid point
     metrics: dict[str, float | None]  # final metric values once read (null: NaN/inf)
+    stalled_since: float | None  # hang detection: stalled since then (running jobs only)
+    silent_since: float | None  # while stalled: its log's last growth
 
 
 class GpuView(TypedDict, total=False):
@@ -73,6 +76,8 @@ class GpuView(TypedDict, total=False):
     other: bool  # someone else's memory on it
     settling: bool  # our job left it and its memory is still draining
     quarantined: bool
+    quarantine_reason: str  # when quarantined: why
+    others: list[dict[str, Any]]  # when other: each process's pid, user, command, used_mib
 
 
 class NodeView(TypedDict):

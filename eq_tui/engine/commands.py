@@ -10,6 +10,7 @@ from eq_tui.engine.client import CommandResult
 from eq_tui.engine.command_result import result
 from eq_tui.engine.editing import Editing
 from eq_tui.engine.events import QueuePaused
+from eq_tui.engine.gpu_health import release as release_gpu
 from eq_tui.engine.holds import Holds
 from eq_tui.engine.model import FailureClass, JobState, JobStatus
 from eq_tui.errors import HostError
@@ -37,6 +38,9 @@ class Commands:
         # commands with arguments beyond job ids; each runs under the engine lock
         self.arg_handlers: dict[str, ArgHandler] = {
             "priority": holds.priority, **editing.handlers()}
+        # targets are `HOST:GPU` strings, sent where job ids go
+        self.gpu_handlers: dict[str, Callable[[str, int], str]] = {
+            "release-gpu": lambda host, gpu: release_gpu(self.ctx, host, gpu)}
 
     async def run(self, name: str, job_ids: list[str] | None = None,
                   args: dict[str, Any] | None = None,
@@ -56,6 +60,8 @@ class Commands:
                 self._written(command_id, done)
             self.engine.wake()
             return done
+        if name in self.gpu_handlers:
+            return await self._run_gpus(self.gpu_handlers[name], job_ids, command_id)
         handler = self.job_handlers.get(name)
         if handler is None:
             return result(error=f"unknown command {name!r}")
@@ -82,6 +88,21 @@ class Commands:
         self.engine.check_finished()
         self.ctx.commands.remember(command_id, done)
         self.engine.persist_if_unsaved()
+
+    async def _run_gpus(self, handler: Callable[[str, int], str], targets: list[str],
+                        command_id: str | None) -> CommandResult:
+        if not targets:
+            return result(error="name at least one GPU as HOST:GPU")
+        results: dict[str, str] = {}
+        async with self.engine.lock:
+            for target in targets:
+                host, _, index = target.rpartition(":")
+                results[target] = (handler(host, int(index)) if host and index.isdigit()
+                                   else "not HOST:GPU")
+            done = result(results)
+            self._written(command_id, done)
+        self.engine.wake()
+        return done
 
     # ---- the queue -------------------------------------------------------------------------
 

@@ -21,11 +21,13 @@ from eq_tui.engine.client import CommandResult, Snapshot
 from eq_tui.engine.commands import Commands
 from eq_tui.engine.context import RunContext, output_pattern
 from eq_tui.engine.events import Event, QueueFinished
+from eq_tui.engine.gpu_health import GpuHealthWatch
 from eq_tui.engine.gpu_view import node_views
 from eq_tui.engine.harvest import Harvest, results_settings
 from eq_tui.engine.host_record import HostLink, HostRecord
 from eq_tui.engine.launcher import Launcher
 from eq_tui.engine.ledger import Ledger
+from eq_tui.engine.leftovers import Leftovers
 from eq_tui.engine.model import FailureClass, JobState, JobStatus
 from eq_tui.engine.naming import new_run_token
 from eq_tui.engine.observation import Observation, Readings
@@ -35,6 +37,7 @@ from eq_tui.engine.preflight import preflight as check_hosts
 from eq_tui.engine.reconcile import Reconciler
 from eq_tui.engine.rerun import stuck_notice
 from eq_tui.engine.scheduler import Decision, decide
+from eq_tui.engine.stall import StallWatch
 from eq_tui.engine.store import RunDir
 from eq_tui.engine.summary import status_counts
 from eq_tui.engine.watchers import HostWatchers
@@ -73,10 +76,15 @@ class Engine:
         self.lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self.pacing = Pacing(self.ctx, poll)
-        self.observation = Observation(self.ctx, self.pacing.released_at)
-        self.reconciler = Reconciler(self.ctx)
+        self.gpu_health = GpuHealthWatch(self.ctx)
+        self.observation = Observation(self.ctx, self.pacing.released_at,
+                                       self.gpu_health.want_health)
+        self.reconciler = Reconciler(self.ctx, self.gpu_health.note_fault)
         self.persistence = Persistence(self.ctx)
         self.launcher = Launcher(self.ctx, self.lock, self.persistence.persist)
+        self.stall = StallWatch(self.ctx, self.launcher.stop_session,
+                                self.reconciler.apply_verdict)
+        self.leftovers = Leftovers(self.ctx, self.lock)
         self.commands = Commands(self)
         self.harvest = Harvest(self.ctx, self.lock)
         self.persistence.summary_tail = self.harvest.summary_table
@@ -227,6 +235,7 @@ class Engine:
 
     async def _shutdown(self) -> None:
         await self.launcher.settle()
+        await self.leftovers.settle()
         with contextlib.suppress(Exception):
             await self.watchers.close()
         with contextlib.suppress(Exception):
@@ -261,6 +270,9 @@ class Engine:
         async with self.lock:
             self.observation.apply(requests, results)
             await self.reconciler.judge(probed, requests, starting)
+            await self.stall.check(probed)
+            self.leftovers.check(probed)
+            self.gpu_health.check(probed)
             self.observation.apply_output_scan()
             self.reconciler.unblock_recovered()
             decision = decide(self.manifest, list(self.jobs.values()),

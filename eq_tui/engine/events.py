@@ -158,6 +158,33 @@ class PhaseReleased(Event):
     by: str = ""  # what released it: "retry of JOB" or "resume"
 
 
+@dataclass(frozen=True)
+class JobStalled(Event):
+    """Hang detection judged a running job stalled (`action`: alert, restart or kill), or
+    saw it recover (`action`: recovered)."""
+
+    type: ClassVar[str] = "job_stalled"
+    job: str
+    host: str | None = None
+    gpus: tuple[int, ...] = ()
+    attempt: int = 0
+    silent_s: float = 0.0
+    signs: tuple[str, ...] = ()  # log_silent, gpus_idle, no_progress, hang_line
+    action: str = "alert"
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class GpuQuarantined(Event):
+    """A GPU was quarantined (`released`: false) or a person released it (`released`: true)."""
+
+    type: ClassVar[str] = "gpu_quarantined"
+    host: str
+    gpu: int
+    reason: str = ""
+    released: bool = False
+
+
 class Fanout:
     """Subscriber queues: every event published goes to each queue subscribed at the time."""
 
@@ -181,7 +208,8 @@ class Fanout:
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (JobStateChanged, JobUpdated, HostProbed, HostStateChanged, Alert,
                               QueuePaused, QueueFinished, PreflightReported, JobEdited,
-                              JobAdded, JobRetired, PhaseHeld, PhaseReleased)
+                              JobAdded, JobRetired, PhaseHeld, PhaseReleased, JobStalled,
+                              GpuQuarantined)
 }
 
 
@@ -192,7 +220,7 @@ def event_from_json(data: dict[str, Any]) -> Event:
         raise ValueError(f"unknown event type {data.get('type')!r}")
     names = set(cls.__dataclass_fields__) - {"type"}
     fields = {k: v for k, v in data.items() if k in names}
-    for key in ("gpus", "warnings", "nodes", "jobs"):
+    for key in ("gpus", "warnings", "nodes", "jobs", "signs"):
         if key in fields and isinstance(fields[key], list):
             fields[key] = tuple(fields[key])
     return cls(**fields)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from eq_tui.hosts.base import GpuReading, HostSnapshot
+from eq_tui.hosts.base import GpuProcess, GpuReading, HostSnapshot
 
 SETTLE_WINDOW_S = 60.0  # memory still high this long after our job left it: "settling"
 
@@ -19,7 +19,9 @@ def holds_memory(used_mib: int | None, threshold_mib: int) -> bool:
 
 def gpu_views(host: str, readings: tuple[GpuReading, ...], *, allowed: frozenset[int] | None,
               holders: Mapping[tuple[str, int], str], released_at: Mapping[tuple[str, int], float],
-              quarantined: frozenset[int], threshold_mib: int, now: float) -> list[dict[str, Any]]:
+              quarantined: frozenset[int], threshold_mib: int, now: float,
+              reasons: Mapping[int, str] | None = None,
+              processes: tuple[GpuProcess, ...] = ()) -> list[dict[str, Any]]:
     views = []
     for gpu in readings:
         key = (host, gpu.index)
@@ -36,6 +38,12 @@ def gpu_views(host: str, readings: tuple[GpuReading, ...], *, allowed: frozenset
             "job": job, "other": bool(job is None and busy and not settling),
             "settling": settling, "quarantined": gpu.index in quarantined,
         })
+        if gpu.index in quarantined:
+            views[-1]["quarantine_reason"] = (reasons or {}).get(gpu.index, "")
+        if views[-1]["other"]:
+            views[-1]["others"] = [{"pid": p.pid, "user": p.user, "command": p.command,
+                                    "used_mib": p.used_mib}
+                                   for p in processes if p.gpu_uuid == gpu.uuid]
     return views
 
 

@@ -36,6 +36,7 @@ class HostRecord:
     log_root: str | None = None
     output_scanned: bool = False  # its first probe checked pending jobs' outputs
     quarantined: set[int] = field(default_factory=set)
+    quarantine_reasons: dict[int, str] = field(default_factory=dict)  # why, per GPU
     stopped: str | None = None  # why nothing launches there (disk full, preflight), if so
 
     @property

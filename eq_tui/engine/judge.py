@@ -64,7 +64,7 @@ class Verdict:
     failure_class: str | None = None
     detail: str = ""
     retry_at: float | None = None
-    quarantine_gpus: bool = False
+    quarantine_gpus: bool = False  # a GPU fault: counts toward quarantining its GPUs
     stop_host: bool = False  # disk full: launch nothing more there
 
 

@@ -65,6 +65,7 @@ class FailureClass(StrEnum):
     KILLED = "killed"
     LAUNCH_FAILED = "launch_failed"
     REQUEUED = "requeued"  # a person requeued a running attempt
+    STALLED = "stalled"  # hang detection stopped it (on_stall: restart | kill)
 
 
 @dataclass
@@ -96,6 +97,7 @@ class Attempt:
     failure_class: str | None = None
     decided_at: float | None = None  # when the engine recorded `launching` for this attempt
     launched: bool = True  # False: the session never started (does not count as a launch)
+    cleanup: str = ""  # leftover processes ended after it (leftover-memory cleanup)
 
 
 @dataclass
@@ -127,6 +129,8 @@ class JobState:
     edits: list[dict[str, Any]] = field(default_factory=list)  # what a person changed, in order
     origin: str = "manifest"  # or "added"/"clone"/"reload": made while the queue ran
     spec: dict[str, Any] | None = None  # for a job made at run time: its JobSpec, as JSON
+    stalled_since: float | None = None  # hang detection: when it was judged stalled
+    silent_since: float | None = None  # while stalled: when its log last grew
 
     @property
     def current(self) -> Attempt | None:
@@ -200,6 +204,8 @@ class JobState:
             edits=list(data.get("edits") or []),
             origin=str(data.get("origin") or "manifest"),
             spec=data.get("spec"),
+            stalled_since=data.get("stalled_since"),
+            silent_since=data.get("silent_since"),
         )
 
 

@@ -4,7 +4,7 @@ the once-per-host output scan, and precondition results."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from eq_tui.engine.context import RunContext
@@ -21,8 +21,10 @@ Readings = dict[str, dict[int, int]]  # host -> GPU -> MiB used, from a watcher
 
 
 class Observation:
-    def __init__(self, ctx: RunContext, released_at: Mapping[tuple[str, int], float]) -> None:
+    def __init__(self, ctx: RunContext, released_at: Mapping[tuple[str, int], float],
+                 want_health: Callable[[str], bool] | None = None) -> None:
         self.ctx = ctx
+        self.want_health = want_health  # whether a host's probe reads GPU health this time
         self.released_at = released_at  # (host, gpu) -> when our job left it (pacing's)
         self.precondition_results: dict[str, bool] = {}
         self.want_preconditions: set[str] = set()
@@ -44,7 +46,8 @@ class Observation:
                 pattern = substitute(pre.path, run_dir=ctx.run_dir_value(), job_id=job_id)
                 preconditions.append(PathCheck(f"{job_id}#{i}", pattern))
         return ProbeRequest(attempts=tuple(attempts), output_checks=tuple(output_checks),
-                            preconditions=tuple(preconditions), cwd=ctx.cwd_for(host))
+                            preconditions=tuple(preconditions), cwd=ctx.cwd_for(host),
+                            health=self.want_health(host) if self.want_health else False)
 
     async def _probe_one(self, name: str, request: ProbeRequest) -> HostSnapshot:
         try:
@@ -106,6 +109,7 @@ class Observation:
         return gpu_views(name, snap.gpus, allowed=record.allowed, holders=holders,
                          released_at=self.released_at,
                          quarantined=frozenset(record.quarantined),
+                         reasons=record.quarantine_reasons, processes=snap.processes,
                          threshold_mib=self.ctx.manifest.gpu_free_threshold_mib, now=now)
 
     def _publish_host(self, name: str, snap: HostSnapshot,

@@ -40,6 +40,8 @@ class Persistence:
             "paused": ctx.paused,
             "quarantine": {name: sorted(r.quarantined) for name, r in ctx.hosts.items()
                            if r.quarantined},
+            "quarantine_reasons": {name: {str(g): why for g, why in r.quarantine_reasons.items()}
+                                   for name, r in ctx.hosts.items() if r.quarantine_reasons},
             "stopped_hosts": ctx.stopped_hosts(),
             "retired": ctx.ledger.retired,
             "commands": ctx.commands.to_json(),
@@ -84,6 +86,10 @@ class Persistence:
         for name, gpus in (saved.get("quarantine") or {}).items():
             if name in ctx.hosts:
                 ctx.hosts[name].quarantined = set(gpus)
+        for name, reasons in (saved.get("quarantine_reasons") or {}).items():
+            if name in ctx.hosts:
+                ctx.hosts[name].quarantine_reasons = {int(g): str(why)
+                                                      for g, why in reasons.items()}
         for name, why in (saved.get("stopped_hosts") or {}).items():
             if name in ctx.hosts:
                 ctx.hosts[name].stopped = str(why)

@@ -4,6 +4,7 @@ the pure judge.py (it records exits, applies verdicts, cleans stale sessions).""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.judge import (
@@ -27,8 +28,10 @@ MAX_LAUNCH_FAILURES = 3
 
 
 class Reconciler:
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(self, ctx: RunContext,
+                 on_gpu_fault: Callable[[JobState], None] | None = None) -> None:
         self.ctx = ctx
+        self.on_gpu_fault = on_gpu_fault
 
     async def judge(self, probed: set[str], requests: dict[str, ProbeRequest],
                     starting: frozenset[str]) -> None:
@@ -157,10 +160,8 @@ class Reconciler:
             job.retries_by_class[cls] = job.retries_by_class.get(cls, 0) + 1
         job.retry_at = verdict.retry_at
         job.exited_seen_at = None
-        if verdict.quarantine_gpus and job.host is not None:
-            ctx.hosts[job.host].quarantined.update(job.gpus)
-            ctx.bus.alert("warning", f"{job.host}: GPU {job.gpus} quarantined after "
-                          f"{verdict.detail}", host=job.host, job=job.id)
+        if verdict.quarantine_gpus and self.on_gpu_fault is not None:
+            self.on_gpu_fault(job)  # counts toward quarantining its GPUs (gpu_health.py)
         if verdict.stop_host and job.host is not None:
             ctx.hosts[job.host].stopped = verdict.detail
             ctx.bus.alert("error", f"{job.host}: launching stopped ({verdict.detail}); free "

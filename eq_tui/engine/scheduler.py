@@ -10,9 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from eq_tui.engine.model import ACTIVE, FINISHED, NEEDS_PERSON, WAITING, JobState, JobStatus
+from eq_tui.engine.model import (
+    ACTIVE,
+    FINISHED,
+    NEEDS_PERSON,
+    WAITING,
+    FailureClass,
+    JobState,
+    JobStatus,
+)
 from eq_tui.manifest.model import JobSpec, Manifest
 from eq_tui.manifest.secrets import missing_reason
+
+NEVER_SAME_GPU = frozenset({FailureClass.STALLED, FailureClass.GPU_FAULT})
 
 
 @dataclass(frozen=True)
@@ -287,12 +297,16 @@ def _place(job: JobState, count: int, hosts: Sequence[HostView], free: Mapping[s
     last = job.current
     if last is not None:
         avoid = {(last.host, gpu) for gpu in last.gpus}
+    # a job that hung or hit a GPU fault there never goes back to the same GPU
+    never_again = last is not None and last.failure_class in NEVER_SAME_GPU
     best: tuple[tuple[int, int, int], str, tuple[int, ...]] | None = None
     for order, host in enumerate(hosts):
         candidates = free.get(host.name, [])
         if slots.get(host.name, 0) <= 0 or len(candidates) < count:
             continue
         fresh = [g for g in candidates if (host.name, g) not in avoid]
+        if never_again and len(fresh) < count:
+            continue
         chosen = tuple(fresh[:count]) if len(fresh) >= count else tuple(candidates[:count])
         reused = any((host.name, g) in avoid for g in chosen)
         rank = (1 if reused else 0, -len(candidates), order)

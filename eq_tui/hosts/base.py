@@ -29,6 +29,18 @@ class GpuProcess:
     pid: int
     gpu_uuid: str
     used_mib: int | None
+    user: str = ""  # who runs it and its command line, where the host could tell
+    command: str = ""
+
+
+@dataclass(frozen=True)
+class GpuHealth:
+    """What nvidia-smi says of a GPU's health without root (None: not reported, e.g. no ECC)."""
+
+    index: int
+    uuid: str
+    ecc_uncorrected: int | None
+    pages_pending: bool | None
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,7 @@ class ProbeRequest:
     output_checks: tuple[PathCheck, ...] = ()  # pending jobs: already done?
     preconditions: tuple[PathCheck, ...] = ()  # jobs about to launch
     cwd: str | None = None
+    health: bool = False  # also read the GPUs' health (ECC errors, pages pending)
 
 
 @dataclass(frozen=True)
@@ -97,6 +110,7 @@ class HostSnapshot:
     preconditions: dict[str, bool] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     nodes: tuple[ClusterNode, ...] = ()  # a cluster host's nodes (Slurm); empty elsewhere
+    health: tuple[GpuHealth, ...] = ()  # when the request asked for it
 
 
 @dataclass(frozen=True)

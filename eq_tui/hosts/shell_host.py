@@ -21,6 +21,7 @@ from eq_tui.hosts.base import (
     PreflightRequest,
     ProbeRequest,
 )
+from eq_tui.hosts.leftovers import Reaped, ReapRequest, parse_reaped, reap_args
 from eq_tui.hosts.logclean import clean_line, clean_text
 from eq_tui.hosts.runner import CommandRunner, StreamingRunner
 from eq_tui.hosts.shell_protocol import (
@@ -76,8 +77,8 @@ class ShellHost:
 
     async def probe(self, request: ProbeRequest) -> HostSnapshot:
         boundary = new_boundary()
-        args = [request.cwd or "-", self.session_prefix, "1" if self.query_gpus else "0",
-                boundary]
+        query = ("2" if request.health else "1") if self.query_gpus else "0"
+        args = [request.cwd or "-", self.session_prefix, query, boundary]
         started = time.monotonic()
         taken_at = time.time()
         try:
@@ -133,6 +134,15 @@ class ShellHost:
                                                       clean_line(reason)], timeout=30)
         if code != 0:
             raise HostError(f"{self.name}: kill failed: {err.decode(errors='replace')[:300]}")
+
+    async def reap(self, request: ReapRequest) -> list[Reaped]:
+        """End the processes still holding an ended attempt's GPUs that are that attempt's."""
+        code, out, err = await self._run("reap.sh", reap_args(request),
+                                         timeout=request.grace_s + 30)
+        if code != 0:
+            raise HostError(f"{self.name}: leftover cleanup failed: "
+                            f"{err.decode(errors='replace')[:300]}")
+        return parse_reaped(out.decode(errors="replace"))
 
     async def tail(self, attempt_dir: str, lines: int) -> list[str]:
         _code, out, _err = await self._run("tail.sh", [attempt_dir, str(max(1, lines))],

@@ -21,6 +21,7 @@ from eq_tui.errors import HostError
 from eq_tui.hosts.base import (
     AttemptProbe,
     CommandCheck,
+    GpuHealth,
     GpuProcess,
     GpuReading,
     HostSnapshot,
@@ -216,7 +217,8 @@ def parse_probe(host: str, text: str, boundary: str, request: ProbeRequest, *,
     return HostSnapshot(host=host, ok=True, taken_at=taken_at, rtt_s=rtt_s, gpus=tuple(gpus),
                         processes=tuple(processes), sessions=frozenset(sessions),
                         attempts=attempts, output_checks=checks["O"],
-                        preconditions=checks["P"], warnings=tuple(warnings))
+                        preconditions=checks["P"], warnings=tuple(warnings),
+                        health=tuple(parse_health(sections)))
 
 
 def _sessions(lines: list[str]) -> set[str]:
@@ -248,4 +250,31 @@ def _gpus(sections: Sections) -> tuple[list[GpuReading], list[GpuProcess], list[
     if sections.codes.get("apps_rc") == 0:
         processes, app_warnings = parse_apps(sections.text("apps"))
         warnings += app_warnings
+        processes = with_owners(processes, sections.lines.get("owners", []))
     return gpus, processes, warnings
+
+
+def with_owners(processes: list[GpuProcess], lines: list[str]) -> list[GpuProcess]:
+    """The processes with their user and command from the `owners` section (`ps` lines)."""
+    owners: dict[int, tuple[str, str]] = {}
+    for line in lines:
+        parts = line.split(None, 2)
+        if len(parts) >= 2 and parts[0].isdigit():
+            owners[int(parts[0])] = (parts[1], parts[2].strip() if len(parts) == 3 else "")
+    return [GpuProcess(p.pid, p.gpu_uuid, p.used_mib, *owners[p.pid]) if p.pid in owners
+            else p for p in processes]
+
+
+def parse_health(sections: Sections) -> list[GpuHealth]:
+    """The `health` section: index, uuid, uncorrected ECC errors, retired pages pending."""
+    if "health" not in sections.lines or sections.codes.get("health_rc") != 0:
+        return []
+    found = []
+    for line in sections.lines["health"]:
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != 4 or not fields[0].isdigit():
+            continue
+        pending = {"yes": True, "no": False}.get(fields[3].lower())
+        found.append(GpuHealth(index=int(fields[0]), uuid=fields[1],
+                               ecc_uncorrected=_int(fields[2]), pages_pending=pending))
+    return found

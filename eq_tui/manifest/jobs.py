@@ -29,6 +29,7 @@ from eq_tui.manifest.ids import ID_PATTERN
 from eq_tui.manifest.model import JobSpec, MetricsSpec, Precondition
 from eq_tui.manifest.results_keys import parse_metrics
 from eq_tui.manifest.schema import Context
+from eq_tui.manifest.watch import parse_on_stall, parse_stall_after
 from eq_tui.manifest.yaml_lines import Path_
 
 ArgValue = str | bool | None | list[str | bool]
@@ -61,6 +62,8 @@ class Scope:
     metrics: MetricsSpec | None = None
     metrics_path: Path_ = ()
     priority: int = 0
+    stall_after: float | None = None
+    on_stall: str = "alert"
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,8 @@ def parse_scope(ctx: Context, raw: dict[str, Any], path: Path_, parent: Scope) -
         scope.metrics = parse_metrics(ctx, raw["metrics"], scope.metrics_path)
     if raw.get("priority") is not None:
         scope.priority = ctx.integer(raw["priority"], (*path, "priority"))
+    scope.stall_after = parse_stall_after(ctx, raw, path, scope.stall_after)
+    scope.on_stall = parse_on_stall(ctx, raw, path, scope.on_stall)
     return scope
 
 
@@ -238,7 +243,9 @@ class JobMaker:
                 for p in preconditions),
             gpus_per_job=gpus_per_job, priority=priority,
             metrics=self._metrics(entry, path, scope, variables, point),
-            params=tuple(point.items()))
+            params=tuple(point.items()),
+            stall_after=parse_stall_after(ctx, entry, path, scope.stall_after),
+            on_stall=parse_on_stall(ctx, entry, path, scope.on_stall))
 
     def _metrics(self, entry: dict[str, Any], path: Path_, scope: Scope,
                  variables: dict[str, str], point: dict[str, str]) -> MetricsSpec | None:

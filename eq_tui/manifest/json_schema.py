@@ -140,6 +140,30 @@ _PRIORITY = _doc(_nullable({"type": "integer"}), "Higher launches first; ties in
                  "order. A person's priority (+/-, eq-tui priority) wins from then on.",
                  default=0)
 
+NOTIFY_EVENTS = ("stuck", "stalled", "quarantined", "host_down", "phase_done", "finished")
+_STALL = {
+    "stall_after": _doc(_nullable({"anyOf": [
+        {"type": "number", "minimum": 0},
+        {"type": "string", "pattern": r"^\s*[0-9]+(\.[0-9]+)?\s*(ms|s|m|h|d)?\s*$"}]}),
+        "How long a running job may show no sign of life before it counts as stalled "
+        "(20m, 90s, 1h; 0 turns it off). Default: the larger of 10 minutes and 3 times the "
+        "job's longest gap between log lines."),
+    "on_stall": _doc(_nullable({"enum": ["alert", "restart", "kill"]}),
+                     "What a stalled job gets: an alert, a restart (requeued as stalled), or "
+                     "killed.", default="alert"),
+}
+_NOTIFY = _obj({
+    "on": _doc({"anyOf": [{"enum": list(NOTIFY_EVENTS)},
+                          {"type": "array", "items": {"enum": list(NOTIFY_EVENTS)}}]},
+               "The events this target wants."),
+    "command": _doc({"type": "string"}, "Run where the engine runs, the event as JSON on stdin."),
+    "url": _doc({"type": "string"}, "POST JSON (with a `text` field) here; no credentials or "
+                "query string in the manifest (use url_env)."),
+    "url_env": _doc({"type": "string", "pattern": _ENV_NAME},
+                    "The environment variable holding the URL (with its token)."),
+}, required=("on",), description="One notification target: exactly one of command, url, "
+                                 "url_env.")
+
 _JOB_FIELDS = {
     "id": _doc(_TEXT, "Unique after expansion; [A-Za-z0-9_.-]+; ${var} is substituted."),
     "cmd": _doc(_nullable({"type": "string"}), "The command (else the scope's default_cmd)."),
@@ -149,6 +173,7 @@ _JOB_FIELDS = {
     "gpus_per_job": _GPUS_PER_JOB,
     "metrics": _METRICS_REF,
     "priority": _PRIORITY,
+    **_STALL,
 }
 _JOB = _obj(_JOB_FIELDS, description="One job: an id, and cmd or args after default_cmd.")
 _TEMPLATE = _obj(_JOB_FIELDS, description="A job for every grid point; without id, jobs are "
@@ -175,6 +200,7 @@ _SCOPE = {
                                                                "point."),
     "metrics": _METRICS_REF,
     "priority": _PRIORITY,
+    **_STALL,
 }
 
 _PHASE = _obj({
@@ -254,6 +280,8 @@ _TOP = {
                         default=True),
     **_SCOPE,
     **_RESULTS,
+    "notify": _doc(_nullable({"type": "array", "items": {"$ref": "#/$defs/notify"}}),
+                   "Where to send a message when a person is needed."),
     "phases": _doc(_nullable({"type": "array", "minItems": 1,
                               "items": {"$ref": "#/$defs/phase"}}),
                    "Groups of jobs with dependencies; top-level jobs/grid/template then go "
@@ -269,7 +297,7 @@ SCHEMA: dict[str, Any] = {
     "$defs": {"host": _HOST, "simulate": _SIMULATE, "slurm": _SLURM, "env_var": _ENV_VAR,
               "oom_retry": _OOM_RETRY, "precondition": _PRECONDITION, "job": _JOB,
               "template": _TEMPLATE, "phase": _PHASE, "metrics": _METRICS,
-              "crash_guard": _CRASH_GUARD},
+              "crash_guard": _CRASH_GUARD, "notify": _NOTIFY},
 }
 
 

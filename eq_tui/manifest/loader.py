@@ -47,6 +47,7 @@ from eq_tui.manifest.settings import (
     parse_oom_retry,
     parse_project,
 )
+from eq_tui.manifest.watch import parse_notify
 from eq_tui.manifest.yaml_lines import load_with_lines
 
 
@@ -107,7 +108,8 @@ def _build(ctx: Context, data: Any) -> Manifest:
         retry_delay_s=ctx.number(top.get("retry_delay_s", 30.0), ("retry_delay_s",),
                                  minimum=0),
         crash_guard=parse_crash_guard(ctx, top.get("crash_guard")),
-        phases=phases, jobs=tuple(jobs), results=results)
+        phases=phases, jobs=tuple(jobs), results=results,
+        notify=parse_notify(ctx, top.get("notify")))
 
 
 def _optional_string(ctx: Context, top: dict[str, Any], key: str) -> str | None:

@@ -130,6 +130,26 @@ class JobSpec:
     metrics: MetricsSpec | None = None  # None: look for the conventional files and the log
     params: tuple[tuple[str, str], ...] = ()  # its grid point, for grouping results
     priority: int = 0  # higher launches first; ties in manifest order
+    stall_after: float | None = None  # seconds; None: the default window; 0: never stalled
+    on_stall: str = "alert"  # alert | restart | kill
+
+
+@dataclass(frozen=True)
+class NotifySpec:
+    """One notification target and the events it wants: `command` (run where the engine runs,
+    the event as JSON on stdin), `url`, or `url_env` (the name of the environment variable
+    holding a URL with a token: the manifest never holds the token)."""
+
+    on: tuple[str, ...]
+    command: str | None = None
+    url: str | None = None
+    url_env: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.command is not None:
+            return f"command {self.command[:40]!r}"
+        return f"url ${self.url_env}" if self.url_env else f"url {self.url}"
 
 
 DEFAULT_PHASE = "main"
@@ -157,6 +177,7 @@ class Manifest:
     phases: tuple[PhaseSpec, ...] = (PhaseSpec(name=DEFAULT_PHASE),)
     jobs: tuple[JobSpec, ...] = ()
     results: ResultsSpec = field(default_factory=ResultsSpec)  # the top level's
+    notify: tuple[NotifySpec, ...] = ()
 
     @cached_property
     def job_specs(self) -> dict[str, JobSpec]:

@@ -94,6 +94,9 @@ def init_sim_state(
             previous = {}
         config["quirk"] = previous.get("quirk")
         config["foreign"] = previous.get("foreign") or []
+        for key in ("ecc", "pending_pages", "vanished"):
+            if previous.get(key):
+                config[key] = previous[key]
     _write_config(root, config)
     return root
 
@@ -110,6 +113,29 @@ def set_foreign(state_dir: str | os.PathLike[str], foreign: Iterable[Mapping[str
     config = _read_config(state_dir)
     config["foreign"] = _foreign_list(foreign)
     _write_config(state_dir, config)
+
+
+def set_gpu_health(state_dir: str | os.PathLike[str], *, ecc: Mapping[int, int] | None = None,
+                   pending_pages: Iterable[int] | None = None,
+                   vanished: Iterable[int] | None = None) -> None:
+    """Inject GPU faults: uncorrected ECC error counts, retired pages pending, GPUs that fell
+    off the bus (no longer listed). An argument left None keeps what is there."""
+    config = _read_config(state_dir)
+    if ecc is not None:
+        config["ecc"] = {str(gpu): int(count) for gpu, count in ecc.items()}
+    if pending_pages is not None:
+        config["pending_pages"] = sorted(int(gpu) for gpu in pending_pages)
+    if vanished is not None:
+        config["vanished"] = sorted(int(gpu) for gpu in vanished)
+    _write_config(state_dir, config)
+
+
+def hold_memory(state_dir: str | os.PathLike[str], pid: int, gpu: int, mib: int) -> None:
+    """Make a running process (e.g. someone else's) hold `mib` on a sim GPU until it exits."""
+    path = Path(state_dir) / "procs" / f"{pid}.json"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps({"pid": pid, "gpu": gpu, "mib": mib, "linger_until": None}))
+    os.replace(tmp, path)
 
 
 def read_runs(state_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:

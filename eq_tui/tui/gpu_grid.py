@@ -53,13 +53,15 @@ def gpu_line(gpu: Mapping[str, Any], threshold: float) -> Content:
     used, total = gpu.get("memory_used_mib"), gpu.get("memory_total_mib")
     util = gpu.get("utilization_pct")
     if gpu.get("quarantined"):
-        holder: tuple[str, str] = ("quarantined", "bold $error")
+        reason = str(gpu.get("quarantine_reason") or "")
+        holder: tuple[str, str] = (f"quarantined: {reason[:40]}" if reason else "quarantined",
+                                   "bold $error")
     elif gpu.get("job"):
         holder = (str(gpu["job"]), "$primary")
     elif gpu.get("settling"):
         holder = ("settling", "$warning")
     elif gpu.get("other"):
-        holder = ("other process", "$warning")
+        holder = (other_text(gpu.get("others") or []), "$warning")
     elif not gpu.get("allowed", True):
         holder = ("not ours", "dim")
     else:
@@ -68,6 +70,16 @@ def gpu_line(gpu: Mapping[str, Any], threshold: float) -> Content:
         (f"{gpu.get('index', '?')} ", "bold"), memory_bar(used, total, threshold),
         f" {gib(used):>5}/{gib(total):<5}G ",
         (f"{util:>3}%" if util is not None else "  ?%", "dim"), " ", holder)
+
+
+def other_text(others: list[dict[str, Any]]) -> str:
+    """Whose memory it is: `other: pid 4242 alice python eval.py` (the first process)."""
+    if not others:
+        return "other process"
+    first = others[0]
+    command = str(first.get("command") or "").split("/")[-1][:24]
+    more = f" +{len(others) - 1}" if len(others) > 1 else ""
+    return f"other: pid {first.get('pid')} {first.get('user') or '?'} {command}{more}".rstrip()
 
 
 def models_text(gpus: list[dict[str, Any]]) -> str:

@@ -14,6 +14,7 @@ from textual.color import Color, ColorParseError
 
 STATUS_VARIABLE = {
     "running": "primary",
+    "stalled": "error",  # running, but hang detection says it is stuck
     "launching": "accent",
     "pending": "",
     "completed": "success",
@@ -42,7 +43,7 @@ def status_rich_styles(app: App[Any]) -> dict[str, Style]:
             continue
         try:
             styles[status] = Style(color=Color.parse(value).rich_color,
-                                   bold=status in ("stuck", "failed_oom"))
+                                   bold=status in ("stuck", "failed_oom", "stalled"))
         except ColorParseError:
             styles[status] = Style()
     return styles

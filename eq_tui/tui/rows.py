@@ -92,16 +92,27 @@ def edited(job: Mapping[str, Any]) -> bool:
                for e in job.get("edits") or ())
 
 
+def stalled(job: Mapping[str, Any]) -> bool:
+    """Running, but hang detection says it has stalled."""
+    return job.get("status") == "running" and job.get("stalled_since") is not None
+
+
 def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts: int,
               metric: str = "") -> Cells:
-    """The row's plain-text cells, in COLUMNS order (`metric`: the metric column's text)."""
+    """The row's plain-text cells, in COLUMNS order (`metric`: the metric column's text). A
+    stalled job reads `stalled`, with how long its log has been silent ahead of its last line."""
     last = job.get("last_line") or job.get("reason") or ""
     priority = int(job.get("priority") or 0)
+    status = str(job.get("status", ""))
+    if stalled(job):
+        status = "stalled"
+        silent = job.get("silent_since") or job.get("stalled_since") or now
+        last = f"silent {format_duration(now - float(silent))} · {last}"
     return (
         str(job.get("id", "")) + (EDITED_MARK if edited(job) else ""),
         project,
         str(job.get("phase", "")),
-        str(job.get("status", "")),
+        status,
         str(priority) if priority else "",
         where(job),
         attempt_text(job, max_attempts),

@@ -14,6 +14,7 @@ from eq_tui.engine.engine import Engine
 from eq_tui.engine.events import Event
 from eq_tui.hosts.factory import make_hosts, sim_state_dir
 from eq_tui.manifest.model import HostSpec, JobSpec, Manifest, OomRetry, PhaseSpec, SimulateSpec
+from eq_tui.notify.notifier import Notifier, serve_notifications
 from eq_tui.sim.state import read_runs
 
 FAST_JOB = "fake-train --epochs 2 --epoch-seconds 0.1 --mem 2000"
@@ -50,6 +51,7 @@ class EngineRun:
     run_dir: Path
     events: list[Event] = field(default_factory=list)
     task: asyncio.Task[int] | None = None
+    notifier: Notifier | None = None
 
     @property
     def state(self) -> dict[str, Any]:
@@ -103,6 +105,7 @@ async def start_engine(manifest: Manifest, run_dir: Path, *, poll: float = 0.2,
     await engine.start()
     if control:
         await serve_control(engine, run_dir)
+    run.notifier = await serve_notifications(engine, run_dir)
     collector = asyncio.create_task(collect())
     run.task = asyncio.create_task(engine.run())
 

@@ -203,3 +203,14 @@ def test_the_try_column_reads_the_engines_attempt_limit() -> None:
     retried = job("r", "running", history=[attempt(1, "box1", 0, T0 - 10)])
     retried.update(attempts=2, retry_base=1, attempt_limit=4)
     assert cells_by_column(retried)["attempt"] == "2/4"
+
+
+def test_a_stalled_job_reads_stalled_with_how_long_it_has_been_silent() -> None:
+    record = job("s1", "running", history=[attempt(1, "box1", 2, T0 - 900)],
+                 last_line="epoch 3/6 loss 0.41", stalled_since=T0 - 60,
+                 silent_since=T0 - 725)
+    cells = cells_by_column(record)
+    assert cells["status"] == "stalled"
+    assert cells["last_line"].startswith("silent 12m05s · epoch 3/6")
+    done = {**record, "status": "completed"}
+    assert cells_by_column(done)["status"] == "completed"

@@ -1,4 +1,5 @@
 # probe.sh CWD SESSION_PREFIX QUERY_GPUS BOUNDARY
+# QUERY_GPUS: 0 none, 1 GPUs and their processes, 2 also their health (ECC, pending pages).
 # One round trip per host per tick. stdin, one request a line, tab-separated ('-' = none):
 #   A key session attempt_dir output_glob     a watched attempt
 #   O key glob                                an output check (already done?)
@@ -10,6 +11,8 @@
 set -u
 set -f
 cwd=$1 prefix=$2 query_gpus=$3 b=$4
+health=0
+if [ "$query_gpus" = 2 ]; then query_gpus=1 health=1; fi
 tab=$(printf '\t')
 
 relative_ok=1
@@ -62,9 +65,24 @@ if [ "$query_gpus" = 1 ]; then
         --format=csv,noheader,nounits 2>&1 </dev/null
     echo "$b gpus_rc $?"
     echo "$b apps"
-    nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits \
-        2>&1 </dev/null
-    echo "$b apps_rc $?"
+    apps=$(nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory \
+        --format=csv,noheader,nounits 2>&1 </dev/null)
+    apps_rc=$?
+    [ -z "$apps" ] || printf '%s\n' "$apps"
+    echo "$b apps_rc $apps_rc"
+    # who holds each GPU process (one ps for all of them): pid, user, command
+    pids=$(printf '%s\n' "$apps" | sed -n 's/^[[:space:]]*\([0-9][0-9]*\),.*/\1/p' | paste -sd, -)
+    if [ "$apps_rc" = 0 ] && [ -n "$pids" ]; then
+        echo "$b owners"
+        ps -ww -o pid=,user=,args= -p "$pids" 2>/dev/null </dev/null | cut -c1-300
+    fi
+    if [ "$health" = 1 ]; then
+        # uncorrected ECC errors and retired pages pending: queries that need no root
+        echo "$b health"
+        nvidia-smi --query-gpu=index,uuid,ecc.errors.uncorrected.volatile.total,retired_pages.pending \
+            --format=csv,noheader,nounits 2>&1 </dev/null
+        echo "$b health_rc $?"
+    fi
 fi
 
 echo "$b requests"

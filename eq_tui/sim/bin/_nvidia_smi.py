@@ -61,6 +61,12 @@ def gpu_fields(config: dict[str, Any]) -> dict[str, Field]:
         "memory.total": ("memory.total", "MiB", lambda i, _: str(total), False),
         "utilization.gpu": ("utilization.gpu", "%",
                             lambda i, apps: str(core.utilization(apps, i)), True),
+        "ecc.errors.uncorrected.volatile.total": (
+            "ecc.errors.uncorrected.volatile.total", "",
+            lambda i, _: str(core.health(config, i)[0]), True),
+        "retired_pages.pending": ("retired_pages.pending", "",
+                                  lambda i, _: "Yes" if core.health(config, i)[1] else "No",
+                                  True),
     }
 
 
@@ -167,13 +173,13 @@ def main(argv: list[str]) -> int:
         return 0
 
     count = int(config["gpus"])
-    indices = list(range(count))
+    indices = core.listed_gpus(config)
     if ids is not None:
         try:
             indices = [int(part) for part in ids.split(",")]
         except ValueError:
             return fail_usage(f"Invalid GPU id: {ids}")
-        if any(not 0 <= i < count for i in indices):
+        if any(not 0 <= i < count or i not in core.listed_gpus(config) for i in indices):
             print("No devices were found")
             return 6
     apps = core.compute_apps(state_dir, config)

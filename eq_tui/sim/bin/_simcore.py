@@ -5,8 +5,9 @@ host without eq_tui installed: each script puts its own directory first on sys.p
 
 State directory layout (named by $EQ_SIM_STATE):
     config.json     {"host", "gpus", "memory_mib", "model", "linger_s", "base_mib", "quirk",
-                     "foreign": [{"gpu", "mib"}]}
-    procs/<pid>.json  {"pid", "gpu", "mib", "linger_until": float|null, ...}
+                     "foreign": [{"gpu", "mib"}], "ecc": {"0": n}, "pending_pages": [i],
+                     "vanished": [i]}
+    procs/<pid>.json  {"pid", "gpu", "mib", "linger_until": float|null, "util": int|null, ...}
     runs.jsonl      append-only start/end/oom events from fake-train
 """
 
@@ -42,6 +43,9 @@ DEFAULTS: dict[str, Any] = {
     "base_mib": 0,
     "quirk": None,
     "foreign": [],
+    "ecc": {},  # GPU index (as text) -> uncorrected ECC errors
+    "pending_pages": [],  # GPU indices with retired pages pending
+    "vanished": [],  # GPU indices no longer listed
 }
 
 
@@ -53,10 +57,12 @@ class ComputeApp:
     """A process holding GPU memory. alive=False: the process is gone but its memory lingers
     (or it is someone else's)."""
 
-    __slots__ = ("alive", "foreign", "gpu", "mib", "pid")
+    __slots__ = ("alive", "foreign", "gpu", "mib", "pid", "util")
 
-    def __init__(self, pid: int, gpu: int, mib: int, alive: bool, foreign: bool = False) -> None:
+    def __init__(self, pid: int, gpu: int, mib: int, alive: bool, foreign: bool = False,
+                 util: int | None = None) -> None:
         self.pid, self.gpu, self.mib, self.alive, self.foreign = pid, gpu, mib, alive, foreign
+        self.util = util  # None: busy while alive; a hung process computes nothing (0)
 
     def __repr__(self) -> str:
         return (f"ComputeApp(pid={self.pid}, gpu={self.gpu}, mib={self.mib}, "
@@ -120,7 +126,8 @@ def live_records(state_dir: Path, now: float | None = None) -> list[dict[str, An
 
 
 def compute_apps(state_dir: Path, config: dict[str, Any]) -> list[ComputeApp]:
-    apps = [ComputeApp(int(r["pid"]), int(r["gpu"]), int(r["mib"]), bool(r["alive"]))
+    apps = [ComputeApp(int(r["pid"]), int(r["gpu"]), int(r["mib"]), bool(r["alive"]),
+                       util=None if r.get("util") is None else int(r["util"]))
             for r in live_records(state_dir)]
     seen: dict[int, int] = {}
     for entry in config["foreign"]:
@@ -139,8 +146,33 @@ def used_mib(config: dict[str, Any], apps: list[ComputeApp], gpu: int) -> int:
 def utilization(apps: list[ComputeApp], gpu: int) -> int:
     """Busy (90-99 %, stable per pid) while a running process is on the GPU; lingering memory
     alone computes nothing."""
-    running = [a.pid for a in apps if a.gpu == gpu and a.alive]
-    return 90 + min(running) % 10 if running else 0
+    running = [a for a in apps if a.gpu == gpu and a.alive]
+    busy = [a.pid for a in running if a.util is None]
+    if busy:
+        return 90 + min(busy) % 10
+    return max((a.util or 0 for a in running), default=0)
+
+
+def set_process_util(state_dir: Path, pid: int, util: int | None) -> None:
+    """A process's own utilisation (0 for a hung one); None: busy as usual."""
+    path = state_dir / "procs" / f"{pid}.json"
+    rec = _read_json(path)
+    if isinstance(rec, dict):
+        (state_dir / "util_set").touch()  # the fast nvidia-smi leaves such records to Python
+        write_json_atomic(path, {**rec, "util": util})
+
+
+def health(config: dict[str, Any], gpu: int) -> tuple[int, bool]:
+    """A GPU's uncorrected ECC error count and whether it has retired pages pending."""
+    ecc = config.get("ecc") or {}
+    pending = config.get("pending_pages") or []
+    return int(ecc.get(str(gpu), 0)), gpu in pending
+
+
+def listed_gpus(config: dict[str, Any]) -> list[int]:
+    """The GPUs nvidia-smi lists: a GPU that fell off the bus is not among them."""
+    vanished = set(config.get("vanished") or [])
+    return [i for i in range(int(config["gpus"])) if i not in vanished]
 
 
 @contextlib.contextmanager

@@ -46,6 +46,15 @@ def job_summary(job: Mapping[str, Any], max_attempts: int) -> Content:
         lines.append(Content.assemble(("reason ", "dim"), str(job["reason"])))
     if job.get("retry_at"):
         lines.append(Content.assemble(("retry at ", "dim"), clock_text(job["retry_at"])))
+    if status == "running" and job.get("stalled_since"):
+        lines.append(Content.assemble(("stalled ", "dim"), ("since ", "$error"),
+                                      clock_text(job["stalled_since"]), ("  log silent since ",
+                                                                         "dim"),
+                                      clock_text(job.get("silent_since"))))
+    for attempt in job.get("history") or []:
+        if attempt.get("cleanup"):
+            lines.append(Content.assemble((f"attempt {attempt.get('n')} cleanup ", "dim"),
+                                          str(attempt["cleanup"])))
     return Content("\n").join(lines)
 
 

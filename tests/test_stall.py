@@ -1,0 +1,212 @@
+"""Hang detection: the rules on their own (a fake clock), then on real screen sessions with
+simulated GPUs (hung, NCCL-hung and quietly busy fake jobs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eq_tui.engine.events import JobStalled
+from eq_tui.engine.stall import DEFAULT_FLOOR_S, Track, progress_of
+from eq_tui.hosts.base import AttemptProbe
+from tests.support.engine_run import job, make_manifest, sim_hosts, start_engine
+
+
+def probe(size: int, line: str = "") -> AttemptProbe:
+    return AttemptProbe(key="j", session_alive=True, pid=1, pid_alive=True, started=0.0,
+                        exit_code=None, exited_at=None, log_size=size, output_ok=None,
+                        last_line=line)
+
+
+def test_progress_is_read_from_epoch_step_and_tqdm_lines() -> None:
+    assert progress_of("epoch 3/10 loss=0.4") == pytest.approx(0.3)
+    assert progress_of("step 1200/5000") == pytest.approx(0.24)
+    assert progress_of(" 45%|████▌     | 45/100") == 45.0
+    assert progress_of("loss=0.4") is None
+
+
+def test_silence_on_idle_gpus_is_a_stall_but_silence_on_busy_gpus_is_not() -> None:
+    track = Track(attempt=1, size=10, grown_at=0.0, busy_at=0.0, progressed_at=0.0)
+    for now in (5.0, 10.0, 15.0, 20.0):
+        track.observe(probe(10), [97], now)  # a quiet evaluation: silent, GPU busy
+    assert track.signs(20.0, 20.0) == ["log_silent"]
+    idle = Track(attempt=1, size=10, grown_at=0.0, busy_at=0.0, progressed_at=0.0)
+    for now in (5.0, 10.0, 15.0, 20.0):
+        idle.observe(probe(10), [0, 3], now)  # every GPU under 5 %
+    assert idle.signs(20.0, 20.0) == ["log_silent", "gpus_idle"]
+    assert idle.signs(20.0, 19.0) == []  # not yet a whole window
+
+
+def test_a_growing_log_that_never_advances_on_idle_gpus_is_a_stall() -> None:
+    track = Track(attempt=1, size=0, grown_at=0.0, busy_at=0.0, progressed_at=0.0)
+    for i, now in enumerate(range(1, 31, 3)):
+        track.observe(probe(100 * (i + 1), "step 7/100 retrying batch"), [0], float(now))
+    assert track.signs(25.0, 30.0) == ["gpus_idle", "no_progress"]
+
+
+def test_unknown_utilisation_never_counts_as_idle() -> None:
+    track = Track(attempt=1, size=0, grown_at=0.0, busy_at=0.0, progressed_at=0.0)
+    track.observe(probe(0), [None], 50.0)
+    assert "gpus_idle" not in track.signs(20.0, 50.0)
+
+
+def test_silence_counts_from_the_look_before_the_log_last_grew() -> None:
+    # growth seen at 10 happened after the look at 8: silence is judged from 8, so a hang
+    # is called within its window plus one poll
+    track = Track(attempt=1, size=0, grown_at=0.0, busy_at=0.0, progressed_at=0.0)
+    track.observe(probe(0), [0], 8.0)
+    track.observe(probe(10), [0], 10.0)
+    assert track.grown_at == 8.0
+    assert track.signs(20.0, 28.0) == ["log_silent", "gpus_idle"]
+
+
+def test_the_default_window_is_ten_minutes_or_three_times_the_longest_gap() -> None:
+    track = Track(attempt=1, size=0, grown_at=0.0, busy_at=0.0, progressed_at=0.0)
+    track.observe(probe(10), [90], 100.0)
+    assert track.window(None) == DEFAULT_FLOOR_S
+    track.observe(probe(20), [90], 400.0)  # a 300 s gap between log lines
+    assert track.window(None) == 900.0
+    assert track.window(20.0) == 20.0 and track.window(0.0) == 0.0
+
+
+def test_a_watchdog_line_is_a_hang_at_once() -> None:
+    track = Track(attempt=1, size=0, grown_at=0.0, busy_at=0.0, progressed_at=0.0)
+    track.observe(probe(10, "[Rank 0] Watchdog caught collective operation timeout: "
+                            "WorkNCCL(SeqNum=1, Timeout(ms)=600000)"), [99], 1.0)
+    assert track.hang_line
+
+
+# ---- on real sessions ------------------------------------------------------------------------
+
+HUNG = "fake-train --epochs 50 --epoch-seconds 0.2 --mem 1000 --hang-after 1"
+
+
+def stalls(run: object, job_id: str) -> list[JobStalled]:
+    return [e for e in run.events  # type: ignore[attr-defined]
+            if isinstance(e, JobStalled) and e.job == job_id]
+
+
+@pytest.mark.integration
+async def test_a_silent_job_on_idle_gpus_is_marked_stalled_and_keeps_running(
+        tmp_path: Path) -> None:
+    manifest = make_manifest(tmp_path, [job("hung", HUNG, stall_after=1.0)])
+    run = await start_engine(manifest, tmp_path / "run", exit_when_done=False)
+    try:
+        await run.wait_for(lambda: run.engine.jobs["hung"].stalled_since is not None)
+        stalled = stalls(run, "hung")[0]
+        assert set(stalled.signs) == {"log_silent", "gpus_idle"}
+        assert stalled.action == "alert" and stalled.silent_s >= 1.0
+        record = run.engine.jobs["hung"].to_json()
+        assert record["status"] == "running" and record["silent_since"] is not None
+        assert any("stalled: silent" in a["message"] for a in run.engine.ctx.bus.alerts)
+        result = await run.engine.command("kill", ["hung"])
+        assert result["ok"]
+        await run.wait_for(lambda: run.engine.jobs["hung"].stalled_since is None)
+    finally:
+        await run.stop()
+
+
+@pytest.mark.integration
+async def test_a_quiet_evaluation_on_busy_gpus_is_never_stalled(tmp_path: Path) -> None:
+    # prints nothing for 6 s with the GPU busy, against a 2 s window
+    manifest = make_manifest(tmp_path, [job(
+        "quiet", "fake-train --epochs 1 --epoch-seconds 6 --mem 1000", stall_after=2.0)])
+    run = await start_engine(manifest, tmp_path / "run")
+    assert run.task is not None
+    code = await run.task
+    assert code == 0 and run.status("quiet") == "completed"
+    assert stalls(run, "quiet") == []
+
+
+@pytest.mark.integration
+async def test_restart_requeues_a_hung_job_as_stalled_on_another_gpu(tmp_path: Path) -> None:
+    manifest = make_manifest(tmp_path, [job(
+        "hung", f"{HUNG} --hang-attempts 1 --epochs 3", stall_after=0.8, on_stall="restart")],
+        hosts=sim_hosts(("sim", 2)))
+    run = await start_engine(manifest, tmp_path / "run")
+    assert run.task is not None
+    code = await run.task
+    assert code == 0
+    record = run.job("hung")
+    first, second = record["history"]
+    assert first["failure_class"] == "stalled" and second["failure_class"] is None
+    assert first["gpus"] != second["gpus"]  # never the GPU it hung on
+    assert record["retries_by_class"] == {"stalled": 1}
+    assert [e.action for e in stalls(run, "hung")] == ["alert", "restart"]
+    assert ("running", "pending") in run.transitions("hung")
+
+
+@pytest.mark.integration
+async def test_a_restarted_hung_job_never_goes_back_to_its_gpu(tmp_path: Path) -> None:
+    # one GPU only: after the restart the job waits rather than run there again
+    manifest = make_manifest(tmp_path, [job(
+        "hung", f"{HUNG} --hang-attempts 1", stall_after=0.6, on_stall="restart")],
+        hosts=sim_hosts(("sim", 1)))
+    run = await start_engine(manifest, tmp_path / "run", exit_when_done=False)
+    try:
+        await run.wait_for(lambda: run.status("hung") == "pending"
+                           and run.engine.jobs["hung"].retries_by_class.get("stalled") == 1)
+        probes = run.engine.probes_by_host["sim"]
+        await run.wait_for(lambda: run.engine.probes_by_host["sim"] >= probes + 5)
+        assert run.status("hung") == "pending" and run.engine.jobs["hung"].attempts == 1
+    finally:
+        await run.stop()
+
+
+@pytest.mark.integration
+async def test_an_nccl_watchdog_line_is_a_stall_at_once_and_kill_stops_it(
+        tmp_path: Path) -> None:
+    manifest = make_manifest(tmp_path, [job(
+        "nccl", f"{HUNG} --nccl-hang", stall_after=3600.0, on_stall="kill")])
+    run = await start_engine(manifest, tmp_path / "run")
+    assert run.task is not None
+    code = await run.task
+    assert code == 1
+    record = run.job("nccl")
+    assert record["status"] == "killed"
+    assert record["failure"]["class"] == "stalled"
+    assert "Watchdog caught collective operation timeout" in record["failure"]["detail"]
+    assert [e.action for e in stalls(run, "nccl")] == ["alert", "kill"]
+    assert "hang_line" in stalls(run, "nccl")[0].signs
+
+
+# ---- the engine with an injected clock (an in-memory host: deterministic) ----------------------
+
+async def test_on_an_injected_clock_a_job_is_stalled_after_its_window_and_restarted_after_two(
+        tmp_path: Path) -> None:
+    from eq_tui.engine.engine import Engine
+    from eq_tui.manifest.model import HostSpec, JobSpec, Manifest
+    from tests.support.memory_host import MemoryHost
+
+    source = tmp_path / "m.yaml"
+    source.touch()
+    manifest = Manifest(project="p", source=str(source), hosts=(HostSpec(name="m"),),
+                        jobs=(JobSpec(id="a", phase="main", cmd="train", stall_after=60.0,
+                                      on_stall="restart"),))
+    host = MemoryHost("m", gpus=2)  # its GPUs read 0 % utilisation
+    engine = Engine(manifest, tmp_path / "run", {"m": host},  # type: ignore[dict-item]
+                    clock=lambda: host.now, watch=False)
+    await engine.start(preflight=False)
+    await engine.tick()
+    job = engine.jobs["a"]
+    host.current("a").log.append("epoch 1/10")
+    host.now += 5
+    await engine.tick()  # running, its log grew
+    host.now += 55
+    await engine.tick()
+    assert job.stalled_since is None  # silent for 55 s of a 60 s window (counted from 1005)
+    host.now += 10
+    await engine.tick()
+    assert job.stalled_since == host.now and job.silent_since == 1005.0
+    assert job.status == "running"
+    host.now += 59
+    await engine.tick()
+    assert job.status == "running"  # restart comes a second window after the stall
+    host.now += 1
+    await engine.tick()
+    assert host.kills == [job.history[0].session]
+    assert job.history[0].failure_class == "stalled" and job.retries_by_class == {"stalled": 1}
+    await engine.tick()
+    assert job.status == "running" and job.gpus == [1]  # attempt 2, not on GPU 0
+    engine.ctx.run_dir.release_lock()
