@@ -203,22 +203,6 @@ class ShellHost:
                                            timeout=15)
         return clean_text(out)
 
-    async def follow(self, attempt_dir: str, offset: int) -> tuple[int, list[str]]:
-        """New log lines since byte `offset`; returns the new offset (follow mode)."""
-        _code, out, _err = await self._run("tail.sh", [attempt_dir, "0", str(max(0, offset))],
-                                           timeout=15)
-        head, _, rest = out.partition(b"\n")
-        size = _int(head.decode(errors="replace").strip())
-        if size is None:
-            return offset, []
-        if size < offset:  # the log was replaced: start over
-            return 0, []
-        # only whole lines: a partial last line is read again next time
-        complete, newline, _partial = rest.rpartition(b"\n")
-        if not newline:
-            return offset, []
-        return offset + len(complete) + 1, clean_text(complete + b"\n")
-
     # ---- preflight ---------------------------------------------------------------------------
 
     async def preflight(self, request: PreflightRequest) -> list[PreflightFinding]:

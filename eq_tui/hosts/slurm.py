@@ -109,7 +109,7 @@ class SlurmHost:
         self.spec = spec
         self.slots = tuple(slots)
         self.name_prefix = name_prefix
-        # The attempt-file side (log root, tail, follow) is exactly a shell host's.
+        # The attempt-file side (log root, tail) is exactly a shell host's.
         self._files = ShellHost(name, runner, log_dir=log_dir, query_gpus=False)
         self.submissions = 0
         self.lookups = 0
@@ -272,9 +272,6 @@ class SlurmHost:
 
     async def tail(self, attempt_dir: str, lines: int) -> list[str]:
         return await self._files.tail(attempt_dir, lines)
-
-    async def follow(self, attempt_dir: str, offset: int) -> tuple[int, list[str]]:
-        return await self._files.follow(attempt_dir, offset)
 
     # ---- preflight ---------------------------------------------------------------------------
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import posixpath
 import shlex
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from eq_tui import __version__
@@ -39,11 +38,6 @@ case $run in /*) ;; "~") run=$HOME ;; "~/"*) run=$HOME/${run#"~/"} ;; *) run=$HO
 cd -- "$dir" || exit 3
 exec "$eq" "$@" --detach --run-dir "$run"
 """
-
-
-@dataclass(frozen=True)
-class Started:
-    run_dir: str   # absolute, on the host
 
 
 def ssh_command(host: str, config_path: str | None) -> list[str]:

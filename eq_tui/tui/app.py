@@ -5,43 +5,44 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.events import Resize
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.theme import Theme
-from textual.widgets import Footer, Input
+from textual.widgets import Footer
 
 from eq_tui.engine.client import EngineClient
 from eq_tui.engine.events import Event
-from eq_tui.tui.commands import EqCommands
 from eq_tui.tui.config import save_setting
-from eq_tui.tui.filters import parse_filter
+from eq_tui.tui.filter_bar import FilterBar
 from eq_tui.tui.gpu_grid import GpuGrid
 from eq_tui.tui.header import RunHeader
 from eq_tui.tui.job_table import JobTable
+from eq_tui.tui.layout import Room, room_for
 from eq_tui.tui.log_pane import TAIL_LINES, LogPane
 from eq_tui.tui.retry_pane import RetryPane
-from eq_tui.tui.rows import split_row_key
+from eq_tui.tui.rows import row_key, split_row_key
 from eq_tui.tui.run_view import Changes, RunView
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from eq_tui.tui.screens.details import JobDetailsScreen
 from eq_tui.tui.screens.help import HelpScreen
 from eq_tui.tui.screens.summary import SummaryScreen
+from eq_tui.tui.sender import CommandSender
 from eq_tui.tui.themes import choose_theme, load_themes, user_theme_dir
 
 ALERT_SEVERITY: dict[str, SeverityLevel] = {"error": "error", "warning": "warning"}
-FILTER_DEBOUNCE_S = 0.15
-NAMES_IN_CONFIRM = 12
 
 
 class EqTuiApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "eq-tui"
-    COMMANDS = App.COMMANDS | {EqCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("k", "kill", "Kill"),
         Binding("r", "retry", "Retry"),
@@ -49,6 +50,8 @@ class EqTuiApp(App[int]):
         Binding("p", "toggle_pause", "Pause/resume"),
         Binding("enter", "details", "Details"),
         Binding("slash", "filter", "Filter"),
+        Binding("l", "toggle_logs", "Log/retry"),
+        Binding("g", "toggle_grid", "Grid form", show=False),
         Binding("left_square_bracket", "attempt(-1)", "Earlier log", show=False),
         Binding("right_square_bracket", "attempt(1)", "Later log", show=False),
         Binding("escape", "clear", "Clear marks/filter", show=False),
@@ -67,6 +70,8 @@ class EqTuiApp(App[int]):
         self.engine_stopped = False
         self.engine_gone = ""
         self.view = RunView()
+        self.room = Room()
+        self.filter_text = ""
         catalog = load_themes()
         self.user_themes = set(load_themes([user_theme_dir()]).themes)
         for found in catalog.themes.values():
@@ -77,15 +82,13 @@ class EqTuiApp(App[int]):
             self._theme_problems.append(problem)
         self.theme = chosen
         self._queues: list[tuple[EngineClient, asyncio.Queue[Event]]] = []
-        self._filter_timer: Any = None
 
     # ---- layout ----------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
         yield GpuGrid(id="gpus")
-        yield Input(placeholder="filter: words, status:stuck host:box1 phase:distill "
-                    "(enter to keep, escape to clear)", id="filter")
+        yield FilterBar(id="filter")
         yield JobTable(id="jobs")
         with Horizontal(id="bottom"):
             yield LogPane(id="log-pane")
@@ -98,7 +101,8 @@ class EqTuiApp(App[int]):
         self.log_pane = self.query_one(LogPane)
         self.retry_pane = self.query_one(RetryPane)
         self.run_header = self.query_one(RunHeader)
-        self.filter_box = self.query_one("#filter", Input)
+        self.filter_bar = self.query_one(FilterBar)
+        self.sender = CommandSender(self, self.clients, before_send=self.table.clear_marks)
         for client in self.clients.values():
             queue = client.subscribe()
             self._queues.append((client, queue))
@@ -108,12 +112,12 @@ class EqTuiApp(App[int]):
                 self.notify(f"{client.project}: could not read its state: {exc}",
                             severity="error")
         now = self.clock()
-        self.filter_box.display = False
         self.table.setup(self.view, now)
         self.grid.show(self.view)
+        self._lay_out()
         self._redraw_summaries(now)
         self.table.focus()
-        self.table.border_title = "jobs"
+        self._title_table()
         for client, queue in self._queues:
             self.run_worker(self._pump(client, queue), group="events",
                             exit_on_error=False)
@@ -125,6 +129,44 @@ class EqTuiApp(App[int]):
     def on_unmount(self) -> None:
         for client, queue in self._queues:
             client.unsubscribe(queue)
+
+    def on_resize(self, event: Resize) -> None:
+        if hasattr(self, "grid"):
+            self._lay_out()
+
+    def _lay_out(self) -> None:
+        """Give each pane its share of the screen (see layout.room_for)."""
+        width, height = self.size
+        self.room = room_for(width, height, self.room)
+        room, screen = self.room, self.screen
+        screen.set_class(room.small, "-small")
+        screen.set_class(room.logs_tab, "-logs-tab")
+        if room.small:
+            screen.move_child(self.grid, after=self.table)
+        else:
+            screen.move_child(self.grid, before=self.filter_bar)
+        bottom = self.query_one("#bottom")
+        bottom.display = room.bottom_height != 0
+        bottom.styles.height = "1fr" if room.logs_tab else room.bottom_height
+        self.table.display = self.grid.display = not room.logs_tab
+        self.run_header.compact = room.small
+        self.grid.fit_to(width, room.grid_budget, small=room.small)
+        self.run_header.show(self.view, self.clock())
+
+    def action_toggle_logs(self) -> None:
+        """`l`: on a small screen the log and retry queue replace the table (and back);
+        otherwise they hide to give the table their room (and come back)."""
+        self.room = self.room.toggled_logs()
+        self._lay_out()
+        if self.room.logs_tab:
+            self.retry_pane.focus()
+        elif not self.table.has_focus:
+            self.table.focus()
+
+    def action_toggle_grid(self) -> None:
+        form = self.grid.toggle_form()
+        self.notify(f"GPU grid: {form} (g again: by the room)" if self.grid.force
+                    else f"GPU grid: {form}, by the room")
 
     # ---- events in -------------------------------------------------------------------------
 
@@ -181,6 +223,8 @@ class EqTuiApp(App[int]):
         found = self.view.job(key) if key else None
         attempts = len(found[1].get("history") or []) if found else 0
         self.log_pane.follow(key if found else None, attempts, self.tail)
+        if found and found[1].get("host"):
+            self.grid.select(row_key(found[0].project, str(found[1]["host"])))
 
     def _follow_selected(self, keys: set[str]) -> None:
         selected = self.log_pane.key
@@ -220,59 +264,7 @@ class EqTuiApp(App[int]):
     def action_attempt(self, delta: int) -> None:
         self.log_pane.step_attempt(delta)
 
-    # ---- commands out ------------------------------------------------------------------------
-
-    async def send(self, name: str, keys: list[str]) -> None:
-        """Send a command per project; every outcome ends as a notification, never a crash."""
-        by_project: dict[str, list[str]] = {}
-        for key in keys:
-            project, job_id = split_row_key(key)
-            by_project.setdefault(project, []).append(job_id)
-        for project, job_ids in by_project.items():
-            client = self.clients.get(project)
-            if client is None:
-                continue
-            try:
-                result = await client.command(name, job_ids)
-            except Exception as exc:
-                self.notify(f"{name} failed: {exc}", severity="error")
-                continue
-            refused = {job: why for job, why in (result.get("results") or {}).items()
-                       if why != "ok"}
-            done = [job for job in job_ids if job not in refused]
-            if done:
-                self.notify(f"{name}: {', '.join(done[:NAMES_IN_CONFIRM])}"
-                            + (f" and {len(done) - NAMES_IN_CONFIRM} more"
-                               if len(done) > NAMES_IN_CONFIRM else ""))
-            for job, why in list(refused.items())[:NAMES_IN_CONFIRM]:
-                self.notify(f"{name} {job}: {why}", severity="warning")
-            if result.get("error") and not refused:
-                self.notify(f"{name}: {result['error']}", severity="warning")
-
-    def _send_soon(self, name: str, keys: list[str]) -> None:
-        if not keys:
-            self.notify("no job selected", severity="warning")
-            return
-        self.table.clear_marks()
-        self.run_worker(self.send(name, keys), group="commands", exit_on_error=False)
-
-    def request_kill(self, keys: list[str]) -> None:
-        if not keys:
-            self.notify("no job selected", severity="warning")
-            return
-        names = [split_row_key(k)[1] for k in keys]
-        listed = ", ".join(names[:NAMES_IN_CONFIRM])
-        if len(names) > NAMES_IN_CONFIRM:
-            listed += f" and {len(names) - NAMES_IN_CONFIRM} more"
-        title = f"Kill {len(names)} jobs?" if len(names) > 1 else f"Kill {names[0]}?"
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._send_soon("kill", keys)
-
-        self.push_screen(ConfirmScreen(title, f"{listed}\n\nTheir sessions are stopped and "
-                                       "they end as killed; r brings them back.",
-                                       confirm_label="Kill"), answered)
+    # ---- commands out (sender.py sends them) -------------------------------------------------
 
     def targets(self) -> list[str]:
         """The job shown in a details screen, else the marked jobs or the table's cursor."""
@@ -281,36 +273,25 @@ class EqTuiApp(App[int]):
         return self.table.targets()
 
     def action_kill(self) -> None:
-        self.request_kill(self.targets())
+        self.sender.request_kill(self.targets())
 
     def action_retry(self) -> None:
-        self._send_soon("retry", self.targets())
+        self.sender.send_soon("retry", self.targets())
 
     def action_requeue(self) -> None:
-        self._send_soon("requeue", self.targets())
+        self.sender.send_soon("requeue", self.targets())
 
     def on_job_table_kill_requested(self, message: JobTable.KillRequested) -> None:
-        self.request_kill(message.keys)
+        self.sender.request_kill(message.keys)
 
     def on_job_table_retry_requested(self, message: JobTable.RetryRequested) -> None:
-        self._send_soon("retry", message.keys)
+        self.sender.send_soon("retry", message.keys)
 
     def on_job_table_requeue_requested(self, message: JobTable.RequeueRequested) -> None:
-        self._send_soon("requeue", message.keys)
+        self.sender.send_soon("requeue", message.keys)
 
     def action_toggle_pause(self) -> None:
-        name = "resume" if self.view.paused else "pause"
-
-        async def send_all() -> None:
-            for client in self.clients.values():
-                try:
-                    await client.command(name)
-                except Exception as exc:
-                    self.notify(f"{client.project}: {name} failed: {exc}", severity="error")
-            self.notify("launching paused; running jobs keep running" if name == "pause"
-                        else "launching resumed")
-
-        self.run_worker(send_all(), group="commands", exit_on_error=False)
+        self.sender.set_paused(not self.view.paused)
 
     def action_retry_oom_stuck(self) -> None:
         keys = []
@@ -322,46 +303,49 @@ class EqTuiApp(App[int]):
         if not keys:
             self.notify("no job is stuck on a CUDA OOM")
             return
-        self._send_soon("retry", sorted(keys))
+        self.sender.send_soon("retry", sorted(keys))
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """The palette (ctrl+p): Textual's own commands, then eq-tui's."""
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Retry every OOM-stuck job", "stuck jobs whose last failure was "
+                            "a CUDA OOM go back to pending", self.action_retry_oom_stuck)
+        yield SystemCommand("Open summary", "summary.md of the run, if written",
+                            self.action_open_summary)
+        yield SystemCommand("Resume launching" if self.view.paused else "Pause launching",
+                            "launching only; running jobs are untouched",
+                            self.action_toggle_pause)
+        yield SystemCommand("Stop the engine", "asks first; running jobs keep running in "
+                            "their sessions", self.action_stop_engine)
+        yield SystemCommand("Help", "every key", self.action_help)
+        for name in sorted(self.available_themes):
+            if name.startswith("eq-") or name in self.user_themes:
+                yield SystemCommand(f"Switch theme: {name}", "remembered for the next start",
+                                    partial(self.switch_theme, name))
 
     # ---- filter, help, summary, theme, quit ----------------------------------------------------
 
     def action_filter(self) -> None:
-        box = self.filter_box
-        box.display = True
-        box.focus()
+        self.filter_bar.open()
 
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id != "filter":
-            return
-        if self._filter_timer is not None:
-            self._filter_timer.stop()
-        query = event.value
-        self._filter_timer = self.set_timer(
-            FILTER_DEBOUNCE_S, lambda: self.table.set_filter(parse_filter(query)))
+    def on_filter_bar_applied(self, message: FilterBar.Applied) -> None:
+        self.table.set_filter(message.job_filter)
+        self.grid.set_host_filter(message.job_filter.fields.get("host", frozenset()))
+        if message.kept:
+            self.filter_text = message.text
+            self._title_table()
+            self.table.focus()
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id != "filter":
-            return
-        if self._filter_timer is not None:
-            self._filter_timer.stop()
-        self.table.set_filter(parse_filter(event.value))
-        if not event.value:
-            event.input.display = False
-        self.table.border_title = f"jobs (filter: {event.value})" if event.value else "jobs"
-        self.table.focus()
+    def _title_table(self) -> None:
+        shown = f"jobs · {self.table.order_label}"
+        self.table.border_title = f"{shown} · filter: {self.filter_text}" \
+            if self.filter_text else shown
+
+    def on_job_table_order_changed(self, message: JobTable.OrderChanged) -> None:
+        self._title_table()
 
     def action_clear(self) -> None:
-        box = self.filter_box
-        if box.display:
-            if self._filter_timer is not None:
-                self._filter_timer.stop()
-            box.value = ""
-            box.display = False
-            self.table.set_filter(parse_filter(""))
-            self.table.border_title = "jobs"
-            self.table.focus()
-        else:
+        if not self.filter_bar.close():
             self.table.clear_marks()
 
     def action_help(self) -> None:
@@ -401,24 +385,11 @@ class EqTuiApp(App[int]):
             message = ("The engine stops scheduling and eq-tui exits. Running jobs keep "
                        "running in their sessions; run the same command again to resume.")
 
-        async def stop_all() -> None:
-            for client in self.clients.values():
-                try:
-                    await client.command("shutdown")
-                except ConnectionError:
-                    pass  # the engine closed the connection on its way out
-                except Exception as exc:
-                    self.notify(f"{client.project}: stop failed: {exc}", severity="error")
-                    return
+        def stopped() -> None:
             self.engine_stopped = True
             self.exit(0)
 
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.run_worker(stop_all(), group="commands", exit_on_error=False)
-
-        self.push_screen(ConfirmScreen("Stop the engine?", message, confirm_label="Stop"),
-                         answered)
+        self.sender.request_shutdown(message, stopped)
 
     def show_engine_gone(self, message: str, *, finished: bool) -> None:
         """An attached engine has exited or become unreachable: say so, keep the last state on

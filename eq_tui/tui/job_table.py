@@ -1,4 +1,5 @@
-"""The job table: one row per job, keyed `project/id`, updated cell by cell."""
+"""The job table: one row per job, keyed `project/id`, updated cell by cell. Until a column is
+chosen (`s`, a header click) the rows that need eyes come first: see ACTIVE_FIRST."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist, RowKey
+from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from eq_tui.tui.filters import JobFilter
 from eq_tui.tui.palette import status_rich_styles
@@ -22,7 +23,7 @@ from eq_tui.tui.rows import (
     changed_columns,
     job_cells,
     sort_value,
-    split_row_key,
+    where_width,
 )
 from eq_tui.tui.run_view import RunView
 
@@ -30,6 +31,10 @@ MARK_COLUMN = "mark"
 MARK = "●"
 STATUS_INDEX = next(i for i, c in enumerate(COLUMNS) if c.key == "status")
 PROJECT_INDEX = next(i for i, c in enumerate(COLUMNS) if c.key == "project")
+# needs a person, then waiting to retry, then running: what must be seen is at the top
+ACTIVE_FIRST = {name: rank for rank, names in enumerate((
+    ("stuck", "blocked"), ("failed_oom",), ("running", "launching"), ("pending",),
+    ("killed",), ("completed",))) for name in names}
 
 
 class JobTable(DataTable[Any]):
@@ -64,6 +69,9 @@ class JobTable(DataTable[Any]):
             super().__init__()
             self.key = key
 
+    class OrderChanged(Message):
+        """The rows were sorted another way (see `order_label`)."""
+
     class JobHighlighted(Message):
         def __init__(self, key: str | None) -> None:
             super().__init__()
@@ -73,13 +81,14 @@ class JobTable(DataTable[Any]):
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.marked: set[str] = set()
         self.job_filter = JobFilter()
-        self.sort_column: str | None = None
+        self.sort_column: str | None = None  # None: active first
         self.sort_reverse = False
         self._cells: dict[str, Cells] = {}
         self._columns: list[int] = []
         self._styles: dict[str, Style] = {}
         self._view: RunView | None = None
         self._now = 0.0
+        self._order: dict[str, int] = {}  # manifest order, the tie-breaker of active first
 
     # ---- building --------------------------------------------------------------------------
 
@@ -90,9 +99,11 @@ class JobTable(DataTable[Any]):
         self._columns = [i for i, c in enumerate(COLUMNS) if multi or c.key != "project"]
         self.clear(columns=True)
         self.add_column(" ", key=MARK_COLUMN, width=1)
+        hosts = [name for project in view.projects.values() for name in project.hosts]
         for i in self._columns:
             column = COLUMNS[i]
-            self.add_column(column.label, key=column.key, width=column.width)
+            width = where_width(hosts) if column.key == "where" else column.width
+            self.add_column(column.label, key=column.key, width=width)
         self.refresh_styles()
         self.rebuild(now)
 
@@ -109,6 +120,7 @@ class JobTable(DataTable[Any]):
         self._cells.clear()
         rows = []
         for key, project, job in self._view.iter_jobs():
+            self._order.setdefault(key, len(self._order))
             if not self.job_filter.matches(job, project.project):
                 continue
             cells = job_cells(job, project=project.project, now=now,
@@ -119,6 +131,8 @@ class JobTable(DataTable[Any]):
             self.add_row(*self._row_cells(key, cells), key=key)
         self._apply_sort()
         self.move_to(cursor)
+        if self.cursor_key != cursor:  # sorted under a cursor that did not move: say so
+            self.post_message(self.JobHighlighted(self.cursor_key))
 
     # ---- keyed updates ---------------------------------------------------------------------
 
@@ -144,13 +158,15 @@ class JobTable(DataTable[Any]):
             old = self._cells.get(key)
             self._cells[key] = cells
             if old is None:
+                self._order.setdefault(key, len(self._order))
                 self.add_row(*self._row_cells(key, cells), key=key)
-                resort = resort or self.sort_column is not None
+                resort = True
                 continue
+            sorted_on = self.sort_column or "status"
             for index in changed_columns(old, cells):
                 if index in self._columns:
                     self.update_cell(key, COLUMNS[index].key, self._cell_text(index, cells))
-                    resort = resort or COLUMNS[index].key == self.sort_column
+                    resort = resort or COLUMNS[index].key == sorted_on
         if resort:
             cursor = self.cursor_key
             self._apply_sort()
@@ -227,8 +243,8 @@ class JobTable(DataTable[Any]):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
-        key: RowKey = event.row_key
-        self.post_message(self.JobHighlighted(str(key.value) if key.value is not None else None))
+        # the row under the cursor now: a sort may have moved another row there since
+        self.post_message(self.JobHighlighted(self.cursor_key))
 
     # ---- filter and sort -------------------------------------------------------------------
 
@@ -240,18 +256,41 @@ class JobTable(DataTable[Any]):
         if reverse is None:
             reverse = not self.sort_reverse if column == self.sort_column else False
         self.sort_column, self.sort_reverse = column, reverse
+        self._resort()
+
+    def _resort(self) -> None:
         cursor = self.cursor_key
         self._apply_sort()
         self.move_to(cursor)
+        self.post_message(self.OrderChanged())
+
+    def sort_by_activity(self) -> None:
+        self.sort_column, self.sort_reverse = None, False
+        self._resort()
 
     def action_sort_next(self) -> None:
-        keys = [COLUMNS[i].key for i in self._columns]
-        following = (keys.index(self.sort_column) + 1) % len(keys) \
-            if self.sort_column in keys else 0
-        self.sort_by(keys[following], reverse=False)
+        """The next column; after the last one, back to active first."""
+        keys: list[str | None] = [None, *(COLUMNS[i].key for i in self._columns)]
+        following = (keys.index(self.sort_column) + 1) % len(keys)
+        column = keys[following]
+        if column is None:
+            self.sort_by_activity()
+        else:
+            self.sort_by(column, reverse=False)
 
     def action_sort_reverse(self) -> None:
-        self.sort_by(self.sort_column or "id", reverse=not self.sort_reverse)
+        if self.sort_column is None:
+            self.sort_reverse = not self.sort_reverse
+            self._resort()
+        else:
+            self.sort_by(self.sort_column, reverse=not self.sort_reverse)
+
+    @property
+    def order_label(self) -> str:
+        column = self.sort_column
+        label = "active first" if column is None else \
+            f"by {next(c.label for c in COLUMNS if c.key == column)}"
+        return label + (", reversed" if self.sort_reverse else "")
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
@@ -261,10 +300,14 @@ class JobTable(DataTable[Any]):
 
     def _apply_sort(self) -> None:
         column, view, now = self.sort_column, self._view, self._now
-        if column is None or view is None:
+        if view is None:
             return
         id_column = COLUMNS[0].key
         multi = PROJECT_INDEX in self._columns
+        columns = (id_column, "project") if multi else (id_column,)
+        if column is None:
+            self.sort(*columns, key=self._activity_key(multi), reverse=self.sort_reverse)
+            return
 
         def key_of(cells: Any) -> tuple[Any, ...]:
             if multi:
@@ -277,9 +320,16 @@ class JobTable(DataTable[Any]):
                 return ((),)
             return sort_value(column, found[1], now, project)
 
-        columns = (id_column, "project") if multi else (id_column,)
         self.sort(*columns, key=key_of, reverse=self.sort_reverse)
 
+    def _activity_key(self, multi: bool) -> Any:
+        cells, order = self._cells, self._order
+        project = next(iter(self._view.projects), "") if self._view else ""
 
-def job_id_of(key: str) -> str:
-    return split_row_key(key)[1]
+        def key_of(values: Any) -> tuple[int, int]:
+            key = f"{values[1]}/{values[0]}" if multi else f"{project}/{values}"
+            row = cells.get(key)
+            rank = ACTIVE_FIRST.get(row[STATUS_INDEX], 9) if row else 9
+            return rank, order.get(key, 0)
+
+        return key_of

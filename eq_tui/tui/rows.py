@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("failure", "failure", 12),
     Column("last_line", "last log line", LAST_LINE_WIDTH),
 )
+WHERE_COLUMN = next(c for c in COLUMNS if c.key == "where")
+WHERE_WIDTH_MAX = 32
 COLUMN_KEYS: tuple[str, ...] = tuple(c.key for c in COLUMNS)
 LIVE_STATUSES = frozenset({"launching", "running"})
 Cells = tuple[str, ...]
@@ -60,6 +62,13 @@ def where(job: Mapping[str, Any]) -> str:
         return ""
     gpus = job.get("gpus") or []
     return f"{host}:{','.join(str(g) for g in gpus)}" if gpus else str(host)
+
+
+def where_width(hosts: Iterable[str]) -> int:
+    """The host:gpu column as wide as the longest host name and two GPU indexes, so every
+    running job's GPU can be read (within reason)."""
+    longest = max((len(name) for name in hosts), default=0)
+    return max(WHERE_COLUMN.width or 12, min(WHERE_WIDTH_MAX, longest + 4))
 
 
 def attempt_text(job: Mapping[str, Any], max_attempts: int) -> str:

@@ -9,7 +9,7 @@ from textual.widgets import Input, Log
 
 from eq_tui.engine.events import Alert, HostStateChanged
 from eq_tui.tui.app import EqTuiApp
-from eq_tui.tui.gpu_grid import HostPanel
+from eq_tui.tui.gpu_grid import GRID_PANELS
 from eq_tui.tui.job_table import JobTable
 from eq_tui.tui.log_pane import LogPane
 from eq_tui.tui.screens.confirm import ConfirmScreen
@@ -47,7 +47,7 @@ async def test_the_main_screen_shows_every_pane_with_the_snapshot() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert table(app).row_count == 10
-        assert len(app.query(HostPanel)) == 2
+        assert len(app.query(GRID_PANELS)) == 2
         assert status_cell(app, "demo/student_nan") == "stuck"
         retry_text = str(app.query_one("#retry-body").render())
         assert "student_s2" in retry_text and "in 0:07" in retry_text
@@ -238,7 +238,7 @@ async def test_alerts_notify_and_a_down_host_shows_in_its_column() -> None:
         await pilot.pause(0.1)
         assert any("disk full" in n.message for n in app._notifications)
         assert "disk full" in str(app.query_one("#retry-body").render())
-        panel = app.query(HostPanel).first()
+        panel = app.query(GRID_PANELS).first()
         assert panel.has_class("-down")
         assert "connection refused" in str(panel.render())
 
@@ -313,7 +313,7 @@ async def test_several_projects_get_a_project_column_and_their_own_commands() ->
         jobs = table(app)
         assert jobs.row_count == 20
         assert str(jobs.get_cell("other/student_nan", "project")) == "other"
-        assert len(app.query(HostPanel)) == 4
+        assert len(app.query(GRID_PANELS)) == 4
         jobs.move_cursor(row=jobs.get_row_index("other/student_nan"))
         await pilot.press("r")
         await pilot.pause(0.1)
