@@ -132,11 +132,12 @@ class EqTuiApp(App[int]):
 
     def on_resize(self, event: Resize) -> None:
         if hasattr(self, "grid"):
-            self._lay_out()
+            self._lay_out(event.size.width, event.size.height)
 
-    def _lay_out(self) -> None:
+    def _lay_out(self, width: int = 0, height: int = 0) -> None:
         """Give each pane its share of the screen (see layout.room_for)."""
-        width, height = self.size
+        if not width:
+            width, height = self.room.size if self.room.size[0] else self.size
         self.room = room_for(width, height, self.room)
         room, screen = self.room, self.screen
         screen.set_class(room.small, "-small")
