@@ -40,5 +40,5 @@ def room_for(width: int, height: int, previous: Room = Room()) -> Room:
         bottom = 0 if previous.logs_hidden else max(7, min(16, height // 4))
         header = 2
         grid = max(3, height - header - FOOTER - bottom - table)
-    return replace(previous, size=(width, height), small=small, header_height=header, bottom_height=bottom,
-                   grid_budget=grid, logs_tab=previous.logs_tab and small)
+    return replace(previous, size=(width, height), small=small, header_height=header,
+                   bottom_height=bottom, grid_budget=grid, logs_tab=previous.logs_tab and small)
