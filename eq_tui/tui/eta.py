@@ -5,6 +5,7 @@ says something while the first 64 jobs run, before any has finished."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from statistics import fmean
 from typing import Any
@@ -43,11 +44,11 @@ def phase_means(completed: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     return {phase: fmean(durations) for phase, durations in by_phase.items()}
 
 
-def estimate_eta(running: Iterable[Mapping[str, Any]], waiting: Iterable[Mapping[str, Any]],
+def estimate_eta(running: Iterable[Mapping[str, Any]], waiting: Iterable[str],
                  means: Mapping[str, float], now: float) -> float | None:
     """Seconds until the queue is done: what the running jobs have left plus the waiting jobs'
-    expected durations, spread over as many slots as jobs run now. None when nothing is known
-    (no job has finished and none prints its progress)."""
+    expected durations (`waiting`: the phase of each), spread over as many slots as jobs run
+    now. None when nothing is known (no job has finished and none prints its progress)."""
     left: list[float] = []
     slots = 0
     by_progress: dict[str, list[float]] = {}
@@ -67,15 +68,14 @@ def estimate_eta(running: Iterable[Mapping[str, Any]], waiting: Iterable[Mapping
             left.append(max(0.0, total - elapsed))
     progress_means = {phase: fmean(totals) for phase, totals in by_progress.items()}
     work, known = 0.0, bool(left)
-    waiting = list(waiting)
-    if not slots and not waiting:
+    waiting_by_phase = Counter(waiting)
+    if not slots and not waiting_by_phase:
         return 0.0
-    for job in waiting:
-        phase = str(job.get("phase") or "")
+    for phase, count in waiting_by_phase.items():
         for source, key in ((means, phase), (progress_means, phase), (means, ALL),
                             (progress_means, ALL)):
             if key in source:
-                work += source[key]
+                work += count * source[key]
                 known = True
                 break
     if not known:
@@ -84,20 +84,42 @@ def estimate_eta(running: Iterable[Mapping[str, Any]], waiting: Iterable[Mapping
 
 
 class EtaCache:
-    """Phase means from the view's completed jobs, recomputed only when their number changes
-    (the header redraws every second and on every tick)."""
+    """The ETA of a view, kept cheap for the header's redraw every second and on every tick:
+    the completed jobs' durations are summed per phase as jobs complete (or stop being
+    completed), not walked again each time."""
 
     def __init__(self) -> None:
-        self._completed = -1
-        self._means: dict[str, float] = {}
+        self._done: dict[str, tuple[str, float]] = {}  # completed job -> phase, duration
+        self._sums: dict[str, list[float]] = {}  # phase (and ALL) -> [total, count]
+        self._phase: dict[str, str] = {}  # job -> phase, which does not change
+
+    def _count(self, phase: str, duration: float, sign: int) -> None:
+        for key in (phase, ALL):
+            total = self._sums.setdefault(key, [0.0, 0])
+            total[0] += sign * duration
+            total[1] += sign
+
+    def _phase_of(self, view: RunView, key: str) -> str:
+        phase = self._phase.get(key)
+        if phase is None:
+            found = view.job(key)
+            phase = self._phase[key] = str(found[1].get("phase") or "") if found else ""
+        return phase
 
     def eta(self, view: RunView, now: float) -> float | None:
-        completed = view.keys_with_status("completed")
-        if len(completed) != self._completed:
-            self._completed = len(completed)
-            self._means = phase_means(found[1] for found in map(view.job, completed) if found)
-        jobs = [found[1] for found in map(view.job, view.keys_with_status(
-            "running", "launching", "pending", "failed_oom")) if found]
-        running = [job for job in jobs if job.get("status") in ("running", "launching")]
-        waiting = [job for job in jobs if job.get("status") in ("pending", "failed_oom")]
-        return estimate_eta(running, waiting, self._means, now)
+        completed = set(view.keys_with_status("completed"))
+        for key in self._done.keys() - completed:
+            self._count(*self._done.pop(key), -1)
+        for key in completed - self._done.keys():
+            found = view.job(key)
+            duration = completed_duration(found[1]) if found else None
+            if duration is not None:
+                self._done[key] = (self._phase_of(view, key), duration)
+                self._count(*self._done[key], 1)
+        means = {phase: total / count for phase, (total, count) in self._sums.items() if count}
+        running = [found[1] for found in map(view.job, view.keys_with_status(
+            "running", "launching")) if found]
+        phases = self._phase
+        waiting = [phases[key] if key in phases else self._phase_of(view, key)
+                   for key in view.keys_with_status("pending", "failed_oom")]
+        return estimate_eta(running, waiting, means, now)

@@ -44,6 +44,8 @@ class GpuGrid(VerticalScroll, can_focus=True):
         self._expanded = HostPanel(id="host-expanded")
         self._widths = LineWidths(4, 2, 1)
         self._heights: list[int] = []
+        self._line_cache: dict[str, Content] = {}
+        self._line_selected: str | None = None
 
     def compose(self) -> ComposeResult:
         yield self._panel_box
@@ -143,15 +145,27 @@ class GpuGrid(VerticalScroll, can_focus=True):
         selected = self.selected if any(s[0] == self.selected for s in shown) else None
         if selected is None and shown:
             selected = shown[0][0]
-        self._lines.update(self._compact_lines(shown, selected))
+        if selected != self._line_selected:
+            keys = None if keys is None else keys | {selected or "", self._line_selected or ""}
+            self._line_selected = selected
+        self._lines.update(self._compact_lines(shown, selected, keys))
         for key, label, host, threshold in shown:
             if key == selected and self.plan.expanded:
                 self._expanded.show(label, host, threshold)
 
-    def _compact_lines(self, shown: list[Shown], selected: str | None) -> Content:
-        width, columns = self._widths.total, self.plan.columns
-        lines = [host_line(label, host, self._widths, selected=key == selected)
-                 .truncate(width, ellipsis=True, pad=True) for key, label, host, _ in shown]
+    def _compact_lines(self, shown: list[Shown], selected: str | None,
+                       keys: set[str] | None) -> Content:
+        """Every host's line, drawn again only for the hosts in `keys` (all when None)."""
+        width, columns, cache = self._widths.total, self.plan.columns, self._line_cache
+        if keys is None:
+            cache.clear()
+        lines = []
+        for key, label, host, _ in shown:
+            line = cache.get(key)
+            if line is None or key in (keys or ()):
+                line = cache[key] = host_line(label, host, self._widths, selected=key == selected
+                                              ).truncate(width, ellipsis=True, pad=True)
+            lines.append(line)
         rows = [Content(" " * LINE_GAP).join(lines[i:i + columns])
                 for i in range(0, len(lines), columns)]
         return Content("\n").join(rows) if rows else Content.styled("no host", "dim")

@@ -12,12 +12,14 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.coordinate import Coordinate
 from textual.message import Message
+from textual.timer import Timer
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from eq_tui.tui.filters import JobFilter
 from eq_tui.tui.palette import status_rich_styles
 from eq_tui.tui.rows import (
+    COLUMN_KEYS,
     COLUMNS,
     Cells,
     changed_columns,
@@ -27,6 +29,7 @@ from eq_tui.tui.rows import (
 )
 from eq_tui.tui.run_view import RunView
 
+RESORT_DELAY_S = 0.3
 MARK_COLUMN = "mark"
 MARK = "●"
 STATUS_INDEX = next(i for i, c in enumerate(COLUMNS) if c.key == "status")
@@ -89,6 +92,7 @@ class JobTable(DataTable[Any]):
         self._view: RunView | None = None
         self._now = 0.0
         self._order: dict[str, int] = {}  # manifest order, the tie-breaker of active first
+        self._sort_timer: Timer | None = None
 
     # ---- building --------------------------------------------------------------------------
 
@@ -162,15 +166,26 @@ class JobTable(DataTable[Any]):
                 self.add_row(*self._row_cells(key, cells), key=key)
                 resort = True
                 continue
-            sorted_on = self.sort_column or "status"
             for index in changed_columns(old, cells):
                 if index in self._columns:
                     self.update_cell(key, COLUMNS[index].key, self._cell_text(index, cells))
-                    resort = resort or COLUMNS[index].key == sorted_on
-        if resort:
-            cursor = self.cursor_key
-            self._apply_sort()
-            self.move_to(cursor)
+            resort = resort or self._moves(old, cells)
+        if resort and self._sort_timer is None:
+            # at most one sort per RESORT_DELAY_S, however many ticks move rows meanwhile
+            self._sort_timer = self.set_timer(RESORT_DELAY_S, self._sort_later)
+
+    def _moves(self, old: Cells, new: Cells) -> bool:
+        """Whether a row's change can move it in the current order."""
+        if self.sort_column is None:
+            return ACTIVE_FIRST.get(old[STATUS_INDEX]) != ACTIVE_FIRST.get(new[STATUS_INDEX])
+        index = COLUMN_KEYS.index(self.sort_column)
+        return old[index] != new[index] or self.sort_column == "duration"
+
+    def _sort_later(self) -> None:
+        self._sort_timer = None
+        cursor = self.cursor_key
+        self._apply_sort()
+        self.move_to(cursor)
 
     def _row_cells(self, key: str, cells: Cells) -> list[Any]:
         return [MARK if key in self.marked else " ",

@@ -83,7 +83,9 @@ def failure_class(job: Mapping[str, Any]) -> str:
 
 def single_line(text: str, width: int = LAST_LINE_WIDTH) -> str:
     """One printable line: control characters (and markup brackets' effect) kept out."""
-    clean = "".join(ch if ch.isprintable() else " " for ch in text.strip())
+    head = text.strip()[: width + 1]  # one character in, one out: cut first, clean less
+    clean = head if head.isprintable() else "".join(ch if ch.isprintable() else " "
+                                                    for ch in head)
     return clean if len(clean) <= width else clean[: width - 1] + "…"
 
 

@@ -68,7 +68,7 @@ def test_eta_from_printed_progress_before_any_job_finished_then_from_phase_durat
     assert job_fraction("epoch 7/6") is None
     running = [job(f"r{i}", "running", history=[attempt(1, "h", i, T0 - 60)],
                    last_line="epoch 1/4") for i in range(4)]
-    waiting = [job(f"w{i}", "pending") for i in range(4)]
+    waiting = ["train"] * 4
     # each running job is a quarter done after 60 s: 180 s left each; 4 more of 240 s on 4 slots
     assert estimate_eta(running, waiting, {}, T0) == 180 + 240
     assert estimate_eta([job("r", "running", history=[attempt(1, "h", 0, T0 - 60)])],
@@ -79,5 +79,5 @@ def test_eta_from_printed_progress_before_any_job_finished_then_from_phase_durat
     assert means == {"train": 100, "eval": 10, "": 55}
     quiet = [job("r", "running", phase="train", history=[attempt(1, "h", 0, T0 - 40)])]
     # 60 s left of a train job, then an eval job of 10 s, on the one slot
-    assert estimate_eta(quiet, [job("w", "pending", phase="eval")], means, T0) == 70
+    assert estimate_eta(quiet, ["eval"], means, T0) == 70
     assert estimate_eta([], [], means, T0) == 0

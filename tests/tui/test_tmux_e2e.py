@@ -52,7 +52,8 @@ def wait_for_screen(session: str, predicate: Callable[[str], bool], timeout: flo
 
 def start(session: str, tmp_path: Path, rc_file: Path) -> None:
     # unset: under pytest COLUMNS=80 LINES=24 are set, and Textual would take them over the pane
-    command = (f"unset COLUMNS LINES; cd {shlex.quote(str(tmp_path))} && EQ_TUI_CONFIG_DIR={tmp_path / 'config'} "
+    command = (f"unset COLUMNS LINES; cd {shlex.quote(str(tmp_path))} && "
+               f"EQ_TUI_CONFIG_DIR={tmp_path / 'config'} "
                f"{shlex.quote(sys.executable)} -m eq_tui manifest.yaml --run-dir run; "
                f"echo $? > {shlex.quote(str(rc_file))}; sleep 30")
     tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48", command)
