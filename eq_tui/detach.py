@@ -21,7 +21,9 @@ from eq_tui.errors import RunDirError
 from eq_tui.status import load_jobs
 
 HEALTHY_WITHIN_S = 60.0
-FINISHED_MARK = "eq-tui: finished:"  # remote/on_host.py recognises a finished run by it
+# remote/start.py reads these lines from a --detach run on a host
+FINISHED_MARK = "eq-tui: finished:"
+RESUMING_MARK = "eq-tui: resuming "
 
 
 def engine_command(manifest: str, run_dir: Path, poll: float | None) -> list[str]:
@@ -132,9 +134,9 @@ def start_detached(manifests: list[str], run_dirs: list[Path], poll: float | Non
             raise RunDirError(f"the engine for {manifest} did not come up "
                               f"(exit {exited}); last lines of {log}:\n{_log_tail(log)}")
         # the engine's numbers: an edited manifest may have added or removed jobs
-        resuming = (f"resuming {run_dir}: {now.done} of {now.total} jobs done\n"
-                    if before is not None and now is not None else "")
-        print(f"eq-tui: {resuming}eq-tui: engine for {manifest} is running in the background "
+        if before is not None and now is not None:
+            print(f"{RESUMING_MARK}{run_dir}: {now.done} of {now.total} jobs done")
+        print(f"eq-tui: engine for {manifest} is running in the background "
               f"(pid {process.pid}); run dir {run_dir}\n"
               f"  watch:  eq-tui attach {run_dir}\n"
               f"  status: eq-tui status {run_dir}\n"

@@ -105,3 +105,16 @@ def test_detach_on_a_finished_run_says_so_and_one_that_resumes_says_how_far(
             or not re.search(r"completed\s+2\b", status.stdout):
         assert time.monotonic() < deadline, status.stdout
         time.sleep(0.2)
+
+
+def test_what_a_detach_on_a_host_said_is_read_back() -> None:
+    from eq_tui.remote.start import parse_started
+
+    said = ("eq-tui: resuming /home/u/.eq-tui/runs/p/run: 12 of 40 jobs done\n"
+            "eq-tui: engine for m.yaml is running in the background (pid 7); run dir ...\n")
+    assert parse_started(said, 0).resuming == "/home/u/.eq-tui/runs/p/run: 12 of 40 jobs done"
+    done = parse_started("eq-tui: finished: the run in /r has finished (completed 3, stuck 1; "
+                         "exit 1): nothing to run for m.yaml\n  start over: ...\n", 1)
+    assert done.finished == "/r has finished (completed 3, stuck 1; exit 1)"
+    assert done.exit_code == 1 and not done.resuming
+    assert not parse_started("eq-tui: engine for m.yaml is running", 0).finished

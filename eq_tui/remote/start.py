@@ -6,9 +6,11 @@ from __future__ import annotations
 import posixpath
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from eq_tui import __version__
+from eq_tui.detach import FINISHED_MARK, RESUMING_MARK
 from eq_tui.errors import HostError, RunDirError
 from eq_tui.remote.link import RemoteLink, RemoteRunDir
 from eq_tui.remote.target import RemoteTarget, command_line
@@ -84,18 +86,41 @@ async def upload_manifest(link: RemoteLink, manifest: Path, project: str) -> str
     return result.stdout.decode(errors="surrogateescape").strip()
 
 
+@dataclass(frozen=True)
+class StartOutcome:
+    """What `eq-tui MANIFEST --detach` said on the host: the run resumed (how far it got), or
+    had already finished (then `exit_code` is its queue's and no engine runs)."""
+
+    resuming: str = ""  # "RUN_DIR: 12 of 40 jobs done"
+    finished: str = ""  # "RUN_DIR has finished (completed 38, stuck 2; exit 1)"
+    exit_code: int = 0
+
+
+def parse_started(stdout: str, returncode: int) -> StartOutcome:
+    resuming = finished = ""
+    for line in stdout.splitlines():
+        if line.startswith(RESUMING_MARK):
+            resuming = line[len(RESUMING_MARK):].strip()
+        elif line.startswith(FINISHED_MARK):
+            finished = line[len(FINISHED_MARK):].split(": nothing to run", 1)[0].strip()
+            finished = finished.removeprefix("the run in ")
+    return StartOutcome(resuming=resuming, finished=finished, exit_code=returncode)
+
+
 async def start_engine(link: RemoteLink, eq_tui: str, manifest: str, run_dir: str,
-                       extra: list[str]) -> None:
+                       extra: list[str]) -> StartOutcome:
     """Runs `eq-tui MANIFEST --detach` in the manifest's directory on the host (an absolute
-    path there): it returns once the engine answers on its control socket, or fails with the
-    engine's log tail."""
+    path there): it returns once the engine answers on its control socket (or says the run
+    has finished), or fails with the engine's log tail."""
     directory = posixpath.dirname(manifest) or "/"
     result = await link.run(START, [eq_tui, directory, run_dir, manifest, *extra],
                             timeout=START_TIMEOUT_S)
-    if result.returncode != 0:
+    started = parse_started(result.stdout.decode(errors="replace"), result.returncode)
+    if result.returncode != 0 and not started.finished:
         said = (result.stderr or result.stdout).decode(errors="replace").strip()
         error = RunDirError if result.returncode == 3 else HostError
         raise error(f"{link.target}: the engine did not start (exit {result.returncode}):\n{said}")
+    return started
 
 
 async def resume(link: RemoteLink, run_dir: RemoteRunDir, config_path: str | None) -> None:
