@@ -6,7 +6,6 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
-from pathlib import Path
 from typing import ClassVar
 
 from textual.app import App, ComposeResult, SystemCommand
@@ -33,7 +32,7 @@ from eq_tui.tui.run_view import Changes, RunView
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from eq_tui.tui.screens.details import JobDetailsScreen
 from eq_tui.tui.screens.help import HelpScreen
-from eq_tui.tui.screens.summary import SummaryScreen
+from eq_tui.tui.screens.summary import open_summary
 from eq_tui.tui.sender import CommandSender
 from eq_tui.tui.themes import choose_theme, load_themes, user_theme_dir
 
@@ -44,9 +43,9 @@ class EqTuiApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "eq-tui"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("k", "kill", "Kill"),
-        Binding("r", "retry", "Retry"),
-        Binding("u", "requeue", "Requeue"),
+        Binding("k", "command('kill')", "Kill"),
+        Binding("r", "command('retry')", "Retry"),
+        Binding("u", "command('requeue')", "Requeue"),
         Binding("p", "toggle_pause", "Pause/resume"),
         Binding("enter", "details", "Details"),
         Binding("slash", "filter", "Filter"),
@@ -71,7 +70,6 @@ class EqTuiApp(App[int]):
         self.engine_gone = ""
         self.view = RunView()
         self.room = Room()
-        self.filter_text = ""
         catalog = load_themes()
         self.user_themes = set(load_themes([user_theme_dir()]).themes)
         for found in catalog.themes.values():
@@ -115,9 +113,8 @@ class EqTuiApp(App[int]):
         self.table.setup(self.view, now)
         self.grid.show(self.view)
         self._lay_out()
-        self._redraw_summaries(now)
+        self.retry_pane.show(self.view, now)
         self.table.focus()
-        self._title_table()
         for client, queue in self._queues:
             self.run_worker(self._pump(client, queue), group="events",
                             exit_on_error=False)
@@ -193,12 +190,18 @@ class EqTuiApp(App[int]):
         with self.batch_update():
             if changes.jobs:
                 self.table.apply(changes.jobs, now)
-                self._follow_selected(changes.jobs)
-                self._refresh_details(changes.jobs)
+                if self.log_pane.key in changes.jobs:
+                    self._follow(self.log_pane.key)
+                screen = self.screen
+                if isinstance(screen, JobDetailsScreen) and screen.key in changes.jobs:
+                    found = self.view.job(screen.key)
+                    if found is not None:
+                        screen.show_job(found[1])
             if changes.hosts:
                 self.grid.show(self.view, changes.hosts)
             if changes.header or changes.jobs or changes.alerts:
-                self._redraw_summaries(now)
+                self.run_header.show(self.view, now)
+                self.retry_pane.show(self.view, now)
         for alert in changes.alerts:
             self.notify(str(alert.get("message", "")),
                         title=f"{alert.get('project', '')} {alert.get('level', '')}".strip(),
@@ -209,11 +212,8 @@ class EqTuiApp(App[int]):
         now = self.clock()
         with self.batch_update():
             self.table.apply(self.view.keys_with_status("running", "launching"), now)
-            self._redraw_summaries(now)
-
-    def _redraw_summaries(self, now: float) -> None:
-        self.run_header.show(self.view, now)
-        self.retry_pane.show(self.view, now)
+            self.run_header.show(self.view, now)
+            self.retry_pane.show(self.view, now)
 
     # ---- selection, log and details ----------------------------------------------------------
 
@@ -227,18 +227,6 @@ class EqTuiApp(App[int]):
         if found and found[1].get("host"):
             self.grid.select(row_key(found[0].project, str(found[1]["host"])))
 
-    def _follow_selected(self, keys: set[str]) -> None:
-        selected = self.log_pane.key
-        if selected in keys:
-            self._follow(selected)
-
-    def _refresh_details(self, keys: set[str]) -> None:
-        screen = self.screen
-        if isinstance(screen, JobDetailsScreen) and screen.key in keys:
-            found = self.view.job(screen.key)
-            if found is not None:
-                screen.show_job(found[1])
-
     async def tail(self, key: str, attempt: int | None) -> list[str]:
         project, job_id = split_row_key(key)
         client = self.clients.get(project)
@@ -247,72 +235,48 @@ class EqTuiApp(App[int]):
         return await client.tail(job_id, attempt, TAIL_LINES)
 
     def on_job_table_details_requested(self, message: JobTable.DetailsRequested) -> None:
-        self.open_details(message.key)
+        self.action_details(message.key)
 
-    def action_details(self) -> None:
-        key = self.table.cursor_key
-        if key:
-            self.open_details(key)
-
-    def open_details(self, key: str) -> None:
-        found = self.view.job(key)
+    def action_details(self, key: str | None = None) -> None:
+        """The details screen of `key`, else of the job under the table's cursor."""
+        found = self.view.job(key or self.table.cursor_key or "")
         if found is None:
             return
         project, job = found
-        self.push_screen(JobDetailsScreen(key, job, max_attempts=project.max_attempts,
-                                          fetch=self.tail))
+        self.push_screen(JobDetailsScreen(row_key(project.project, str(job["id"])), job,
+                                          max_attempts=project.max_attempts, fetch=self.tail))
 
     def action_attempt(self, delta: int) -> None:
         self.log_pane.step_attempt(delta)
 
     # ---- commands out (sender.py sends them) -------------------------------------------------
 
-    def targets(self) -> list[str]:
-        """The job shown in a details screen, else the marked jobs or the table's cursor."""
-        if isinstance(self.screen, JobDetailsScreen):
-            return [self.screen.key]
-        return self.table.targets()
+    def action_command(self, name: str) -> None:
+        """k/r/u: the job shown in a details screen, else the marked jobs or the cursor's."""
+        screen = self.screen
+        keys = [screen.key] if isinstance(screen, JobDetailsScreen) else self.table.targets()
+        if name == "kill":
+            self.sender.request_kill(keys)
+        else:
+            self.sender.send_soon(name, keys)
 
-    def action_kill(self) -> None:
-        self.sender.request_kill(self.targets())
-
-    def action_retry(self) -> None:
-        self.sender.send_soon("retry", self.targets())
-
-    def action_requeue(self) -> None:
-        self.sender.send_soon("requeue", self.targets())
-
-    def on_job_table_kill_requested(self, message: JobTable.KillRequested) -> None:
-        self.sender.request_kill(message.keys)
-
-    def on_job_table_retry_requested(self, message: JobTable.RetryRequested) -> None:
-        self.sender.send_soon("retry", message.keys)
-
-    def on_job_table_requeue_requested(self, message: JobTable.RequeueRequested) -> None:
-        self.sender.send_soon("requeue", message.keys)
+    def on_job_table_jobs_requested(self, message: JobTable.JobsRequested) -> None:
+        if message.command == "kill":
+            self.sender.request_kill(message.keys)
+        else:
+            self.sender.send_soon(message.command, message.keys)
 
     def action_toggle_pause(self) -> None:
         self.sender.set_paused(not self.view.paused)
-
-    def action_retry_oom_stuck(self) -> None:
-        keys = []
-        for key in self.view.keys_with_status("stuck"):
-            found = self.view.job(key)
-            failure = (found[1].get("failure") or {}) if found else {}
-            if failure.get("class") == "cuda_oom":
-                keys.append(key)
-        if not keys:
-            self.notify("no job is stuck on a CUDA OOM")
-            return
-        self.sender.send_soon("retry", sorted(keys))
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         """The palette (ctrl+p): Textual's own commands, then eq-tui's."""
         yield from super().get_system_commands(screen)
         yield SystemCommand("Retry every OOM-stuck job", "stuck jobs whose last failure was "
-                            "a CUDA OOM go back to pending", self.action_retry_oom_stuck)
+                            "a CUDA OOM go back to pending",
+                            partial(self.sender.retry_oom_stuck, self.view))
         yield SystemCommand("Open summary", "summary.md of the run, if written",
-                            self.action_open_summary)
+                            partial(open_summary, self, self.view))
         yield SystemCommand("Resume launching" if self.view.paused else "Pause launching",
                             "launching only; running jobs are untouched",
                             self.action_toggle_pause)
@@ -322,7 +286,7 @@ class EqTuiApp(App[int]):
         for name in sorted(self.available_themes):
             if name.startswith("eq-") or name in self.user_themes:
                 yield SystemCommand(f"Switch theme: {name}", "remembered for the next start",
-                                    partial(self.switch_theme, name))
+                                    partial(setattr, self, "theme", name))
 
     # ---- filter, help, summary, theme, quit ----------------------------------------------------
 
@@ -330,20 +294,10 @@ class EqTuiApp(App[int]):
         self.filter_bar.open()
 
     def on_filter_bar_applied(self, message: FilterBar.Applied) -> None:
-        self.table.set_filter(message.job_filter)
+        self.table.set_filter(message.job_filter, message.text if message.kept else None)
         self.grid.set_host_filter(message.job_filter.fields.get("host", frozenset()))
         if message.kept:
-            self.filter_text = message.text
-            self._title_table()
             self.table.focus()
-
-    def _title_table(self) -> None:
-        shown = f"jobs · {self.table.order_label}"
-        self.table.border_title = f"{shown} · filter: {self.filter_text}" \
-            if self.filter_text else shown
-
-    def on_job_table_order_changed(self, message: JobTable.OrderChanged) -> None:
-        self._title_table()
 
     def action_clear(self) -> None:
         if not self.filter_bar.close():
@@ -352,23 +306,6 @@ class EqTuiApp(App[int]):
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
-
-    def action_open_summary(self) -> None:
-        parts = []
-        for project in self.view.projects.values():
-            path = Path(project.run_dir) / "summary.md" if project.run_dir else None
-            if path is not None and path.is_file():
-                try:
-                    parts.append(path.read_text(encoding="utf-8"))
-                except OSError as exc:
-                    self.notify(f"{path}: {exc}", severity="error")
-        if not parts:
-            self.notify("no summary yet: summary.md is written when the queue finishes")
-            return
-        self.push_screen(SummaryScreen("summary", "\n\n".join(parts)))
-
-    def switch_theme(self, name: str) -> None:
-        self.theme = name
 
     def _theme_changed(self, theme: Theme) -> None:
         save_setting("theme", theme.name)

@@ -43,37 +43,26 @@ ACTIVE_FIRST = {name: rank for rank, names in enumerate((
 class JobTable(DataTable[Any]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "select_cursor", "Details"),
-        Binding("k", "kill", "Kill"),
-        Binding("r", "retry", "Retry"),
-        Binding("u", "requeue", "Requeue"),
+        Binding("k", "request('kill')", "Kill"),
+        Binding("r", "request('retry')", "Retry"),
+        Binding("u", "request('requeue')", "Requeue"),
         Binding("space", "toggle_mark", "Mark"),
         Binding("s", "sort_next", "Sort", show=True),
         Binding("S", "sort_reverse", "Reverse sort", show=False),
     ]
 
     class JobsRequested(Message):
-        """Base of the intents that act on jobs (row keys `project/id`)."""
+        """kill, retry or requeue these jobs (row keys `project/id`)."""
 
-        def __init__(self, keys: list[str]) -> None:
+        def __init__(self, command: str, keys: list[str]) -> None:
             super().__init__()
+            self.command = command
             self.keys = keys
-
-    class KillRequested(JobsRequested):
-        pass
-
-    class RetryRequested(JobsRequested):
-        pass
-
-    class RequeueRequested(JobsRequested):
-        pass
 
     class DetailsRequested(Message):
         def __init__(self, key: str) -> None:
             super().__init__()
             self.key = key
-
-    class OrderChanged(Message):
-        """The rows were sorted another way (see `order_label`)."""
 
     class JobHighlighted(Message):
         def __init__(self, key: str | None) -> None:
@@ -84,6 +73,7 @@ class JobTable(DataTable[Any]):
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.marked: set[str] = set()
         self.job_filter = JobFilter()
+        self.filter_text = ""
         self.sort_column: str | None = None  # None: active first
         self.sort_reverse = False
         self._cells: dict[str, Cells] = {}
@@ -109,6 +99,7 @@ class JobTable(DataTable[Any]):
             width = where_width(hosts) if column.key == "where" else column.width
             self.add_column(column.label, key=column.key, width=width)
         self.refresh_styles()
+        self._title()
         self.rebuild(now)
 
     def refresh_styles(self) -> None:
@@ -242,14 +233,8 @@ class JobTable(DataTable[Any]):
 
     # ---- intents ---------------------------------------------------------------------------
 
-    def action_kill(self) -> None:
-        self.post_message(self.KillRequested(self.targets()))
-
-    def action_retry(self) -> None:
-        self.post_message(self.RetryRequested(self.targets()))
-
-    def action_requeue(self) -> None:
-        self.post_message(self.RequeueRequested(self.targets()))
+    def action_request(self, command: str) -> None:
+        self.post_message(self.JobsRequested(command, self.targets()))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
@@ -263,8 +248,12 @@ class JobTable(DataTable[Any]):
 
     # ---- filter and sort -------------------------------------------------------------------
 
-    def set_filter(self, job_filter: JobFilter) -> None:
+    def set_filter(self, job_filter: JobFilter, text: str | None = None) -> None:
+        """Show only the matching rows; `text` (when kept) goes into the title."""
         self.job_filter = job_filter
+        if text is not None:
+            self.filter_text = text
+            self._title()
         self.rebuild(self._now)
 
     def sort_by(self, column: str, *, reverse: bool | None = None) -> None:
@@ -277,7 +266,16 @@ class JobTable(DataTable[Any]):
         cursor = self.cursor_key
         self._apply_sort()
         self.move_to(cursor)
-        self.post_message(self.OrderChanged())
+        self._title()
+
+    def _title(self) -> None:
+        """`jobs · active first · filter: …`: how the rows are chosen and ordered."""
+        column = self.sort_column
+        order = "active first" if column is None else \
+            f"by {next(c.label for c in COLUMNS if c.key == column)}"
+        title = f"jobs · {order}{', reversed' if self.sort_reverse else ''}"
+        self.border_title = f"{title} · filter: {self.filter_text}" if self.filter_text \
+            else title
 
     def sort_by_activity(self) -> None:
         self.sort_column, self.sort_reverse = None, False
@@ -300,12 +298,6 @@ class JobTable(DataTable[Any]):
         else:
             self.sort_by(self.sort_column, reverse=not self.sort_reverse)
 
-    @property
-    def order_label(self) -> str:
-        column = self.sort_column
-        label = "active first" if column is None else \
-            f"by {next(c.label for c in COLUMNS if c.key == column)}"
-        return label + (", reversed" if self.sort_reverse else "")
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()

@@ -10,6 +10,7 @@ from textual.app import App
 
 from eq_tui.engine.client import EngineClient
 from eq_tui.tui.rows import split_row_key
+from eq_tui.tui.run_view import RunView
 from eq_tui.tui.screens.confirm import ConfirmScreen
 
 NAMES_IN_CONFIRM = 12
@@ -80,6 +81,19 @@ class CommandSender:
         self.app.push_screen(ConfirmScreen(title, f"{listed(names)}\n\nTheir sessions are "
                                            "stopped and they end as killed; r brings them back.",
                                            confirm_label="Kill"), answered)
+
+    def retry_oom_stuck(self, view: RunView) -> None:
+        """The palette's bulk retry: the stuck jobs whose last failure was a CUDA OOM."""
+        keys = []
+        for key in view.keys_with_status("stuck"):
+            found = view.job(key)
+            failure = (found[1].get("failure") or {}) if found else {}
+            if failure.get("class") == "cuda_oom":
+                keys.append(key)
+        if not keys:
+            self.app.notify("no job is stuck on a CUDA OOM")
+            return
+        self.send_soon("retry", sorted(keys))
 
     def set_paused(self, paused: bool) -> None:
         name = "pause" if paused else "resume"

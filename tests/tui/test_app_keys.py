@@ -15,7 +15,7 @@ from eq_tui.tui.log_pane import LogPane
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from eq_tui.tui.screens.details import JobDetailsScreen
 from eq_tui.tui.screens.help import HelpScreen
-from eq_tui.tui.screens.summary import SummaryScreen
+from eq_tui.tui.screens.summary import SummaryScreen, open_summary
 from tests.tui.fake_client import T0, FakeClient, sample_snapshot
 from tests.tui.pilot_wait import eventually
 
@@ -258,14 +258,14 @@ async def test_palette_commands_retry_oom_stuck_and_open_summary(tmp_path: Path)
     snapshot["run_dir"] = str(tmp_path)
     app, client = make_app(FakeClient(snapshot))
     async with app.run_test(size=SIZE) as pilot:
-        app.action_retry_oom_stuck()
+        app.sender.retry_oom_stuck(app.view)
         await pilot.pause(0.1)
         assert client.commands == [("retry", ["student_big"])]  # not the exit_nonzero one
-        app.action_open_summary()
+        open_summary(app, app.view)
         await pilot.pause()
         assert not isinstance(app.screen, SummaryScreen)  # not written yet: a notification
         (tmp_path / "summary.md").write_text("# eq-tui summary: demo\n")
-        app.action_open_summary()
+        open_summary(app, app.view)
         await pilot.pause()
         assert isinstance(app.screen, SummaryScreen)
 
@@ -281,7 +281,7 @@ async def test_palette_lists_eq_commands_and_a_theme_switch_is_remembered(
         assert "Retry every OOM-stuck job" in str(app.screen.query_one("CommandList")
                                                    .get_option_at_index(0).prompt)
         await pilot.press("escape")
-        app.switch_theme("eq-light")
+        app.theme = "eq-light"  # what the palette's "Switch theme: eq-light" does
         await pilot.pause(0.1)
         assert status_cell(app, "demo/student_nan") == "stuck"
     settings = json.loads((isolated_ui_config / "settings.json").read_text())
