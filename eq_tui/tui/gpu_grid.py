@@ -106,7 +106,12 @@ class GpuGrid(VerticalScroll, can_focus=True):
         if not keys:
             return
         index = keys.index(self.selected) if self.selected in keys else -delta
-        self.select(keys[max(0, min(len(keys) - 1, index + delta))])
+        index = max(0, min(len(keys) - 1, index + delta))
+        self.select(keys[index])
+        if self.plan.compact:  # keep the selected line in view when the lines scroll
+            row = index // self.plan.columns
+            if not self.scroll_y <= row < self.scroll_y + self.scrollable_content_region.height:
+                self.scroll_to(y=max(0, row - 1), animate=False)
 
     # ---- layout ---------------------------------------------------------------------------
 

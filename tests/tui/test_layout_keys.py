@@ -150,3 +150,17 @@ async def test_active_first_keeps_what_needs_eyes_on_top_and_s_still_sorts() -> 
         await pilot.pause()
         assert jobs.sort_column is None and "active first" in str(jobs.border_title)
         assert statuses_in_order(app)[0] == "stuck"
+
+
+async def test_with_64_hosts_the_grid_scrolls_to_the_host_selected_with_down() -> None:
+    app, _ = make_app(fleet_snapshot(64, 8))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        grid = app.query_one(GpuGrid)
+        assert grid.plan.compact and grid.max_scroll_y > 0  # more lines than its room
+        assert app.query_one(JobTable).outer_size.height >= 48 // 3
+        grid.focus()
+        await pilot.press(*["down"] * 40)
+        expanded = app.query_one("#host-expanded", HostPanel)
+        await eventually(pilot, lambda: "gpu-node-41" in str(expanded.border_title))
+        assert grid.scroll_y > 0
