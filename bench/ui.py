@@ -80,8 +80,9 @@ async def fleet_tick_ms(rounds: int = 5, size: tuple[int, int] = (160, 48)) -> f
 
 
 async def first_frame_ms(snapshot: dict[str, Any], size: tuple[int, int] = (160, 48)) -> float:
+    client = FakeClient(snapshot)  # the engine exists before the UI; its snapshot() is timed
     start = time.perf_counter()
-    app = EqTuiApp([FakeClient(snapshot)], clock=lambda: T0)
+    app = EqTuiApp([client], clock=lambda: T0)
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         return (time.perf_counter() - start) * 1000

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from textual.content import Content
@@ -36,15 +37,20 @@ class GpuTotals:
     quarantined: int = 0
 
     def content(self) -> Content:
-        return Content.assemble(
+        return _totals_content(self)
+
+    def __str__(self) -> str:
+        return self.content().plain
+
+
+@lru_cache(maxsize=512)
+def _totals_content(self: GpuTotals) -> Content:
+    return Content.assemble(
             (f"{self.busy} busy", STATE_STYLE["busy"] if self.busy else "dim"), " ",
             (f"{self.free} free", STATE_STYLE["free"] if self.free else "dim"), " ",
             (f"{self.other} other", STATE_STYLE["other"] if self.other else "dim"), " ",
             (f"{self.quarantined} quar", STATE_STYLE["quarantined"] if self.quarantined
              else "dim"))
-
-    def __str__(self) -> str:
-        return self.content().plain
 
 
 def gpu_totals(gpus: Sequence[Mapping[str, Any]]) -> GpuTotals:
@@ -108,8 +114,13 @@ def host_line(name: str, host: Mapping[str, Any], widths: LineWidths, *,
         (f"{state:<{widths.state}}", style), " ", (f"{rtt_text(host):>6}", "dim"), "  ")
     if host.get("state") == "down":
         return Content.assemble(head, (str(host.get("reason") or "unreachable"), "$error"))
-    cells = [gpu_cell(gpu) for gpu in gpus]
+    cells: list[tuple[str, str]] = []
+    for char, cell_style in map(gpu_cell, gpus):  # one span per run of a state, not per GPU
+        if cells and cells[-1][1] == cell_style:
+            cells[-1] = (cells[-1][0] + char, cell_style)
+        else:
+            cells.append((char, cell_style))
     return Content.assemble(
-        head, *cells, " " * (widths.gpus - len(cells)), "  ",
+        head, *cells, " " * (widths.gpus - len(gpus)), "  ",
         (f"{jobs:>2} job{'s' if jobs != 1 else ' '}", "$primary" if jobs else "dim"), "  ",
         gpu_totals(gpus).content())
