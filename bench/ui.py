@@ -6,9 +6,10 @@
   Textual's repaint runs on its own refresh cycle and is not included). Target < 30 ms.
 - fleet tick: the same on 64 hosts x 8 GPUs (the grid in its compact form): 50 job changes and
   a probe of every host (64 HostProbed events) in one batch. Target < 30 ms.
-- first frame: from creating the app to its first full screen (header, grid, 5,000-row table,
-  panes) at 160x48, headless: the demo snapshot, 5,000 jobs on one host, 5,000 jobs on 64 hosts
-  x 8 GPUs (also at 240x70). Target < 1 s.
+- first frame: from creating the app to its first full screen (header, grid, the table's first
+  rows, panes) at 160x48, headless: the demo snapshot, 5,000 jobs on one host, 5,000 jobs on 64
+  hosts x 8 GPUs (also at 240x70). Target < 1 s. Also until all 5,000 rows are in the table
+  (the rows below the first screens are added a chunk per frame after it).
 - --help: wall time of `eq-tui --help` in a fresh interpreter (target < 0.3 s).
 Writes bench/results/ui.json.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import json
 import statistics
 import subprocess
@@ -30,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from eq_tui.engine.events import Event, HostProbed, JobUpdated
 from eq_tui.tui.app import EqTuiApp
 from tests.tui.fake_client import T0, FakeClient, fleet_snapshot, sample_snapshot
+from tests.tui.pilot_wait import eventually
 from tests.tui.test_tick_cost import big_snapshot, measure_tick_ms
 
 FLEET_JOBS = 5000
@@ -68,6 +71,7 @@ async def fleet_tick_ms(rounds: int = 5, size: tuple[int, int] = (160, 48)) -> f
     app = EqTuiApp([FakeClient(snapshot)], clock=lambda: T0)
     best = float("inf")
     async with app.run_test(size=size) as pilot:
+        await eventually(pilot, lambda: app.table.loaded, timeout=120)
         assert app.table.row_count == FLEET_JOBS and app.grid.plan.compact
         for round_ in range(1, rounds + 1):
             events = fleet_tick(snapshot, round_)
@@ -79,13 +83,25 @@ async def fleet_tick_ms(rounds: int = 5, size: tuple[int, int] = (160, 48)) -> f
     return best * 1000
 
 
-async def first_frame_ms(snapshot: dict[str, Any], size: tuple[int, int] = (160, 48)) -> float:
+async def first_frame_ms(snapshot: dict[str, Any],
+                         size: tuple[int, int] = (160, 48)) -> tuple[float, float]:
+    """Until the first full screen, and until every row is in the table (the rows no screen
+    shows at first are added a chunk per frame after it)."""
     client = FakeClient(snapshot)  # the engine exists before the UI; its snapshot() is timed
+    painted: list[float] = []
+
+    class Timed(EqTuiApp):
+        CSS_PATH = str(Path(inspect.getfile(EqTuiApp)).parent / "app.tcss")
+
+        def on_mount(self) -> None:  # Textual runs EqTuiApp.on_mount after this one
+            # runs after the first refresh of the screen, before the table's next chunk
+            self.call_after_refresh(lambda: painted.append(time.perf_counter()))
+
     start = time.perf_counter()
-    app = EqTuiApp([client], clock=lambda: T0)
+    app = Timed([client], clock=lambda: T0)
     async with app.run_test(size=size) as pilot:
-        await pilot.pause()
-        return (time.perf_counter() - start) * 1000
+        await eventually(pilot, lambda: app.table.loaded and bool(painted), timeout=120)
+        return (painted[0] - start) * 1000, (time.perf_counter() - start) * 1000
 
 
 def help_ms(repeat: int = 5) -> float:
@@ -101,16 +117,18 @@ def help_ms(repeat: int = 5) -> float:
 
 
 def run() -> dict[str, float]:
-    return {
-        "tick_5000_jobs_50_changed_ms": asyncio.run(measure_tick_ms(rounds=5)),
-        "tick_64x8_gpus_5000_jobs_ms": asyncio.run(fleet_tick_ms()),
-        "first_frame_5000_jobs_ms": asyncio.run(first_frame_ms(big_snapshot())),
-        "first_frame_demo_ms": asyncio.run(first_frame_ms(sample_snapshot())),
-        "first_frame_64x8_gpus_5000_jobs_ms": asyncio.run(first_frame_ms(fleet_big_snapshot())),
-        "first_frame_64x8_gpus_5000_jobs_240x70_ms": asyncio.run(
-            first_frame_ms(fleet_big_snapshot(), (240, 70))),
-        "help_ms": help_ms(),
-    }
+    rows = {"tick_5000_jobs_50_changed_ms": asyncio.run(measure_tick_ms(rounds=5)),
+            "tick_64x8_gpus_5000_jobs_ms": asyncio.run(fleet_tick_ms())}
+    for name, snapshot, size in (
+            ("demo", sample_snapshot(), (160, 48)),
+            ("5000_jobs", big_snapshot(), (160, 48)),
+            ("64x8_gpus_5000_jobs", fleet_big_snapshot(), (160, 48)),
+            ("64x8_gpus_5000_jobs_240x70", fleet_big_snapshot(), (240, 70))):
+        first, every_row = asyncio.run(first_frame_ms(snapshot, size))
+        rows[f"first_frame_{name}_ms"] = first
+        rows[f"all_rows_{name}_ms"] = every_row
+    rows["help_ms"] = help_ms()
+    return rows
 
 
 def main() -> None:
@@ -121,11 +139,12 @@ def main() -> None:
           f"ratio {tick / 30:.2f})")
     print(f"UI tick, 64 hosts x 8 GPUs probed + 50 of 5,000 jobs changed: {fleet:.1f} ms "
           f"(target < 30 ms, ratio {fleet / 30:.2f})")
-    print(f"time to first frame: {rows['first_frame_demo_ms']:.0f} ms (demo snapshot), "
-          f"{rows['first_frame_5000_jobs_ms']:.0f} ms (5,000 jobs), "
-          f"{rows['first_frame_64x8_gpus_5000_jobs_ms']:.0f} ms (64 hosts x 8 GPUs, 5,000 jobs"
-          f"; {rows['first_frame_64x8_gpus_5000_jobs_240x70_ms']:.0f} ms at 240x70) "
-          "(target < 1 s)")
+    for name, label in (("demo", "demo snapshot (20 jobs)"), ("5000_jobs", "5,000 jobs"),
+                        ("64x8_gpus_5000_jobs", "64 hosts x 8 GPUs, 5,000 jobs"),
+                        ("64x8_gpus_5000_jobs_240x70", "the same at 240x70")):
+        first, every_row = rows[f"first_frame_{name}_ms"], rows[f"all_rows_{name}_ms"]
+        print(f"time to first frame, {label}: {first:.0f} ms (target < 1 s, ratio "
+              f"{first / 1000:.2f}); every row in the table: {every_row:.0f} ms")
     print(f"eq-tui --help: {helped:.0f} ms (target < 300 ms, ratio {helped / 300:.2f})")
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)

@@ -30,6 +30,8 @@ from eq_tui.tui.rows import (
 from eq_tui.tui.run_view import RunView
 
 RESORT_DELAY_S = 0.3
+FIRST_ROWS = 200  # more than any screen shows
+LOAD_CHUNK = 500
 MARK_COLUMN = "mark"
 MARK = "●"
 STATUS_INDEX = next(i for i, c in enumerate(COLUMNS) if c.key == "status")
@@ -83,6 +85,8 @@ class JobTable(DataTable[Any]):
         self._now = 0.0
         self._order: dict[str, int] = {}  # manifest order, the tie-breaker of active first
         self._sort_timer: Timer | None = None
+        self._pending: dict[str, Cells] = {}  # rows still to add after the first frame
+        self._loading = False
 
     # ---- building --------------------------------------------------------------------------
 
@@ -122,12 +126,48 @@ class JobTable(DataTable[Any]):
                               max_attempts=project.max_attempts)
             self._cells[key] = cells
             rows.append((key, cells))
-        for key, cells in rows:
+        # the rows a screen shows first, in their order; the rest follow a chunk per frame,
+        # so that 5,000 jobs do not hold the first frame back (DataTable measures every cell)
+        if len(rows) > FIRST_ROWS:
+            rows.sort(key=self._first_rows_key(), reverse=self.sort_reverse)
+        self._pending = dict(rows[FIRST_ROWS:])
+        for key, cells in rows[:FIRST_ROWS]:
             self.add_row(*self._row_cells(key, cells), key=key)
         self._apply_sort()
         self.move_to(cursor)
         if self.cursor_key != cursor:  # sorted under a cursor that did not move: say so
             self.post_message(self.JobHighlighted(self.cursor_key))
+        if self._pending and not self._loading:
+            self._loading = True
+            self.call_after_refresh(self._load_more)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether every row is in the table (see rebuild)."""
+        return not self._pending
+
+    def _first_rows_key(self) -> Any:
+        column, view, now, order = self.sort_column, self._view, self._now, self._order
+        if column is None or view is None:
+            return lambda row: (ACTIVE_FIRST.get(row[1][STATUS_INDEX], 9), order.get(row[0], 0))
+
+        def key_of(row: tuple[str, Cells]) -> tuple[Any, ...]:
+            found = view.job(row[0])
+            return sort_value(column, found[1], now, found[0].project) if found else ((),)
+
+        return key_of
+
+    def _load_more(self) -> None:
+        pending = self._pending
+        for key in list(pending)[:LOAD_CHUNK]:
+            self.add_row(*self._row_cells(key, pending.pop(key)), key=key)
+        if pending:
+            self.call_after_refresh(self._load_more)
+            return
+        self._loading = False
+        cursor = self.cursor_key
+        self._apply_sort()
+        self.move_to(cursor)
 
     # ---- keyed updates ---------------------------------------------------------------------
 
@@ -146,12 +186,16 @@ class JobTable(DataTable[Any]):
             if not self.job_filter.matches(job, project.project):
                 if key in self._cells:
                     del self._cells[key]
-                    self.remove_row(key)
+                    if self._pending.pop(key, None) is None:
+                        self.remove_row(key)
                 continue
             cells = job_cells(job, project=project.project, now=now,
                               max_attempts=project.max_attempts)
             old = self._cells.get(key)
             self._cells[key] = cells
+            if key in self._pending:  # not in the table yet: it goes in as it is now
+                self._pending[key] = cells
+                continue
             if old is None:
                 self._order.setdefault(key, len(self._order))
                 self.add_row(*self._row_cells(key, cells), key=key)
@@ -227,7 +271,7 @@ class JobTable(DataTable[Any]):
 
     def clear_marks(self) -> None:
         for key in list(self.marked):
-            if key in self._cells:
+            if key in self._cells and key not in self._pending:
                 self.update_cell(key, MARK_COLUMN, " ")
         self.marked.clear()
 
