@@ -129,7 +129,8 @@ class JobTable(DataTable[Any]):
         # the rows a screen shows first, in their order; the rest follow a chunk per frame,
         # so that 5,000 jobs do not hold the first frame back (DataTable measures every cell)
         if len(rows) > FIRST_ROWS:
-            rows.sort(key=self._first_rows_key(), reverse=self.sort_reverse)
+            rows.sort(key=first_rows_key(self.sort_column, self._view, self._now, self._order),
+                      reverse=self.sort_reverse)
         self._pending = dict(rows[FIRST_ROWS:])
         for key, cells in rows[:FIRST_ROWS]:
             self.add_row(*self._row_cells(key, cells), key=key)
@@ -145,17 +146,6 @@ class JobTable(DataTable[Any]):
     def loaded(self) -> bool:
         """Whether every row is in the table (see rebuild)."""
         return not self._pending
-
-    def _first_rows_key(self) -> Any:
-        column, view, now, order = self.sort_column, self._view, self._now, self._order
-        if column is None or view is None:
-            return lambda row: (ACTIVE_FIRST.get(row[1][STATUS_INDEX], 9), order.get(row[0], 0))
-
-        def key_of(row: tuple[str, Cells]) -> tuple[Any, ...]:
-            found = view.job(row[0])
-            return sort_value(column, found[1], now, found[0].project) if found else ((),)
-
-        return key_of
 
     def _load_more(self) -> None:
         pending = self._pending
@@ -204,17 +194,10 @@ class JobTable(DataTable[Any]):
             for index in changed_columns(old, cells):
                 if index in self._columns:
                     self.update_cell(key, COLUMNS[index].key, self._cell_text(index, cells))
-            resort = resort or self._moves(old, cells)
+            resort = resort or moves(self.sort_column, old, cells)
         if resort and self._sort_timer is None:
             # at most one sort per RESORT_DELAY_S, however many ticks move rows meanwhile
             self._sort_timer = self.set_timer(RESORT_DELAY_S, self._sort_later)
-
-    def _moves(self, old: Cells, new: Cells) -> bool:
-        """Whether a row's change can move it in the current order."""
-        if self.sort_column is None:
-            return ACTIVE_FIRST.get(old[STATUS_INDEX]) != ACTIVE_FIRST.get(new[STATUS_INDEX])
-        index = COLUMN_KEYS.index(self.sort_column)
-        return old[index] != new[index] or self.sort_column == "duration"
 
     def _sort_later(self) -> None:
         self._sort_timer = None
@@ -384,3 +367,24 @@ class JobTable(DataTable[Any]):
             return rank, order.get(key, 0)
 
         return key_of
+
+
+def moves(sort_column: str | None, old: Cells, new: Cells) -> bool:
+    """Whether a row's change can move it in the order sorted by `sort_column`."""
+    if sort_column is None:
+        return ACTIVE_FIRST.get(old[STATUS_INDEX]) != ACTIVE_FIRST.get(new[STATUS_INDEX])
+    index = COLUMN_KEYS.index(sort_column)
+    return old[index] != new[index] or sort_column == "duration"
+
+
+def first_rows_key(column: str | None, view: RunView | None, now: float,
+                   order: dict[str, int]) -> Any:
+    """A sort key over (row key, cells) in the table's order, for choosing the first rows."""
+    if column is None or view is None:
+        return lambda row: (ACTIVE_FIRST.get(row[1][STATUS_INDEX], 9), order.get(row[0], 0))
+
+    def key_of(row: tuple[str, Cells]) -> tuple[Any, ...]:
+        found = view.job(row[0])
+        return sort_value(column, found[1], now, found[0].project) if found else ((),)
+
+    return key_of
