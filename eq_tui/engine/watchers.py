@@ -40,6 +40,7 @@ class HostWatchers:
         self._running: dict[str, _Running] = {}
         self._reported: dict[str, set[tuple[str, str]]] = {name: set() for name in self._hosts}
         self._closed = False
+        self.started = 0  # watchers started (tests/test_watch.py reads it)
 
     def covers_gpus(self, host: str) -> bool:
         """Whether a GPU release on this host will be reported as it happens."""
@@ -79,6 +80,7 @@ class HostWatchers:
         running = _Running(request=request)
         running.task = asyncio.create_task(self._run(name, running), name=f"watch-{name}")
         self._running[name] = running
+        self.started += 1
 
     async def _run(self, name: str, running: _Running) -> None:
         try:
