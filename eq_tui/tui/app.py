@@ -136,14 +136,14 @@ class EqTuiApp(App[int]):
         if not width:
             width, height = self.room.size if self.room.size[0] else self.size
         self.room = room_for(width, height, self.room)
-        room, screen = self.room, self.screen
+        room, screen = self.room, self.table.screen  # the main screen, under any dialog
         screen.set_class(room.small, "-small")
         screen.set_class(room.logs_tab, "-logs-tab")
         if room.small:
             screen.move_child(self.grid, after=self.table)
         else:
             screen.move_child(self.grid, before=self.filter_bar)
-        bottom = self.query_one("#bottom")
+        bottom = screen.query_one("#bottom")
         bottom.display = room.bottom_height != 0
         bottom.styles.height = "1fr" if room.logs_tab else room.bottom_height
         self.table.display = self.grid.display = not room.logs_tab

@@ -164,3 +164,15 @@ async def test_with_64_hosts_the_grid_scrolls_to_the_host_selected_with_down() -
         expanded = app.query_one("#host-expanded", HostPanel)
         await eventually(pilot, lambda: "gpu-node-41" in str(expanded.border_title))
         assert grid.scroll_y > 0
+
+
+async def test_a_resize_under_the_help_screen_lays_out_the_main_screen() -> None:
+    app, _ = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.resize_terminal(80, 24)
+        await eventually(pilot, lambda: app.room.small, what="the small layout")
+        assert app.is_running and app.table.screen.has_class("-small")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.query_one(GpuGrid).plan.compact
