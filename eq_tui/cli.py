@@ -101,7 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--theme", metavar="NAME", help="UI theme (eq-dark, eq-light, eq-ansi, "
                         "or one of yours in the config dir)")
     parser.add_argument("--detach", action="store_true",
-                        help="start the engine in the background, print how to attach, return")
+                        help="start the engine in the background, print how to attach, return "
+                             "(a run that has already finished: say so, exit with its queue's "
+                             "exit code)")
     parser.add_argument("--on", metavar="HOST",
                         help="with --detach: run the engine on this ssh host (alias, or "
                              "user@host[:port]); --run-dir is then a path there")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -66,3 +67,54 @@ async def main():
 asyncio.run(main())
 """
     assert subprocess.run([sys.executable, "-c", cleanup], timeout=60).returncode == 0
+
+
+QUICK = """\
+project: quick
+hosts: [{name: sim, simulate: {gpus: 2}}]
+poll: 0.3
+jobs:
+  - {id: ok, cmd: "fake-train --epochs 1 --epoch-seconds 0.1 --mem 500"}
+  - {id: bad, cmd: "sh -c 'exit 3'"}
+"""
+
+
+def test_detach_on_a_finished_run_says_so_and_one_that_resumes_says_how_far(
+        tmp_path: Path) -> None:
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(QUICK)
+    run_dir = tmp_path / "run"
+    first = eq(str(manifest), "--no-ui", "--run-dir", str(run_dir))
+    assert first.returncode == 1, first.stderr  # `bad` is stuck: the queue exits 1
+    again = eq(str(manifest), "--detach", "--run-dir", str(run_dir))
+    assert again.returncode == 1, again.stderr  # the queue's exit code, not "did not come up"
+    assert f"the run in {run_dir} has finished (completed 1, stuck 1; exit 1)" in again.stdout
+    assert f"eq-tui {manifest} --fresh --detach" in again.stdout
+    assert "did not come up" not in again.stderr
+
+    # an edited manifest adds a job: the detached engine resumes the run and says so
+    manifest.write_text(QUICK + '  - {id: more, cmd: "fake-train --epochs 4 --epoch-seconds '
+                        '0.5 --mem 500"}\n')
+    resumed = eq(str(manifest), "--detach", "--run-dir", str(run_dir))
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming {run_dir}: 2 of 3 jobs done" in resumed.stdout
+    assert f"eq-tui attach {run_dir}" in resumed.stdout
+    # the engine finishes `more` and exits on its own: wait for it (no process left behind)
+    deadline = time.monotonic() + 60
+    while "no engine is running" not in (status := eq("status", str(run_dir))).stdout \
+            or not re.search(r"completed\s+2\b", status.stdout):
+        assert time.monotonic() < deadline, status.stdout
+        time.sleep(0.2)
+
+
+def test_what_a_detach_on_a_host_said_is_read_back() -> None:
+    from eq_tui.remote.start import parse_started
+
+    said = ("eq-tui: resuming /home/u/.eq-tui/runs/p/run: 12 of 40 jobs done\n"
+            "eq-tui: engine for m.yaml is running in the background (pid 7); run dir ...\n")
+    assert parse_started(said, 0).resuming == "/home/u/.eq-tui/runs/p/run: 12 of 40 jobs done"
+    done = parse_started("eq-tui: finished: the run in /r has finished (completed 3, stuck 1; "
+                         "exit 1): nothing to run for m.yaml\n  start over: ...\n", 1)
+    assert done.finished == "/r has finished (completed 3, stuck 1; exit 1)"
+    assert done.exit_code == 1 and not done.resuming
+    assert not parse_started("eq-tui: engine for m.yaml is running", 0).finished

@@ -81,3 +81,21 @@ def test_the_import_contract_holds_and_catches_a_reversed_import(tmp_path: Path)
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "eq_tui.hosts is not allowed to import eq_tui.engine" in broken.stdout
     assert "eq_tui.hosts.base -> eq_tui.engine" in broken.stdout
+def test_nothing_in_the_ui_imports_the_app_back() -> None:
+    """The app imports its widgets and helpers; none of them imports the app (no cycle: the
+    palette's commands come from EqTuiApp.get_system_commands). Only launch.py, which runs
+    the app, may."""
+    import ast
+    from pathlib import Path
+
+    tui = Path(__file__).resolve().parent.parent / "eq_tui" / "tui"
+    offenders = []
+    for path in tui.rglob("*.py"):
+        if path.parent == tui and path.name in ("app.py", "launch.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if "eq_tui.tui.app" in names:
+                offenders.append(str(path.relative_to(tui)))
+    assert offenders == [], f"these import eq_tui.tui.app: {offenders}"

@@ -152,6 +152,11 @@ def test_detach_on_a_host_attach_over_ssh_cut_the_local_side_and_the_queue_finis
     late = eq(bed, "attach", where)
     assert late.returncode == 3
     assert f"no engine is running for {where} (its queue has finished)" in late.stderr
+    # --detach --on again on the finished run: told so plainly, with the queue's exit code
+    again = eq(bed, str(tmp_path / "sweep.yaml"), "--detach", "--on", "gpu")
+    assert again.returncode == 0, again.stderr
+    assert f"the run in {where} has finished (completed 4; exit 0)" in again.stdout
+    assert f"eq-tui {tmp_path / 'sweep.yaml'} --fresh --detach --on gpu" in again.stdout
 
 
 async def test_two_uis_over_ssh_see_one_command_take_effect_once(

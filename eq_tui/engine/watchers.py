@@ -40,8 +40,7 @@ class HostWatchers:
         self._running: dict[str, _Running] = {}
         self._reported: dict[str, set[tuple[str, str]]] = {name: set() for name in self._hosts}
         self._closed = False
-        self.started = 0  # watchers started, for tests and benchmarks
-        self.events = 0
+        self.started = 0  # watchers started (tests/test_watch.py reads it)
 
     def covers_gpus(self, host: str) -> bool:
         """Whether a GPU release on this host will be reported as it happens."""
@@ -94,7 +93,6 @@ class HostWatchers:
             running.failed_at = self._clock()
 
     def _relay(self, name: str, event: WatchEvent) -> None:
-        self.events += 1
         if event.kind == "exited" and event.key is not None:
             running = self._running.get(name)
             attempt = next((a for a in running.request.attempts if a.key == event.key),

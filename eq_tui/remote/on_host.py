@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import posixpath
+import shlex
 from pathlib import Path
 
+from eq_tui.detach import FINISHED_MARK, RESUMING_MARK
 from eq_tui.errors import RunDirError
 from eq_tui.remote.link import open_link
 from eq_tui.remote.start import find_eq_tui, how_to_reach, start_engine, upload_manifest
@@ -17,13 +19,23 @@ async def _start_on_host(host: str, manifests: list[tuple[Path, str]], run_dir: 
                          extra: list[str], config_path: str | None,
                          secrets: list[dict[str, str]]) -> int:
     link = await open_link(host, config_path)
+    codes = [0]
     try:
         eq_tui = await find_eq_tui(link, config_path)
         for (path, project), values in zip(manifests, secrets, strict=True):
             directory = await upload_manifest(link, path, project)
             remote_run = run_dir or posixpath.join(directory, "run")
-            await start_engine(link, eq_tui, posixpath.join(directory, path.name), remote_run,
-                               extra, values)
+            started = await start_engine(link, eq_tui, posixpath.join(directory, path.name),
+                                         remote_run, extra, values)
+            if started.finished:
+                codes.append(started.exit_code)
+                print(f"{FINISHED_MARK} the run in {host}:{started.finished}: nothing to run "
+                      f"for {path}\n  start over:  "
+                      f"{shlex.join(['eq-tui', str(path), '--fresh', '--detach', '--on', host])}"
+                      "   (archives the run dir first)", flush=True)
+                continue
+            if started.resuming:
+                print(f"{RESUMING_MARK}{host}:{started.resuming}", flush=True)
             located = await link.locate(RemoteTarget(host, remote_run))
             client = await link.control(located)
             if client is None:
@@ -41,7 +53,7 @@ async def _start_on_host(host: str, manifests: list[tuple[Path, str]], run_dir: 
                   f"  log:    {host}:{posixpath.join(located.path, 'engine.log')}", flush=True)
     finally:
         await link.close()
-    return 0
+    return max(codes)
 
 
 def start_on_host(host: str, manifests: list[tuple[Path, str]], *, run_dir: str | None,

@@ -7,9 +7,11 @@ import os
 import posixpath
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from eq_tui import __version__
+from eq_tui.detach import FINISHED_MARK, RESUMING_MARK
 from eq_tui.errors import HostError, RunDirError
 from eq_tui.manifest.model import EnvVar
 from eq_tui.manifest.secrets import SECRETS_STDIN_FLAG, hand_over_bytes, read_secret_file
@@ -90,21 +92,45 @@ async def upload_manifest(link: RemoteLink, manifest: Path, project: str) -> str
     return result.stdout.decode(errors="surrogateescape").strip()
 
 
+@dataclass(frozen=True)
+class StartOutcome:
+    """What `eq-tui MANIFEST --detach` said on the host: the run resumed (how far it got), or
+    had already finished (then `exit_code` is its queue's and no engine runs)."""
+
+    resuming: str = ""  # "RUN_DIR: 12 of 40 jobs done"
+    finished: str = ""  # "RUN_DIR has finished (completed 38, stuck 2; exit 1)"
+    exit_code: int = 0
+
+
+def parse_started(stdout: str, returncode: int) -> StartOutcome:
+    resuming = finished = ""
+    for line in stdout.splitlines():
+        if line.startswith(RESUMING_MARK):
+            resuming = line[len(RESUMING_MARK):].strip()
+        elif line.startswith(FINISHED_MARK):
+            finished = line[len(FINISHED_MARK):].split(": nothing to run", 1)[0].strip()
+            finished = finished.removeprefix("the run in ")
+    return StartOutcome(resuming=resuming, finished=finished, exit_code=returncode)
+
+
 async def start_engine(link: RemoteLink, eq_tui: str, manifest: str, run_dir: str,
-                       extra: list[str], secrets: dict[str, str] | None = None) -> None:
+                       extra: list[str], secrets: dict[str, str] | None = None) -> StartOutcome:
     """Runs `eq-tui MANIFEST --detach` in the manifest's directory on the host (an absolute
-    path there): it returns once the engine answers on its control socket, or fails with the
-    engine's log tail. `secrets` travel on the SSH channel's stdin, never on a command line."""
+    path there): it returns once the engine answers on its control socket (or says the run
+    has finished), or fails with the engine's log tail. `secrets` travel on the SSH channel's
+    stdin, never on a command line."""
     directory = posixpath.dirname(manifest) or "/"
     if secrets:
         extra = [*extra, SECRETS_STDIN_FLAG]
     result = await link.run(START, [eq_tui, directory, run_dir, manifest, *extra],
                             stdin=hand_over_bytes(secrets) if secrets else b"",
                             timeout=START_TIMEOUT_S)
-    if result.returncode != 0:
+    started = parse_started(result.stdout.decode(errors="replace"), result.returncode)
+    if result.returncode != 0 and not started.finished:
         said = (result.stderr or result.stdout).decode(errors="replace").strip()
         error = RunDirError if result.returncode == 3 else HostError
         raise error(f"{link.target}: the engine did not start (exit {result.returncode}):\n{said}")
+    return started
 
 
 async def resume(link: RemoteLink, run_dir: RemoteRunDir, config_path: str | None) -> None:

@@ -5,52 +5,56 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
+from functools import partial
 from typing import Any, ClassVar
 
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.events import Resize
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.theme import Theme
-from textual.widgets import Footer, Input
+from textual.widgets import Footer
 
 from eq_tui.engine.client import EngineClient
 from eq_tui.engine.events import Event
-from eq_tui.tui.commands import EqCommands
 from eq_tui.tui.config import save_setting
-from eq_tui.tui.filters import parse_filter
+from eq_tui.tui.filter_bar import FilterBar
 from eq_tui.tui.gpu_grid import GpuGrid
+from eq_tui.tui.gpu_release import release_gpu_commands
 from eq_tui.tui.header import RunHeader
 from eq_tui.tui.job_table import JobTable
+from eq_tui.tui.layout import Room, room_for
 from eq_tui.tui.living import LIVING_BINDINGS, LivingQueueActions
 from eq_tui.tui.log_pane import TAIL_LINES, LogPane
 from eq_tui.tui.retry_pane import RetryPane
-from eq_tui.tui.rows import split_row_key
+from eq_tui.tui.rows import row_key, split_row_key
 from eq_tui.tui.run_view import Changes, RunView
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from eq_tui.tui.screens.details import JobDetailsScreen
 from eq_tui.tui.screens.help import HelpScreen
 from eq_tui.tui.screens.results import ResultsScreen
-from eq_tui.tui.screens.summary import SummaryScreen
+from eq_tui.tui.screens.summary import open_summary
+from eq_tui.tui.sender import CommandSender
 from eq_tui.tui.themes import choose_theme, load_themes, user_theme_dir
-from eq_tui.tui.wording import NAMES_IN_CONFIRM, kill_dialog, quit_message
+from eq_tui.tui.wording import quit_message
 
 ALERT_SEVERITY: dict[str, SeverityLevel] = {"error": "error", "warning": "warning"}
-FILTER_DEBOUNCE_S = 0.15
 
 
 class EqTuiApp(LivingQueueActions, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "eq-tui"
-    COMMANDS = App.COMMANDS | {EqCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("k", "kill", "Kill"),
-        Binding("r", "retry", "Retry"),
-        Binding("u", "requeue", "Requeue"),
+        Binding("k", "command('kill')", "Kill"),
+        Binding("r", "command('retry')", "Retry"),
+        Binding("u", "command('requeue')", "Requeue"),
         Binding("p", "toggle_pause", "Pause/resume"),
         Binding("enter", "details", "Details"),
         Binding("slash", "filter", "Filter"),
+        Binding("l", "toggle_logs", "Log/retry"),
+        Binding("g", "toggle_grid", "Grid form", show=False),
         Binding("left_square_bracket", "attempt(-1)", "Earlier log", show=False),
         Binding("right_square_bracket", "attempt(1)", "Later log", show=False),
         Binding("escape", "clear", "Clear marks/filter", show=False),
@@ -73,6 +77,7 @@ class EqTuiApp(LivingQueueActions, App[int]):
         self.engine_stopped = False
         self.engine_gone = ""
         self.view = RunView()
+        self.room = Room()
         catalog = load_themes()
         self.user_themes = set(load_themes([user_theme_dir()]).themes)
         for found in catalog.themes.values():
@@ -83,15 +88,13 @@ class EqTuiApp(LivingQueueActions, App[int]):
             self._theme_problems.append(problem)
         self.theme = chosen
         self._queues: list[tuple[EngineClient, asyncio.Queue[Event]]] = []
-        self._filter_timer: Any = None
 
     # ---- layout ----------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
         yield GpuGrid(id="gpus")
-        yield Input(placeholder="filter: words, status:stuck host:box1 phase:distill "
-                    "(enter to keep, escape to clear)", id="filter")
+        yield FilterBar(id="filter")
         yield JobTable(id="jobs")
         with Horizontal(id="bottom"):
             yield LogPane(id="log-pane")
@@ -104,7 +107,8 @@ class EqTuiApp(LivingQueueActions, App[int]):
         self.log_pane = self.query_one(LogPane)
         self.retry_pane = self.query_one(RetryPane)
         self.run_header = self.query_one(RunHeader)
-        self.filter_box = self.query_one("#filter", Input)
+        self.filter_bar = self.query_one(FilterBar)
+        self.sender = CommandSender(self, self.clients, before_send=self.table.clear_marks)
         for client in self.clients.values():
             queue = client.subscribe()
             self._queues.append((client, queue))
@@ -114,12 +118,11 @@ class EqTuiApp(LivingQueueActions, App[int]):
                 self.notify(f"{client.project}: could not read its state: {exc}",
                             severity="error")
         now = self.clock()
-        self.filter_box.display = False
         self.table.setup(self.view, now)
         self.grid.show(self.view)
-        self._redraw_summaries(now)
+        self._lay_out()
+        self.retry_pane.show(self.view, now)
         self.table.focus()
-        self.table.border_title = "jobs"
         for client, queue in self._queues:
             self.run_worker(self._pump(client, queue), group="events",
                             exit_on_error=False)
@@ -131,6 +134,45 @@ class EqTuiApp(LivingQueueActions, App[int]):
     def on_unmount(self) -> None:
         for client, queue in self._queues:
             client.unsubscribe(queue)
+
+    def on_resize(self, event: Resize) -> None:
+        if hasattr(self, "grid"):
+            self._lay_out(event.size.width, event.size.height)
+
+    def _lay_out(self, width: int = 0, height: int = 0) -> None:
+        """Give each pane its share of the screen (see layout.room_for)."""
+        if not width:
+            width, height = self.room.size if self.room.size[0] else self.size
+        self.room = room_for(width, height, self.room)
+        room, screen = self.room, self.table.screen  # the main screen, under any dialog
+        screen.set_class(room.small, "-small")
+        screen.set_class(room.logs_tab, "-logs-tab")
+        if room.small:
+            screen.move_child(self.grid, after=self.table)
+        else:
+            screen.move_child(self.grid, before=self.filter_bar)
+        bottom = screen.query_one("#bottom")
+        bottom.display = room.bottom_height != 0
+        bottom.styles.height = "1fr" if room.logs_tab else room.bottom_height
+        self.table.display = self.grid.display = not room.logs_tab
+        self.run_header.compact = room.small
+        self.grid.fit_to(width, room.grid_budget, small=room.small)
+        self.run_header.show(self.view, self.clock())
+
+    def action_toggle_logs(self) -> None:
+        """`l`: on a small screen the log and retry queue replace the table (and back);
+        otherwise they hide to give the table their room (and come back)."""
+        self.room = self.room.toggled_logs()
+        self._lay_out()
+        if self.room.logs_tab:
+            self.retry_pane.focus()
+        elif not self.table.has_focus:
+            self.table.focus()
+
+    def action_toggle_grid(self) -> None:
+        form = self.grid.toggle_form()
+        self.notify(f"GPU grid: {form} (g again: by the room)" if self.grid.force
+                    else f"GPU grid: {form}, by the room")
 
     # ---- events in -------------------------------------------------------------------------
 
@@ -156,12 +198,18 @@ class EqTuiApp(LivingQueueActions, App[int]):
         with self.batch_update():
             if changes.jobs:
                 self.table.apply(changes.jobs, now)
-                self._follow_selected(changes.jobs)
-                self._refresh_details(changes.jobs)
+                if self.log_pane.key in changes.jobs:
+                    self._follow(self.log_pane.key)
+                screen = self.screen
+                if isinstance(screen, JobDetailsScreen) and screen.key in changes.jobs:
+                    found = self.view.job(screen.key)
+                    if found is not None:
+                        screen.show_job(found[1])
             if changes.hosts:
                 self.grid.show(self.view, changes.hosts)
             if changes.header or changes.jobs or changes.alerts:
-                self._redraw_summaries(now)
+                self.run_header.show(self.view, now)
+                self.retry_pane.show(self.view, now)
         for alert in changes.alerts:
             self.notify(str(alert.get("message", "")),
                         title=f"{alert.get('project', '')} {alert.get('level', '')}".strip(),
@@ -172,11 +220,8 @@ class EqTuiApp(LivingQueueActions, App[int]):
         now = self.clock()
         with self.batch_update():
             self.table.apply(self.view.keys_with_status("running", "launching"), now)
-            self._redraw_summaries(now)
-
-    def _redraw_summaries(self, now: float) -> None:
-        self.run_header.show(self.view, now)
-        self.retry_pane.show(self.view, now)
+            self.run_header.show(self.view, now)
+            self.retry_pane.show(self.view, now)
 
     # ---- selection, log and details ----------------------------------------------------------
 
@@ -188,18 +233,8 @@ class EqTuiApp(LivingQueueActions, App[int]):
         attempts = len(found[1].get("history") or []) if found else 0
         running = found is not None and str(found[1].get("status")) in ("launching", "running")
         self.log_pane.follow(key if found else None, attempts, self.tail, running=running)
-
-    def _follow_selected(self, keys: set[str]) -> None:
-        selected = self.log_pane.key
-        if selected in keys:
-            self._follow(selected)
-
-    def _refresh_details(self, keys: set[str]) -> None:
-        screen = self.screen
-        if isinstance(screen, JobDetailsScreen) and screen.key in keys:
-            found = self.view.job(screen.key)
-            if found is not None:
-                screen.show_job(found[1])
+        if found and found[1].get("host"):
+            self.grid.select(row_key(found[0].project, str(found[1]["host"])))
 
     async def tail(self, key: str, attempt: int | None) -> list[str]:
         project, job_id = split_row_key(key)
@@ -209,73 +244,21 @@ class EqTuiApp(LivingQueueActions, App[int]):
         return await client.tail(job_id, attempt, TAIL_LINES)
 
     def on_job_table_details_requested(self, message: JobTable.DetailsRequested) -> None:
-        self.open_details(message.key)
+        self.action_details(message.key)
 
-    def action_details(self) -> None:
-        key = self.table.cursor_key
-        if key:
-            self.open_details(key)
-
-    def open_details(self, key: str) -> None:
-        found = self.view.job(key)
+    def action_details(self, key: str | None = None) -> None:
+        """The details screen of `key`, else of the job under the table's cursor."""
+        found = self.view.job(key or self.table.cursor_key or "")
         if found is None:
             return
         project, job = found
-        self.push_screen(JobDetailsScreen(key, job, max_attempts=project.max_attempts,
-                                          fetch=self.tail))
+        self.push_screen(JobDetailsScreen(row_key(project.project, str(job["id"])), job,
+                                          max_attempts=project.max_attempts, fetch=self.tail))
 
     def action_attempt(self, delta: int) -> None:
         self.log_pane.step_attempt(delta)
 
-    # ---- commands out ------------------------------------------------------------------------
-
-    async def send(self, name: str, keys: list[str], args: dict[str, Any] | None = None) -> None:
-        """Send a command per project; every outcome ends as a notification, never a crash."""
-        by_project: dict[str, list[str]] = {}
-        for key in keys:
-            project, job_id = split_row_key(key)
-            by_project.setdefault(project, []).append(job_id)
-        for project, job_ids in by_project.items():
-            client = self.clients.get(project)
-            if client is None:
-                continue
-            try:
-                result = await client.command(name, job_ids, args)
-            except Exception as exc:
-                self.notify(f"{name} failed: {exc}", severity="error")
-                continue
-            refused = {job: why for job, why in (result.get("results") or {}).items()
-                       if why != "ok"}
-            done = [job for job in job_ids if job not in refused]
-            if done:
-                self.notify(f"{name}: {', '.join(done[:NAMES_IN_CONFIRM])}"
-                            + (f" and {len(done) - NAMES_IN_CONFIRM} more"
-                               if len(done) > NAMES_IN_CONFIRM else ""))
-            for job, why in list(refused.items())[:NAMES_IN_CONFIRM]:
-                self.notify(f"{name} {job}: {why}", severity="warning")
-            if result.get("error") and not refused:
-                self.notify(f"{name}: {result['error']}", severity="warning")
-
-    def _send_soon(self, name: str, keys: list[str]) -> None:
-        if not keys:
-            self.notify("no job selected", severity="warning")
-            return
-        self.table.clear_marks()
-        self.run_worker(self.send(name, keys), group="commands", exit_on_error=False)
-
-    def request_kill(self, keys: list[str]) -> None:
-        if not keys:
-            self.notify("no job selected", severity="warning")
-            return
-        if not (keys := self.killable(keys)):
-            return
-        title, message = kill_dialog([split_row_key(k)[1] for k in keys])
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._send_soon("kill", keys)
-
-        self.push_screen(ConfirmScreen(title, message, confirm_label="Kill"), answered)
+    # ---- commands out (sender.py sends them) -------------------------------------------------
 
     def targets(self) -> list[str]:
         """The job shown in a details screen, else the marked jobs or the table's cursor."""
@@ -283,110 +266,57 @@ class EqTuiApp(LivingQueueActions, App[int]):
             return [self.screen.key]
         return self.table.targets()
 
-    def action_kill(self) -> None:
-        self.request_kill(self.targets())
+    def action_command(self, name: str) -> None:
+        """k/r/u on the targets; the kill dialog leaves finished jobs out."""
+        self.run_command(name, self.targets())
 
-    def action_retry(self) -> None:
-        self._send_soon("retry", self.targets())
-
-    def action_requeue(self) -> None:
-        self._send_soon("requeue", self.targets())
-
-    def on_job_table_kill_requested(self, message: JobTable.KillRequested) -> None:
-        self.request_kill(message.keys)
-
-    def on_job_table_retry_requested(self, message: JobTable.RetryRequested) -> None:
-        self._send_soon("retry", message.keys)
-
-    def on_job_table_requeue_requested(self, message: JobTable.RequeueRequested) -> None:
-        self._send_soon("requeue", message.keys)
+    def on_job_table_jobs_requested(self, message: JobTable.JobsRequested) -> None:
+        self.run_command(message.command, message.keys)
 
     def action_toggle_pause(self) -> None:
-        name = "resume" if self.view.paused else "pause"
+        self.sender.set_paused(not self.view.paused)
 
-        async def send_all() -> None:
-            for client in self.clients.values():
-                try:
-                    await client.command(name)
-                except Exception as exc:
-                    self.notify(f"{client.project}: {name} failed: {exc}", severity="error")
-            self.notify("launching paused; running jobs keep running" if name == "pause"
-                        else "launching resumed")
-
-        self.run_worker(send_all(), group="commands", exit_on_error=False)
-
-    def action_retry_oom_stuck(self) -> None:
-        keys = []
-        for key in self.view.keys_with_status("stuck"):
-            found = self.view.job(key)
-            failure = (found[1].get("failure") or {}) if found else {}
-            if failure.get("class") == "cuda_oom":
-                keys.append(key)
-        if not keys:
-            self.notify("no job is stuck on a CUDA OOM")
-            return
-        self._send_soon("retry", sorted(keys))
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """The palette (ctrl+p): Textual's own commands, then eq-tui's."""
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Retry every OOM-stuck job", "stuck jobs whose last failure was "
+                            "a CUDA OOM go back to pending",
+                            partial(self.sender.retry_oom_stuck, self.view))
+        yield SystemCommand("Open summary", "summary.md of the run, if written",
+                            partial(open_summary, self, self.view))
+        yield SystemCommand("Reload the manifest", "read the manifest file again: shows what "
+                            "changes, then asks", self.action_reload)
+        yield SystemCommand("Resume launching" if self.view.paused else "Pause launching",
+                            "launching only; running jobs are untouched",
+                            self.action_toggle_pause)
+        yield SystemCommand("Stop the engine", "asks first; running jobs keep running in "
+                            "their sessions", self.action_stop_engine)
+        yield SystemCommand("Help", "every key", self.action_help)
+        for label, callback, help_text in release_gpu_commands(self):
+            yield SystemCommand(label, help_text, callback)
+        for name in sorted(self.available_themes):
+            if name.startswith("eq-") or name in self.user_themes:
+                yield SystemCommand(f"Switch theme: {name}", "remembered for the next start",
+                                    partial(setattr, self, "theme", name))
 
     # ---- filter, help, summary, theme, quit ----------------------------------------------------
 
     def action_filter(self) -> None:
-        box = self.filter_box
-        box.display = True
-        box.focus()
+        self.filter_bar.open()
 
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id != "filter":
-            return
-        if self._filter_timer is not None:
-            self._filter_timer.stop()
-        query = event.value
-        self._filter_timer = self.set_timer(
-            FILTER_DEBOUNCE_S, lambda: self.table.set_filter(parse_filter(query)))
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id != "filter":
-            return
-        if self._filter_timer is not None:
-            self._filter_timer.stop()
-        self.table.set_filter(parse_filter(event.value))
-        if not event.value:
-            event.input.display = False
-        self.table.border_title = f"jobs (filter: {event.value})" if event.value else "jobs"
-        self.table.focus()
+    def on_filter_bar_applied(self, message: FilterBar.Applied) -> None:
+        self.table.set_filter(message.job_filter, message.text if message.kept else None)
+        self.grid.set_host_filter(message.job_filter.fields.get("host", frozenset()))
+        if message.kept:
+            self.table.focus()
 
     def action_clear(self) -> None:
-        box = self.filter_box
-        if box.display:
-            if self._filter_timer is not None:
-                self._filter_timer.stop()
-            box.value = ""
-            box.display = False
-            self.table.set_filter(parse_filter(""))
-            self.table.border_title = "jobs"
-            self.table.focus()
-        else:
+        if not self.filter_bar.close():
             self.table.clear_marks()
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
-
-    def action_open_summary(self) -> None:
-        parts = []
-        for project in self.view.projects.values():
-            path = Path(project.run_dir) / "summary.md" if project.run_dir else None
-            if path is not None and path.is_file():
-                try:
-                    parts.append(path.read_text(encoding="utf-8"))
-                except OSError as exc:
-                    self.notify(f"{path}: {exc}", severity="error")
-        if not parts:
-            self.notify("no summary yet: summary.md is written when the queue finishes")
-            return
-        self.push_screen(SummaryScreen("summary", "\n\n".join(parts)))
-
-    def switch_theme(self, name: str) -> None:
-        self.theme = name
 
     def _theme_changed(self, theme: Theme) -> None:
         save_setting("theme", theme.name)
@@ -404,25 +334,12 @@ class EqTuiApp(LivingQueueActions, App[int]):
             message = ("The engine stops scheduling and eq-tui exits. Running jobs keep "
                        "running in their sessions; run the same command again to resume.")
 
-        async def stop_all() -> None:
-            for client in self.clients.values():
-                try:
-                    await client.command("shutdown")
-                except ConnectionError:
-                    pass  # the engine closed the connection on its way out
-                except Exception as exc:
-                    self.notify(f"{client.project}: stop failed: {exc}", severity="error")
-                    return
+        def stopped() -> None:
             self.engine_stopped = True
             self.quit_chosen = True
             self.exit(0)
 
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.run_worker(stop_all(), group="commands", exit_on_error=False)
-
-        self.push_screen(ConfirmScreen("Stop the engine?", message, confirm_label="Stop"),
-                         answered)
+        self.sender.request_shutdown(message, stopped)
 
     def show_engine_gone(self, message: str, *, finished: bool) -> None:
         """An attached engine has exited or become unreachable: say so, keep the last state on

@@ -1,214 +1,176 @@
-"""Every host side by side: its link state and round trip, and one line per GPU; for a Slurm
-host, its job slots in use and one line per node of its partition."""
+"""Every host of every project: full panels wrapped into rows while they fit, else one line per
+host with the selected host in full (see grid_plan). `host:` in the filter narrows the hosts."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
 
-from textual.containers import Horizontal
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from eq_tui.tui.grid_plan import LINE_GAP, GridPlan, plan_grid
+from eq_tui.tui.host_line import LineWidths, host_line, line_widths
+from eq_tui.tui.host_panel import HostPanel, body_height
 from eq_tui.tui.rows import row_key
 from eq_tui.tui.run_view import RunView
 
-MEMORY_BAR_WIDTH = 10
-NODE_BAR_WIDTH = 8
-NODE_JOBS_SHOWN = 2  # ids listed per node line; the rest as "+N"
-_MODEL_NOISE = ("NVIDIA ", "GeForce ", "Tesla ", " (sim)")
+__all__ = ["GRID_PANELS", "GpuGrid", "HostPanel"]
+GRID_PANELS = "#host-panels HostPanel"  # the full panels (not the selected host beside lines)
+Shown = tuple[str, str, Mapping[str, Any], float]  # key, label, host, free threshold
 
 
-def short_model(name: str | None) -> str:
-    text = name or "?"
-    for noise in _MODEL_NOISE:
-        text = text.replace(noise, "")
-    return text[:20]
-
-
-def memory_bar(used: float | None, total: float | None, threshold: float,
-               width: int = MEMORY_BAR_WIDTH) -> Content:
-    """A bar of memory used, with `│` where the free threshold lies (a GPU is free left of it)."""
-    if not total or used is None:
-        return Content.styled("?" * width, "dim")
-    filled = max(0, min(width, round(used / total * width)))
-    mark = max(0, min(width - 1, int(threshold / total * width)))
-    style = "$success" if used < threshold else "$primary"
-    cells: list[tuple[str, str]] = []
-    for i in range(width):
-        if i == mark and i >= filled:
-            cells.append(("│", "$warning"))
-        elif i < filled:
-            cells.append(("█", style))
-        else:
-            cells.append(("░", "dim"))
-    return Content.assemble(*cells)
-
-
-def gib(mib: float | None) -> str:
-    return "?" if mib is None else f"{mib / 1024:.1f}"
-
-
-def gpu_line(gpu: Mapping[str, Any], threshold: float) -> Content:
-    used, total = gpu.get("memory_used_mib"), gpu.get("memory_total_mib")
-    util = gpu.get("utilization_pct")
-    if gpu.get("quarantined"):
-        reason = str(gpu.get("quarantine_reason") or "")
-        holder: tuple[str, str] = (f"quarantined: {reason[:40]}" if reason else "quarantined",
-                                   "bold $error")
-    elif gpu.get("job"):
-        holder = (str(gpu["job"]), "$primary")
-    elif gpu.get("settling"):
-        holder = ("settling", "$warning")
-    elif gpu.get("other"):
-        holder = (other_text(gpu.get("others") or []), "$warning")
-    elif not gpu.get("allowed", True):
-        holder = ("not ours", "dim")
-    else:
-        holder = ("free", "$success")
-    return Content.assemble(
-        (f"{gpu.get('index', '?')} ", "bold"), memory_bar(used, total, threshold),
-        f" {gib(used):>5}/{gib(total):<5}G ",
-        (f"{util:>3}%" if util is not None else "  ?%", "dim"), " ", holder)
-
-
-def other_text(others: list[dict[str, Any]]) -> str:
-    """Whose memory it is: `other: pid 4242 alice python eval.py` (the first process)."""
-    if not others:
-        return "other process"
-    first = others[0]
-    command = str(first.get("command") or "").split("/")[-1][:24]
-    more = f" +{len(others) - 1}" if len(others) > 1 else ""
-    return f"other: pid {first.get('pid')} {first.get('user') or '?'} {command}{more}".rstrip()
-
-
-def models_text(gpus: list[dict[str, Any]]) -> str:
-    """`RTX 4090 x4`, or the distinct models when a host mixes them."""
-    names = [short_model(g.get("name")) for g in gpus]
-    distinct = sorted(set(names))
-    if len(distinct) == 1:
-        return f"{distinct[0]} x{len(names)}"
-    return ", ".join(distinct)
-
-
-def host_title(name: str, host: Mapping[str, Any]) -> Content:
-    state = str(host.get("state", "connecting"))
-    style = {"up": "$success", "down": "bold $error"}.get(state, "$warning")
-    rtt = host.get("rtt_s")
-    rtt_text = f" {rtt * 1000:.0f}ms" if isinstance(rtt, (int, float)) and state == "up" else ""
-    return Content.assemble((name, "bold"), " ", (state, style), rtt_text)
-
-
-def count_bar(used: int, total: int, width: int = NODE_BAR_WIDTH) -> Content:
-    """GPUs allocated out of a node's total, one cell per GPU when they fit."""
-    if total <= 0:
-        return Content.styled("·" * width, "dim")
-    filled = max(0, min(width, round(used / total * width)))
-    return Content.assemble(("█" * filled, "$primary"), ("░" * (width - filled), "dim"))
-
-
-def node_state_style(state: str) -> str:
-    upper = state.upper()
-    if any(word in upper for word in ("DOWN", "FAIL", "NOT_RESPONDING")) or upper.endswith("*"):
-        return "bold $error"
-    if "DRAIN" in upper or "MAINT" in upper or "RESERVED" in upper:
-        return "$warning"
-    if upper.startswith("IDLE"):
-        return "$success"
-    return "$primary"
-
-
-def node_lines(nodes: list[dict[str, Any]]) -> list[Content]:
-    """One line per node: name, Slurm state, GPUs allocated / total, our jobs running there."""
-    name_width = min(16, max(len(str(n.get("name", ""))) for n in nodes))
-    state_width = min(12, max(len(str(n.get("state", ""))) for n in nodes))
-    lines = []
-    for node in nodes:
-        used, total = int(node.get("gpus_used") or 0), int(node.get("gpus_total") or 0)
-        jobs = [str(j) for j in node.get("jobs") or []]
-        shown = ", ".join(jobs[:NODE_JOBS_SHOWN])
-        more = f" +{len(jobs) - NODE_JOBS_SHOWN}" if len(jobs) > NODE_JOBS_SHOWN else ""
-        state = str(node.get("state", "?"))
-        lines.append(Content.assemble(
-            (f"{str(node.get('name', '?'))[:name_width]:<{name_width}} ", "bold"),
-            (f"{state[:state_width]:<{state_width}}", node_state_style(state)), " ",
-            count_bar(used, total), f" {used}/{total} ", (shown, "$primary"), (more, "dim")))
-    return lines
-
-
-def slots_line(host: Mapping[str, Any]) -> Content:
-    """A Slurm host's GPUs are job slots: how many of ours Slurm has, and how many run."""
-    gpus = host.get("gpus") or []
-    ours = sum(1 for gpu in gpus if gpu.get("job"))
-    running = len({job for node in host.get("nodes") or [] for job in node.get("jobs") or []})
-    queued = max(0, ours - running)
-    return Content.assemble(("slots ", "dim"), f"{ours}/{len(gpus)}",
-                            (" · ", "dim"), f"{running} running",
-                            (" · ", "dim"), (f"{queued} queued", "$warning" if queued else ""))
-
-
-def host_body(host: Mapping[str, Any], threshold: float) -> Content:
-    lines: list[Content] = []
-    if host.get("state") == "down":
-        lines.append(Content.styled(f"down: {host.get('reason') or 'unreachable'}",
-                                    "bold $error"))
-    if host.get("stopped"):
-        lines.append(Content.styled(f"launching stopped: {host['stopped']}", "$warning"))
-    gpus = host.get("gpus") or []
-    nodes = host.get("nodes") or []
-    if host.get("kind") == "slurm" or nodes:
-        if gpus:
-            lines.append(slots_line(host))
-        lines.extend(node_lines(nodes) if nodes else [])
-        if not nodes and host.get("state") != "down":
-            lines.append(Content.styled("waiting for the node list…", "dim"))
-        return Content("\n").join(lines)
-    lines.extend(gpu_line(gpu, threshold) for gpu in gpus)
-    if not gpus and host.get("state") != "down":
-        lines.append(Content.styled("waiting for the first probe…", "dim"))
-    return Content("\n").join(lines)
-
-
-def host_subtitle(host: Mapping[str, Any]) -> str:
-    nodes = host.get("nodes") or []
-    if nodes:
-        used = sum(int(n.get("gpus_used") or 0) for n in nodes)
-        total = sum(int(n.get("gpus_total") or 0) for n in nodes)
-        return f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}, {used}/{total} GPUs in use"
-    if host.get("kind") == "slurm":
-        return "slurm"
-    gpus = host.get("gpus") or []
-    return models_text(gpus) if gpus else ""
-
-
-class HostPanel(Static):
-    """One host's column in the grid."""
-
-    def show(self, name: str, host: Mapping[str, Any], threshold: float) -> None:
-        self.border_title = host_title(name, host)
-        self.border_subtitle = host_subtitle(host)
-        self.set_class(host.get("state") == "down", "-down")
-        self.update(host_body(host, threshold))
-
-
-class GpuGrid(Horizontal, can_focus=True):
-    """The hosts of every project, one panel each, in snapshot order."""
+class GpuGrid(VerticalScroll, can_focus=True):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("down", "select_host(1)", "Next host", show=False),
+        Binding("up", "select_host(-1)", "Previous host", show=False),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.plan = GridPlan(False, 1)
+        self.force: str | None = None  # "full" or "compact" after `g`; None: by the room
+        self.selected: str | None = None
+        self.host_filter: frozenset[str] = frozenset()
+        self._view: RunView | None = None
+        self._room = (160, 12, False)  # width, height budget, small screen
         self._panels: dict[str, HostPanel] = {}
+        self._panel_box = Grid(id="host-panels")
+        self._compact_box = Horizontal(id="host-compact")
+        self._lines = Static(id="host-lines")
+        self._expanded = HostPanel(id="host-expanded")
+        self._widths = LineWidths(4, 2, 1)
+        self._heights: list[int] = []
+        self._line_cache: dict[str, Content] = {}
+        self._line_selected: str | None = None
 
-    def show(self, view: RunView, keys: set[str] | None = None) -> None:
-        """Redraw the given host keys (all when None), adding panels for new hosts."""
+    def compose(self) -> ComposeResult:
+        yield self._panel_box
+        with self._compact_box:
+            yield self._lines
+            yield self._expanded
+
+    # ---- what is shown --------------------------------------------------------------------
+
+    def hosts(self) -> Iterator[Shown]:
+        view = self._view
+        if view is None:
+            return
         multi = len(view.projects) > 1
         for project in view.projects.values():
             for name, host in project.hosts.items():
-                key = row_key(project.project, name)
-                if keys is not None and key not in keys:
-                    continue
-                panel = self._panels.get(key)
-                if panel is None:
-                    panel = self._panels[key] = HostPanel(classes="host")
-                    self.mount(panel)
                 label = f"{project.project}/{name}" if multi else name
-                panel.show(label, host, project.threshold_mib)
+                if self.host_filter and name.lower() not in self.host_filter \
+                        and label.lower() not in self.host_filter:
+                    continue
+                yield row_key(project.project, name), label, host, project.threshold_mib
+
+    def show(self, view: RunView, keys: set[str] | None = None) -> None:
+        """Redraw the given host keys (all when None); a host not seen before replans."""
+        self._view = view
+        shown = list(self.hosts())
+        if keys is None or self._layout_changed(shown):
+            self._replan(shown)
+        else:
+            self._redraw(shown, keys)
+
+    def fit_to(self, width: int, budget: int, *, small: bool) -> None:
+        """The room the app gives the grid: its width and how many lines it may take."""
+        self._room = (width, budget, small)
+        self.styles.max_height = budget
+        if self._view is not None:
+            self._replan(list(self.hosts()))
+
+    def set_host_filter(self, hosts: frozenset[str]) -> None:
+        self.host_filter = hosts
+        self.show(self._view or RunView())
+
+    def toggle_form(self) -> str:
+        """`g`: the other form than the one shown; again: back to what the room chooses."""
+        self.force = None if self.force else ("full" if self.plan.compact else "compact")
+        self.show(self._view or RunView())
+        return self.plan.form
+
+    def select(self, key: str | None) -> None:
+        if key is None or key == self.selected:
+            return
+        self.selected = key
+        if self.plan.compact and self._view is not None:
+            self._redraw(list(self.hosts()), None)
+
+    def action_select_host(self, delta: int) -> None:
+        keys = [key for key, *_ in self.hosts()]
+        if not keys:
+            return
+        index = keys.index(self.selected) if self.selected in keys else -delta
+        index = max(0, min(len(keys) - 1, index + delta))
+        self.select(keys[index])
+        if self.plan.compact:  # keep the selected line in view when the lines scroll
+            row = index // self.plan.columns
+            if not self.scroll_y <= row < self.scroll_y + self.scrollable_content_region.height:
+                self.scroll_to(y=max(0, row - 1), animate=False)
+
+    # ---- layout ---------------------------------------------------------------------------
+
+    def _layout_changed(self, shown: list[Shown]) -> bool:
+        if [body_height(s[2]) for s in shown] != self._heights:
+            return True
+        if self.plan.compact:
+            return line_widths([s[1] for s in shown], [s[2] for s in shown]) != self._widths
+        return [s[0] for s in shown] != list(self._panels)
+
+    def _replan(self, shown: list[Shown]) -> None:
+        width, budget, small = self._room
+        self._widths = line_widths([s[1] for s in shown], [s[2] for s in shown])
+        self._heights = [body_height(s[2]) for s in shown]
+        self.plan = plan_grid(width, budget, self._heights,
+                              self._widths.total, small=small, force=self.force)
+        self._panel_box.display = not self.plan.compact
+        self._compact_box.display = self.plan.compact
+        wanted = [] if self.plan.compact else [s[0] for s in shown]
+        if wanted != list(self._panels):
+            for panel in self._panels.values():
+                panel.remove()
+            self._panels = {key: HostPanel(classes="host") for key in wanted}
+            self._panel_box.mount_all(self._panels.values())
+        self._panel_box.styles.grid_size_columns = self.plan.columns
+        self._compact_box.set_class(self.plan.expanded == "top", "-stacked")
+        self._expanded.display = bool(self.plan.expanded)
+        self._redraw(shown, None)
+
+    def _redraw(self, shown: list[Shown], keys: set[str] | None) -> None:
+        if not self.plan.compact:
+            for key, label, host, threshold in shown:
+                if keys is None or key in keys:
+                    self._panels[key].show(label, host, threshold)
+            return
+        selected = self.selected if any(s[0] == self.selected for s in shown) else None
+        if selected is None and shown:
+            selected = shown[0][0]
+        if selected != self._line_selected:
+            keys = None if keys is None else keys | {selected or "", self._line_selected or ""}
+            self._line_selected = selected
+        self._lines.update(self._compact_lines(shown, selected, keys))
+        for key, label, host, threshold in shown:
+            if key == selected and self.plan.expanded:
+                self._expanded.show(label, host, threshold)
+
+    def _compact_lines(self, shown: list[Shown], selected: str | None,
+                       keys: set[str] | None) -> Content:
+        """Every host's line, drawn again only for the hosts in `keys` (all when None)."""
+        width, columns, cache = self._widths.total, self.plan.columns, self._line_cache
+        if keys is None:
+            cache.clear()
+        lines = []
+        for key, label, host, _ in shown:
+            line = cache.get(key)
+            if line is None or key in (keys or ()):
+                line = cache[key] = host_line(label, host, self._widths, selected=key == selected
+                                              ).truncate(width, ellipsis=True, pad=True)
+            lines.append(line)
+        rows = [Content(" " * LINE_GAP).join(lines[i:i + columns])
+                for i in range(0, len(lines), columns)]
+        return Content("\n").join(rows) if rows else Content.styled("no host", "dim")

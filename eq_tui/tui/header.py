@@ -1,16 +1,22 @@
-"""The top of the main screen: projects, progress, counts by status, elapsed, ETA, PAUSED."""
+"""The top of the main screen: projects, progress, counts by status, elapsed, ETA, PAUSED; on a
+small screen all of it on one line."""
 
 from __future__ import annotations
 
 from textual.content import Content
 from textual.widgets import Static
 
+from eq_tui.tui.eta import EtaCache
 from eq_tui.tui.palette import status_markup_style
 from eq_tui.tui.progress import Progress, ordered_counts
 from eq_tui.tui.rows import format_duration
 from eq_tui.tui.run_view import RunView
 
 BAR_WIDTH = 30
+COMPACT_BAR_WIDTH = 10
+SHORT_STATUS = {"running": "run", "launching": "launch", "pending": "wait",
+                "failed_oom": "oom", "completed": "done", "blocked": "block"}
+Part = Content | str | tuple[str, str]
 
 
 def progress_bar(fraction: float, width: int = BAR_WIDTH) -> Content:
@@ -18,36 +24,48 @@ def progress_bar(fraction: float, width: int = BAR_WIDTH) -> Content:
     return Content.assemble(("━" * filled, "$success"), ("━" * (width - filled), "dim"))
 
 
-def header_content(view: RunView, now: float) -> Content:
+def header_content(view: RunView, now: float, eta_s: float | None = None, *,
+                   compact: bool = False) -> Content:
     projects = ", ".join(view.projects) or "-"
     progress: Progress = view.progress(now)
     # the whole run, across resumes: from when the run dir was created
     starts = [start for p in view.projects.values()
               if (start := p.created or p.started_at) is not None]
     elapsed = format_duration(now - min(starts)) if starts else "-"
-    eta = format_duration(progress.eta_s) if progress.eta_s is not None else "-"
     finished = bool(view.projects) and all(p.finished for p in view.projects.values())
-    parts: list[Content | str | tuple[str, str]] = [
-        ("eq-tui ", "bold $primary"), (projects, "bold"), "  ",
-        progress_bar(progress.fraction),
-        f" {progress.completed}/{progress.total} ({progress.fraction:.0%})",
-        "  elapsed ", (elapsed, "bold"), "  ETA ", (eta if not finished else "done", "bold"),
-    ]
+    eta = "done" if finished else format_duration(eta_s) if eta_s is not None else "-"
+    done = f" {progress.completed}/{progress.total} ({progress.fraction:.0%})"
+    if compact:
+        parts: list[Part] = [(projects, "bold $primary"), " ",
+                             progress_bar(progress.fraction, COMPACT_BAR_WIDTH), done,
+                             " ETA ", (eta, "bold")]
+    else:
+        parts = [("eq-tui ", "bold $primary"), (projects, "bold"), "  ",
+                 progress_bar(progress.fraction), done,
+                 "  elapsed ", (elapsed, "bold"), "  ETA ", (eta, "bold")]
     if view.paused:
-        parts += ["  ", (" PAUSED ", "bold reverse $warning")]
+        parts += [" ", (" PAUSED ", "bold reverse $warning")]
     held = sorted({phase for p in view.projects.values() for phase in p.held_phases})
     if held:  # the crash guard stopped launching these phases (the alert says why)
-        parts += ["  ", (f" HELD: {', '.join(held)} ", "bold reverse $error")]
+        parts += [" ", (f" HELD: {', '.join(held)} ", "bold reverse $error")]
     if finished:
-        parts += ["  ", (" FINISHED ", "bold reverse $success")]
-    counts: list[Content | str | tuple[str, str]] = []
+        parts += [" ", (" FINISHED ", "bold reverse $success")]
+    counts: list[Part] = []
     for status, n in ordered_counts(progress.counts):
         if counts:
-            counts.append("  ")
-        counts.append((f"{status} {n}", status_markup_style(status)))
+            counts.append(" " if compact else "  ")
+        label = SHORT_STATUS.get(status, status) if compact else status
+        counts.append((f"{label} {n}", status_markup_style(status)))
+    if compact:
+        return Content.assemble(*parts, ("  ", ""), *counts)
     return Content.assemble(*parts, "\n", *(counts or [("no jobs", "dim")]))
 
 
 class RunHeader(Static):
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.compact = False
+        self._eta = EtaCache()
+
     def show(self, view: RunView, now: float) -> None:
-        self.update(header_content(view, now))
+        self.update(header_content(view, now, self._eta.eta(view, now), compact=self.compact))

@@ -1,4 +1,5 @@
-"""The job table: one row per job, keyed `project/id`, updated cell by cell."""
+"""The job table: one row per job, keyed `project/id`, updated cell by cell. Until a column is
+chosen (`s`, a header click) the rows that need eyes come first: see ACTIVE_FIRST."""
 
 from __future__ import annotations
 
@@ -11,35 +12,44 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.coordinate import Coordinate
 from textual.message import Message
+from textual.timer import Timer
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist, RowKey
+from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from eq_tui.tui.filters import JobFilter
 from eq_tui.tui.live_metrics import LiveMetrics
 from eq_tui.tui.palette import status_rich_styles
 from eq_tui.tui.rows import (
+    COLUMN_KEYS,
     COLUMNS,
     EDITED_MARK,
     Cells,
     changed_columns,
     job_cells,
     sort_value,
-    split_row_key,
+    where_width,
 )
 from eq_tui.tui.run_view import RunView
 
+RESORT_DELAY_S = 0.3
+FIRST_ROWS = 200  # more than any screen shows
+LOAD_CHUNK = 500
 MARK_COLUMN = "mark"
 MARK = "●"
 STATUS_INDEX = next(i for i, c in enumerate(COLUMNS) if c.key == "status")
 PROJECT_INDEX = next(i for i, c in enumerate(COLUMNS) if c.key == "project")
+# needs a person, then waiting to retry, then running: what must be seen is at the top
+ACTIVE_FIRST = {name: rank for rank, names in enumerate((
+    ("stuck", "blocked"), ("failed_oom",), ("running", "launching"), ("pending",),
+    ("killed",), ("completed",))) for name in names}
 
 
 class JobTable(DataTable[Any]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "select_cursor", "Details"),
-        Binding("k", "kill", "Kill"),
-        Binding("r", "retry", "Retry"),
-        Binding("u", "requeue", "Requeue"),
+        Binding("k", "request('kill')", "Kill"),
+        Binding("r", "request('retry')", "Retry"),
+        Binding("u", "request('requeue')", "Requeue"),
         Binding("space", "toggle_mark", "Mark"),
         Binding("s", "sort_next", "Sort", show=True),
         Binding("S", "sort_reverse", "Reverse sort", show=False),
@@ -47,20 +57,12 @@ class JobTable(DataTable[Any]):
     ]
 
     class JobsRequested(Message):
-        """Base of the intents that act on jobs (row keys `project/id`)."""
+        """kill, retry or requeue these jobs (row keys `project/id`)."""
 
-        def __init__(self, keys: list[str]) -> None:
+        def __init__(self, command: str, keys: list[str]) -> None:
             super().__init__()
+            self.command = command
             self.keys = keys
-
-    class KillRequested(JobsRequested):
-        pass
-
-    class RetryRequested(JobsRequested):
-        pass
-
-    class RequeueRequested(JobsRequested):
-        pass
 
     class DetailsRequested(Message):
         def __init__(self, key: str) -> None:
@@ -76,7 +78,8 @@ class JobTable(DataTable[Any]):
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.marked: set[str] = set()
         self.job_filter = JobFilter()
-        self.sort_column: str | None = None
+        self.filter_text = ""
+        self.sort_column: str | None = None  # None: active first
         self.sort_reverse = False
         self._cells: dict[str, Cells] = {}
         self._columns: list[int] = []
@@ -85,6 +88,10 @@ class JobTable(DataTable[Any]):
         self._now = 0.0
         self.live = LiveMetrics()
         self.metric: str | None = None  # the metric column's metric (None: no column)
+        self._order: dict[str, int] = {}  # manifest order, the tie-breaker of active first
+        self._sort_timer: Timer | None = None
+        self._pending: dict[str, Cells] = {}  # rows still to add after the first frame
+        self._loading = False
 
     # ---- building --------------------------------------------------------------------------
 
@@ -96,11 +103,14 @@ class JobTable(DataTable[Any]):
                          and (self.metric or c.key != "metric")]
         self.clear(columns=True)
         self.add_column(" ", key=MARK_COLUMN, width=1)
+        hosts = [name for project in view.projects.values() for name in project.hosts]
         for i in self._columns:
             column = COLUMNS[i]
             label = self.metric if column.key == "metric" and self.metric else column.label
-            self.add_column(label, key=column.key, width=column.width)
+            width = where_width(hosts) if column.key == "where" else column.width
+            self.add_column(label, key=column.key, width=width)
         self.refresh_styles()
+        self._title()
         self.rebuild(now)
 
     def refresh_styles(self) -> None:
@@ -116,6 +126,7 @@ class JobTable(DataTable[Any]):
         self._cells.clear()
         rows = []
         for key, project, job in self._view.iter_jobs():
+            self._order.setdefault(key, len(self._order))
             if not self.job_filter.matches(job, project.project):
                 continue
             self.live.observe(key, job)
@@ -124,8 +135,36 @@ class JobTable(DataTable[Any]):
                               metric=self.live.cell(key, job, self.metric))
             self._cells[key] = cells
             rows.append((key, cells))
-        for key, cells in rows:
+        # the rows a screen shows first, in their order; the rest follow a chunk per frame,
+        # so that 5,000 jobs do not hold the first frame back (DataTable measures every cell)
+        if len(rows) > FIRST_ROWS:
+            rows.sort(key=first_rows_key(self.sort_column, self._view, self._now, self._order),
+                      reverse=self.sort_reverse)
+        self._pending = dict(rows[FIRST_ROWS:])
+        for key, cells in rows[:FIRST_ROWS]:
             self.add_row(*self._row_cells(key, cells), key=key)
+        self._apply_sort()
+        self.move_to(cursor)
+        if self.cursor_key != cursor:  # sorted under a cursor that did not move: say so
+            self.post_message(self.JobHighlighted(self.cursor_key))
+        if self._pending and not self._loading:
+            self._loading = True
+            self.call_after_refresh(self._load_more)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether every row is in the table (see rebuild)."""
+        return not self._pending
+
+    def _load_more(self) -> None:
+        pending = self._pending
+        for key in list(pending)[:LOAD_CHUNK]:
+            self.add_row(*self._row_cells(key, pending.pop(key)), key=key)
+        if pending:
+            self.call_after_refresh(self._load_more)
+            return
+        self._loading = False
+        cursor = self.cursor_key
         self._apply_sort()
         self.move_to(cursor)
 
@@ -149,7 +188,8 @@ class JobTable(DataTable[Any]):
             if not self.job_filter.matches(job, project.project):
                 if key in self._cells:
                     del self._cells[key]
-                    self.remove_row(key)
+                    if self._pending.pop(key, None) is None:
+                        self.remove_row(key)
                 continue
             self.live.observe(key, job)
             cells = job_cells(job, project=project.project, now=now,
@@ -157,18 +197,27 @@ class JobTable(DataTable[Any]):
                               metric=self.live.cell(key, job, self.metric))
             old = self._cells.get(key)
             self._cells[key] = cells
+            if key in self._pending:  # not in the table yet: it goes in as it is now
+                self._pending[key] = cells
+                continue
             if old is None:
+                self._order.setdefault(key, len(self._order))
                 self.add_row(*self._row_cells(key, cells), key=key)
-                resort = resort or self.sort_column is not None
+                resort = True
                 continue
             for index in changed_columns(old, cells):
                 if index in self._columns:
                     self.update_cell(key, COLUMNS[index].key, self._cell_text(index, cells))
-                    resort = resort or COLUMNS[index].key == self.sort_column
-        if resort:
-            cursor = self.cursor_key
-            self._apply_sort()
-            self.move_to(cursor)
+            resort = resort or moves(self.sort_column, old, cells)
+        if resort and self._sort_timer is None:
+            # at most one sort per RESORT_DELAY_S, however many ticks move rows meanwhile
+            self._sort_timer = self.set_timer(RESORT_DELAY_S, self._sort_later)
+
+    def _sort_later(self) -> None:
+        self._sort_timer = None
+        cursor = self.cursor_key
+        self._apply_sort()
+        self.move_to(cursor)
 
     def _row_cells(self, key: str, cells: Cells) -> list[Any]:
         return [MARK if key in self.marked else " ",
@@ -219,20 +268,14 @@ class JobTable(DataTable[Any]):
 
     def clear_marks(self) -> None:
         for key in list(self.marked):
-            if key in self._cells:
+            if key in self._cells and key not in self._pending:
                 self.update_cell(key, MARK_COLUMN, " ")
         self.marked.clear()
 
     # ---- intents ---------------------------------------------------------------------------
 
-    def action_kill(self) -> None:
-        self.post_message(self.KillRequested(self.targets()))
-
-    def action_retry(self) -> None:
-        self.post_message(self.RetryRequested(self.targets()))
-
-    def action_requeue(self) -> None:
-        self.post_message(self.RequeueRequested(self.targets()))
+    def action_request(self, command: str) -> None:
+        self.post_message(self.JobsRequested(command, self.targets()))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
@@ -241,31 +284,61 @@ class JobTable(DataTable[Any]):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
-        key: RowKey = event.row_key
-        self.post_message(self.JobHighlighted(str(key.value) if key.value is not None else None))
+        # the row under the cursor now: a sort may have moved another row there since
+        self.post_message(self.JobHighlighted(self.cursor_key))
 
     # ---- filter and sort -------------------------------------------------------------------
 
-    def set_filter(self, job_filter: JobFilter) -> None:
+    def set_filter(self, job_filter: JobFilter, text: str | None = None) -> None:
+        """Show only the matching rows; `text` (when kept) goes into the title."""
         self.job_filter = job_filter
+        if text is not None:
+            self.filter_text = text
+            self._title()
         self.rebuild(self._now)
 
     def sort_by(self, column: str, *, reverse: bool | None = None) -> None:
         if reverse is None:
             reverse = not self.sort_reverse if column == self.sort_column else False
         self.sort_column, self.sort_reverse = column, reverse
+        self._resort()
+
+    def _resort(self) -> None:
         cursor = self.cursor_key
         self._apply_sort()
         self.move_to(cursor)
+        self._title()
+
+    def _title(self) -> None:
+        """`jobs · active first · filter: …`: how the rows are chosen and ordered."""
+        column = self.sort_column
+        order = "active first" if column is None else \
+            f"by {next(c.label for c in COLUMNS if c.key == column)}"
+        title = f"jobs · {order}{', reversed' if self.sort_reverse else ''}"
+        self.border_title = f"{title} · filter: {self.filter_text}" if self.filter_text \
+            else title
+
+    def sort_by_activity(self) -> None:
+        self.sort_column, self.sort_reverse = None, False
+        self._resort()
 
     def action_sort_next(self) -> None:
-        keys = [COLUMNS[i].key for i in self._columns]
-        following = (keys.index(self.sort_column) + 1) % len(keys) \
-            if self.sort_column in keys else 0
-        self.sort_by(keys[following], reverse=False)
+        """The next column; after the last one, back to active first."""
+        keys: list[str | None] = [None, *(COLUMNS[i].key for i in self._columns)]
+        following = (keys.index(self.sort_column) + 1) % len(keys)
+        column = keys[following]
+        if column is None:
+            self.sort_by_activity()
+        else:
+            self.sort_by(column, reverse=False)
 
     def action_sort_reverse(self) -> None:
-        self.sort_by(self.sort_column or "id", reverse=not self.sort_reverse)
+        if self.sort_column is None:
+            self.sort_reverse = not self.sort_reverse
+            self._resort()
+        else:
+            self.sort_by(self.sort_column, reverse=not self.sort_reverse)
+
 
     def action_next_metric(self) -> None:
         """`m`: the metric column shows the next metric seen (the goals first), then none."""
@@ -286,10 +359,14 @@ class JobTable(DataTable[Any]):
 
     def _apply_sort(self) -> None:
         column, view, now = self.sort_column, self._view, self._now
-        if column is None or view is None:
+        if view is None:
             return
         id_column = COLUMNS[0].key
         multi = PROJECT_INDEX in self._columns
+        columns = (id_column, "project") if multi else (id_column,)
+        if column is None:
+            self.sort(*columns, key=self._activity_key(multi), reverse=self.sort_reverse)
+            return
 
         def key_of(cells: Any) -> tuple[Any, ...]:
             found = job_of(cells)
@@ -311,9 +388,37 @@ class JobTable(DataTable[Any]):
             found = view.job(key)
             return None if found is None else (key, found[1], project)
 
-        columns = (id_column, "project") if multi else (id_column,)
         self.sort(*columns, key=key_of, reverse=self.sort_reverse)
 
+    def _activity_key(self, multi: bool) -> Any:
+        cells, order = self._cells, self._order
+        project = next(iter(self._view.projects), "") if self._view else ""
 
-def job_id_of(key: str) -> str:
-    return split_row_key(key)[1]
+        def key_of(values: Any) -> tuple[int, int]:
+            key = f"{values[1]}/{values[0]}" if multi else f"{project}/{values}"
+            row = cells.get(key)
+            rank = ACTIVE_FIRST.get(row[STATUS_INDEX], 9) if row else 9
+            return rank, order.get(key, 0)
+
+        return key_of
+
+
+def moves(sort_column: str | None, old: Cells, new: Cells) -> bool:
+    """Whether a row's change can move it in the order sorted by `sort_column`."""
+    if sort_column is None:
+        return ACTIVE_FIRST.get(old[STATUS_INDEX]) != ACTIVE_FIRST.get(new[STATUS_INDEX])
+    index = COLUMN_KEYS.index(sort_column)
+    return old[index] != new[index] or sort_column == "duration"
+
+
+def first_rows_key(column: str | None, view: RunView | None, now: float,
+                   order: dict[str, int]) -> Any:
+    """A sort key over (row key, cells) in the table's order, for choosing the first rows."""
+    if column is None or view is None:
+        return lambda row: (ACTIVE_FIRST.get(row[1][STATUS_INDEX], 9), order.get(row[0], 0))
+
+    def key_of(row: tuple[str, Cells]) -> tuple[Any, ...]:
+        found = view.job(row[0])
+        return sort_value(column, found[1], now, found[0].project) if found else ((),)
+
+    return key_of

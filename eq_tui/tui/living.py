@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual.binding import Binding, BindingType
 
 from eq_tui.tui.rows import split_row_key
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from eq_tui.tui.screens.job_form import JobFormScreen
-
-if TYPE_CHECKING:
-    from eq_tui.tui.app import EqTuiApp
 
 MANIFEST_CHECK_S = 2.0
 LIVING_BINDINGS: list[BindingType] = [
@@ -94,12 +91,22 @@ class LivingQueueActions:
                            "shows what would change, then asks", title=f"{project}",
                            timeout=30)
 
-    def _app(self) -> EqTuiApp:
-        return self  # type: ignore[return-value]
+    def _app(self) -> Any:
+        """The app this mixin is part of (typed loosely: the UI's modules never import the
+        app, which imports them)."""
+        return self
 
     def _job(self, key: str) -> dict[str, Any] | None:
         found = self._app().view.job(key)
         return dict(found[1]) if found else None
+
+    def run_command(self, name: str, keys: list[str]) -> None:
+        """k/r/u on these jobs; the kill dialog leaves finished ones out."""
+        sender = self._app().sender
+        if name != "kill":
+            sender.send_soon(name, keys)
+        elif not keys or (keys := self.killable(keys)):
+            sender.request_kill(keys)
 
     def killable(self, keys: list[str]) -> list[str]:
         """The kill dialog offers only jobs that have not finished."""
@@ -117,14 +124,14 @@ class LivingQueueActions:
         app = self._app()
         keys = app.targets()
         if keys:
-            app.run_worker(app.send("priority", keys, {"delta": delta}), group="commands",
+            app.run_worker(app.sender.send("priority", keys, {"delta": delta}), group="commands",
                            exit_on_error=False)
 
     def action_hold(self) -> None:
         app = self._app()
         keys = app.targets()
         held = [k for k in keys if (self._job(k) or {}).get("status") == "held"]
-        app._send_soon("release" if keys and len(held) == len(keys) else "hold", keys)
+        app.sender.send_soon("release" if keys and len(held) == len(keys) else "hold", keys)
 
     def action_edit(self) -> None:
         app = self._app()
@@ -142,7 +149,7 @@ class LivingQueueActions:
 
         def answered(values: dict[str, str] | None) -> None:
             if values is not None and values["cmd"] != job.get("cmd"):
-                app.run_worker(app.send("edit", keys, {"cmd": values["cmd"], "by": "ui"}),
+                app.run_worker(app.sender.send("edit", keys, {"cmd": values["cmd"], "by": "ui"}),
                                group="commands", exit_on_error=False)
 
         app.push_screen(JobFormScreen(f"Edit {job['id']}{note}", cmd=str(job.get("cmd", ""))),
@@ -159,7 +166,7 @@ class LivingQueueActions:
         def answered(values: dict[str, str] | None) -> None:
             if values is not None:
                 args = {"id": values["id"], "cmd": values["cmd"], "by": "ui"}
-                app.run_worker(app.send("clone", keys, args), group="commands",
+                app.run_worker(app.sender.send("clone", keys, args), group="commands",
                                exit_on_error=False)
 
         app.push_screen(JobFormScreen(f"Clone {job['id']}", cmd=str(job.get("cmd", "")),

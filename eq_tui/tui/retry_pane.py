@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from textual.app import ComposeResult
@@ -29,6 +30,23 @@ def _job_line(key: str, job: Mapping[str, Any], multi: bool) -> str:
     return key if multi else str(job.get("id", ""))
 
 
+# Lines are cached: the pane is drawn again on every tick and every second, mostly the same
+@lru_cache(maxsize=1024)
+def _retry_line(label: str, countdown_text: str, attempt: str, failure: str) -> Content:
+    return Content.assemble(f"  {label} ", (f"in {countdown_text}", "bold"),
+                            f"  attempt {attempt}", (f"  {failure}", "dim"))
+
+
+@lru_cache(maxsize=1024)
+def _person_line(label: str, status: str, failure: str, detail: str) -> Content:
+    # no word twice: "killed by the user", not "killed killed killed by the user"
+    shown_status = "" if detail.startswith(status) else status
+    shown_cls = "" if failure in (status, "") or detail.startswith(failure) else f" {failure}"
+    return Content.assemble(f"  {label} ", (shown_status, status_markup_style(status)),
+                            (shown_cls, "dim"), f"{' ' if shown_status or shown_cls else ''}"
+                                                f"{single_line(detail, 70)}")
+
+
 def retry_content(view: RunView, now: float) -> Content:
     multi = len(view.projects) > 1
     lines: list[Content] = []
@@ -40,11 +58,9 @@ def retry_content(view: RunView, now: float) -> Content:
     waiting.sort()
     lines.append(Content.styled(f"retrying ({len(waiting)})", "bold $warning"))
     for retry_at, key, (project, job) in waiting[:MAX_LISTED]:
-        lines.append(Content.assemble(
-            f"  {_job_line(key, job, multi)} ",
-            (f"in {countdown(float(retry_at) - now)}", "bold"),
-            f"  attempt {attempt_text(job, project.max_attempts) or '-'}",
-            (f"  {failure_class(job)}", "dim")))
+        lines.append(_retry_line(_job_line(key, job, multi), countdown(float(retry_at) - now),
+                                 attempt_text(job, project.max_attempts) or "-",
+                                 failure_class(job)))
     needing = []
     for key in view.keys_with_status("stuck", "blocked", "killed"):
         found = view.job(key)
@@ -53,17 +69,10 @@ def retry_content(view: RunView, now: float) -> Content:
     needing.sort(key=lambda item: item[0])
     lines.append(Content.styled(f"needs a person ({len(needing)})", "bold $error"))
     for key, (_, job) in needing[:MAX_LISTED]:
-        status = str(job.get("status"))
         failure = job.get("failure") or {}
-        detail = str(failure.get("detail") or job.get("reason") or "")
-        cls = str(failure.get("class") or "")
-        # no word twice: "killed by the user", not "killed killed killed by the user"
-        shown_status = "" if detail.startswith(status) else status
-        shown_cls = "" if cls in (status, "") or detail.startswith(cls) else f" {cls}"
-        lines.append(Content.assemble(
-            f"  {_job_line(key, job, multi)} ", (shown_status, status_markup_style(status)),
-            (shown_cls, "dim"), f"{' ' if shown_status or shown_cls else ''}"
-                                f"{single_line(detail, 70)}"))
+        detail = failure.get("detail") or job.get("reason") or ""
+        lines.append(_person_line(_job_line(key, job, multi), str(job.get("status")),
+                                  str(failure.get("class") or ""), str(detail)))
     if view.alerts:
         lines.append(Content.styled("alerts", "bold"))
         for alert in list(view.alerts)[-ALERTS_SHOWN:][::-1]:

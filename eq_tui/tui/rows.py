@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("last_line", "last log line", LAST_LINE_WIDTH),
     Column("metric", "metric", 22),  # shown once `m` picks a metric
 )
+WHERE_COLUMN = next(c for c in COLUMNS if c.key == "where")
+WHERE_WIDTH_MAX = 32
 COLUMN_KEYS: tuple[str, ...] = tuple(c.key for c in COLUMNS)
 LIVE_STATUSES = frozenset({"launching", "running"})
 Cells = tuple[str, ...]
@@ -64,6 +66,13 @@ def where(job: Mapping[str, Any]) -> str:
     return f"{host}:{','.join(str(g) for g in gpus)}" if gpus else str(host)
 
 
+def where_width(hosts: Iterable[str]) -> int:
+    """The host:gpu column as wide as the longest host name and two GPU indexes, so every
+    running job's GPU can be read (within reason)."""
+    longest = max((len(name) for name in hosts), default=0)
+    return max(WHERE_COLUMN.width or 12, min(WHERE_WIDTH_MAX, longest + 4))
+
+
 def attempt_text(job: Mapping[str, Any], max_attempts: int) -> str:
     """Launches so far / the most it can get for its current failure class (the engine keeps
     `attempt_limit`; `max_attempts` only for a record without it)."""
@@ -79,7 +88,9 @@ def failure_class(job: Mapping[str, Any]) -> str:
 
 def single_line(text: str, width: int = LAST_LINE_WIDTH) -> str:
     """One printable line: control characters (and markup brackets' effect) kept out."""
-    clean = "".join(ch if ch.isprintable() else " " for ch in text.strip())
+    head = text.strip()[: width + 1]  # one character in, one out: cut first, clean less
+    clean = head if head.isprintable() else "".join(ch if ch.isprintable() else " "
+                                                    for ch in head)
     return clean if len(clean) <= width else clean[: width - 1] + "…"
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from textual.app import App
 from textual.theme import Theme
 
 from eq_tui.tui.config import config_dir, load_settings
@@ -76,11 +75,6 @@ def load_themes(dirs: list[Path] | None = None) -> ThemeCatalog:
                 continue
             catalog.themes[theme.name] = theme
     return catalog
-
-
-def register_themes(app: App[Any], catalog: ThemeCatalog) -> None:
-    for theme in catalog.themes.values():
-        app.register_theme(theme)
 
 
 def choose_theme(requested: str | None, available: set[str]) -> tuple[str, str | None]:

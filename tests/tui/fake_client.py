@@ -223,3 +223,61 @@ def slurm_snapshot(project: str = "demo") -> dict[str, Any]:
                   node("gpu02", "MIXED+DRAIN", 1),
                   node("gpu03", "IDLE", 0)]})
     return snapshot
+
+
+MODELS = ("NVIDIA GeForce RTX 4090 (sim)", "NVIDIA A100-SXM4-80GB (sim)")
+
+
+def fleet_snapshot(hosts: int, gpus: int = 4, project: str = "fleet",
+                   jobs_per_gpu: float = 1.5) -> dict[str, Any]:
+    """`hosts` hosts of `gpus` GPUs (named gpu-node-01…): most GPUs run one of our jobs, one
+    host in eight is down, one GPU in eleven belongs to another process, one in seventeen is
+    quarantined; the jobs beyond the running ones are completed, pending, stuck or blocked."""
+    host_records, jobs = [], []
+    running = 0
+    for h in range(hosts):
+        name = f"gpu-node-{h + 1:02d}"
+        model = MODELS[h % 2]
+        total = 24576 if h % 2 == 0 else 81920
+        down = hosts > 2 and h % 8 == 7
+        records = []
+        for g in range(gpus):
+            slot = h * gpus + g
+            if slot % 17 == 5:
+                records.append(gpu(g, 0, total, quarantined=True, name=model))
+            elif slot % 11 == 3:
+                records.append(gpu(g, total // 3, total, other=True, util=40, name=model))
+            elif down or slot % 5 == 4:
+                records.append(gpu(g, 0, total, name=model))
+            else:
+                running += 1
+                job_id = f"run_{running:03d}"
+                records.append(gpu(g, total * (1 + slot % 7) // 8, total, job_id=job_id,
+                                   util=50 + slot % 50, name=model))
+                jobs.append(job(job_id, "running", phase="train" if slot % 3 else "eval",
+                                history=[attempt(1, name, g, T0 - 60 - 13 * slot)],
+                                last_line=f"epoch {1 + slot % 8}/8 loss 0.{slot:03d}"))
+        host_records.append({
+            "name": name, "kind": "sim", "state": "down" if down else "up",
+            "reason": "ssh: connection refused" if down else "", "since": T0 - 620,
+            "rtt_s": None if down else 0.004 + 0.001 * (h % 9), "stopped": None,
+            "gpus": [] if down else records})
+    extra = max(4, int(hosts * gpus * jobs_per_gpu) - running)
+    for i in range(extra):
+        job_id = f"sweep_{i:03d}"
+        if i % 9 == 0:
+            jobs.append(job(job_id, "stuck", phase="train", failure=(
+                "exit_nonzero", "exit 1: RuntimeError: NaN loss"), history=[
+                attempt(1, "gpu-node-01", 0, T0 - 500, T0 - 450, 1, "exit_nonzero")]))
+        elif i % 9 == 1:
+            jobs.append(job(job_id, "failed_oom", phase="train", retry_at=T0 + 5 + i, history=[
+                attempt(1, "gpu-node-02", 1, T0 - 90, T0 - 80, 1, "cuda_oom")],
+                failure=("cuda_oom", "torch.OutOfMemoryError")))
+        elif i % 3 == 0:
+            jobs.append(job(job_id, "completed", phase="train", history=[
+                attempt(1, f"gpu-node-{1 + i % hosts:02d}", i % gpus, T0 - 600, T0 - 300, 0)]))
+        else:
+            jobs.append(job(job_id, "pending", phase="eval" if i % 2 else "train"))
+    snapshot = sample_snapshot(project)
+    snapshot.update(jobs=jobs, hosts=host_records, alerts=[])
+    return snapshot

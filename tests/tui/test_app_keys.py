@@ -9,13 +9,13 @@ from textual.widgets import Input, Log
 
 from eq_tui.engine.events import Alert, HostStateChanged
 from eq_tui.tui.app import EqTuiApp
-from eq_tui.tui.gpu_grid import HostPanel
+from eq_tui.tui.gpu_grid import GRID_PANELS
 from eq_tui.tui.job_table import JobTable
 from eq_tui.tui.log_pane import LogPane
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from eq_tui.tui.screens.details import JobDetailsScreen
 from eq_tui.tui.screens.help import HelpScreen
-from eq_tui.tui.screens.summary import SummaryScreen
+from eq_tui.tui.screens.summary import SummaryScreen, open_summary
 from tests.tui.fake_client import T0, FakeClient, sample_snapshot
 from tests.tui.pilot_wait import eventually
 
@@ -47,7 +47,7 @@ async def test_the_main_screen_shows_every_pane_with_the_snapshot() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert table(app).row_count == 10
-        assert len(app.query(HostPanel)) == 2
+        assert len(app.query(GRID_PANELS)) == 2
         assert status_cell(app, "demo/student_nan") == "stuck"
         retry_text = str(app.query_one("#retry-body").render())
         assert "student_s2" in retry_text and "in 0:07" in retry_text
@@ -238,7 +238,7 @@ async def test_alerts_notify_and_a_down_host_shows_in_its_column() -> None:
         await pilot.pause(0.1)
         assert any("disk full" in n.message for n in app._notifications)
         assert "disk full" in str(app.query_one("#retry-body").render())
-        panel = app.query(HostPanel).first()
+        panel = app.query(GRID_PANELS).first()
         assert panel.has_class("-down")
         assert "connection refused" in str(panel.render())
 
@@ -258,14 +258,14 @@ async def test_palette_commands_retry_oom_stuck_and_open_summary(tmp_path: Path)
     snapshot["run_dir"] = str(tmp_path)
     app, client = make_app(FakeClient(snapshot))
     async with app.run_test(size=SIZE) as pilot:
-        app.action_retry_oom_stuck()
+        app.sender.retry_oom_stuck(app.view)
         await pilot.pause(0.1)
         assert client.commands == [("retry", ["student_big"])]  # not the exit_nonzero one
-        app.action_open_summary()
+        open_summary(app, app.view)
         await pilot.pause()
         assert not isinstance(app.screen, SummaryScreen)  # not written yet: a notification
         (tmp_path / "summary.md").write_text("# eq-tui summary: demo\n")
-        app.action_open_summary()
+        open_summary(app, app.view)
         await pilot.pause()
         assert isinstance(app.screen, SummaryScreen)
 
@@ -281,7 +281,7 @@ async def test_palette_lists_eq_commands_and_a_theme_switch_is_remembered(
         assert "Retry every OOM-stuck job" in str(app.screen.query_one("CommandList")
                                                    .get_option_at_index(0).prompt)
         await pilot.press("escape")
-        app.switch_theme("eq-light")
+        app.theme = "eq-light"  # what the palette's "Switch theme: eq-light" does
         await pilot.pause(0.1)
         assert status_cell(app, "demo/student_nan") == "stuck"
     settings = json.loads((isolated_ui_config / "settings.json").read_text())
@@ -313,7 +313,7 @@ async def test_several_projects_get_a_project_column_and_their_own_commands() ->
         jobs = table(app)
         assert jobs.row_count == 20
         assert str(jobs.get_cell("other/student_nan", "project")) == "other"
-        assert len(app.query(HostPanel)) == 4
+        assert len(app.query(GRID_PANELS)) == 4
         jobs.move_cursor(row=jobs.get_row_index("other/student_nan"))
         await pilot.press("r")
         await pilot.pause(0.1)

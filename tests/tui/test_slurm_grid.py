@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from eq_tui.engine.events import HostProbed
 from eq_tui.tui.app import EqTuiApp
-from eq_tui.tui.gpu_grid import HostPanel
+from eq_tui.tui.gpu_grid import GRID_PANELS, HostPanel
 from tests.tui.fake_client import T0, FakeClient, node, slurm_snapshot
 from tests.tui.pilot_wait import eventually
 
@@ -13,7 +13,7 @@ SIZE = (160, 48)
 
 
 def cluster_panel(app: EqTuiApp) -> HostPanel:
-    [panel] = [p for p in app.query(HostPanel) if "cluster" in str(p.border_title)]
+    [panel] = [p for p in app.query(GRID_PANELS) if "cluster" in str(p.border_title)]
     return panel
 
 
@@ -26,7 +26,7 @@ async def test_a_slurm_host_shows_its_nodes_with_gpus_used_and_our_jobs() -> Non
     app = EqTuiApp([client], clock=lambda: T0)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        assert len(app.query(HostPanel)) == 3
+        assert len(app.query(GRID_PANELS)) == 3
         panel = cluster_panel(app)
         text = lines(panel)
         assert text[0].split() == ["slots", "2/4", "·", "1", "running", "·", "1", "queued"]

@@ -1,5 +1,8 @@
 """SVG snapshots of the main, help and details screens: fixed clock, deterministic data.
 
+The main screen at every size a person uses (a split pane or phone at 80x24 to a wall monitor at
+240x70) with 1, 2, 16 and 64 hosts: all sixteen combinations (about 40 s with -n 2).
+
 Update after an intended change with `pytest tests/tui/test_snapshots.py --snapshot-update`.
 """
 
@@ -7,13 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 
 from eq_tui.tui.app import EqTuiApp
 from eq_tui.tui.job_table import JobTable
-from tests.tui.fake_client import T0, FakeClient
+from tests.tui.fake_client import T0, FakeClient, fleet_snapshot, sample_snapshot
 
 SIZE = (160, 48)
+SIZES = [(80, 24), (100, 30), (160, 48), (240, 70)]
+FLEETS = {"1x8": lambda: fleet_snapshot(1, 8), "2": sample_snapshot,
+          "16x4": lambda: fleet_snapshot(16, 4), "64x8": lambda: fleet_snapshot(64, 8)}
 
 
 def make_app() -> EqTuiApp:
@@ -24,12 +31,11 @@ async def settle(pilot: Pilot[Any]) -> None:
     await pilot.pause(0.3)  # the log pane's first tail
 
 
-def test_main_screen(snap_compare: Any) -> None:
-    assert snap_compare(make_app(), terminal_size=SIZE, run_before=settle)
-
-
-def test_main_screen_at_100x30(snap_compare: Any) -> None:
-    assert snap_compare(make_app(), terminal_size=(100, 30), run_before=settle)
+@pytest.mark.parametrize("hosts", list(FLEETS))
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_main_screen(snap_compare: Any, size: tuple[int, int], hosts: str) -> None:
+    app = EqTuiApp([FakeClient(FLEETS[hosts]())], clock=lambda: T0)
+    assert snap_compare(app, terminal_size=size, run_before=settle)
 
 
 def test_help_screen(snap_compare: Any) -> None:
@@ -50,3 +56,12 @@ def test_details_screen(snap_compare: Any) -> None:
         await pilot.pause(0.3)
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=open_details)
+
+
+def test_small_screen_log_tab(snap_compare: Any) -> None:
+    async def open_logs(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        await pilot.press("l")
+        await pilot.pause(0.3)
+
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=open_logs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -50,7 +51,9 @@ def wait_for_screen(session: str, predicate: Callable[[str], bool], timeout: flo
 
 
 def start(session: str, tmp_path: Path, rc_file: Path) -> None:
-    command = (f"cd {shlex.quote(str(tmp_path))} && EQ_TUI_CONFIG_DIR={tmp_path / 'config'} "
+    # unset: under pytest COLUMNS=80 LINES=24 are set, and Textual would take them over the pane
+    command = (f"unset COLUMNS LINES; cd {shlex.quote(str(tmp_path))} && "
+               f"EQ_TUI_CONFIG_DIR={tmp_path / 'config'} "
                f"{shlex.quote(sys.executable)} -m eq_tui manifest.yaml --run-dir run; "
                f"echo $? > {shlex.quote(str(rc_file))}; sleep 30")
     # Right after the last session is killed the tmux server is still exiting, and a new
@@ -97,5 +100,41 @@ def test_the_binary_in_tmux_shows_hosts_and_jobs_quits_and_resumes(tmp_path: Pat
                         and "completed 4" in s, timeout=60)
         assert quit_app(session, rc_file, says="nothing is left running") == 0
         wait_for_screen(session, lambda s: "the queue has finished; summary in" in s)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def fleet_manifest(hosts: int = 16, jobs: int = 12) -> str:
+    lines = ["project: fleet", "hosts:"]
+    lines += [f'  - name: lab-gpu-box-{h:02d}\n    simulate: {{gpus: 4, memory_mib: 24576, '
+              f'model: "NVIDIA GeForce RTX 4090 (sim)"}}' for h in range(1, hosts + 1)]
+    lines += ["poll: 0.5", "jobs:"]
+    lines += [f'  - {{id: long_{j:02d}, cmd: "fake-train --epochs 30 --epoch-seconds 0.5 '
+              f'--mem 2000"}}' for j in range(1, jobs + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def test_sixteen_hosts_at_160x48_every_host_name_and_running_job_gpu_can_be_read(
+        tmp_path: Path) -> None:
+    (tmp_path / "manifest.yaml").write_text(fleet_manifest())
+    session = f"eqtui-e2e-{uuid.uuid4().hex[:8]}"
+    names = [f"lab-gpu-box-{h:02d}" for h in range(1, 17)]
+    where = re.compile(r"\blong_(\d\d)\s+main\s+running\s+(lab-gpu-box-\d\d):([0-3])\s")
+    try:
+        rc_file = tmp_path / "rc"
+        start(session, tmp_path, rc_file)
+
+        def all_running(screen: str) -> bool:
+            return len(where.findall(screen)) == 12 and all(f"{n} up" in screen for n in names)
+
+        screen = wait_for_screen(session, all_running, timeout=60)
+        for name in names:  # every host on its own line, its name in full
+            assert sum(line.lstrip().startswith(f"{name} up") for line in
+                       screen.splitlines()) == 1, name
+        found = where.findall(screen)
+        assert sorted(job for job, _, _ in found) == [f"{j:02d}" for j in range(1, 13)]
+        assert len({(host, gpu) for _, host, gpu in found}) == 12  # one GPU each, all readable
+        wait_for_screen(session, lambda s: "12/12 (100%)" in s and "FINISHED" in s, timeout=90)
+        assert quit_app(session, rc_file) == 0
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

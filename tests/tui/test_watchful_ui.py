@@ -4,8 +4,8 @@ quarantine reasons and other processes in the grid, stalls and cleanups in the d
 from __future__ import annotations
 
 from eq_tui.tui.app import EqTuiApp
-from eq_tui.tui.commands import release_gpu_commands
-from eq_tui.tui.gpu_grid import gpu_line, other_text
+from eq_tui.tui.gpu_release import release_gpu_commands
+from eq_tui.tui.host_panel import gpu_line, other_text
 from tests.tui.fake_client import T0, FakeClient, sample_snapshot
 from tests.tui.pilot_wait import eventually
 

@@ -22,7 +22,12 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("space", "mark / unmark a row; k, r and u then act on every marked job"),
     ("escape", "clear the marks, or close the filter"),
     ("/", "filter the table"),
-    ("s / S", "sort by the next column / reverse the order (or click a header)"),
+    ("s / S", "sort by the next column / reverse the order (or click a header); after the "
+              "last column, back to active first: stuck and blocked, retrying, running, "
+              "pending, killed, completed"),
+    ("l", "log and retry queue: hide them (a small screen: show them instead of the table)"),
+    ("g", "GPU grid: one line per host / full panels (again: as the room allows)"),
+    ("up / down", "in the GPU grid: select a host (shown in full beside the lines)"),
     ("[ / ]", "log of the previous / next attempt of the selected job"),
     ("m", "metric column: the next metric's current value and sparkline (then none)"),
     ("R", "results: mean ± std over seeds per configuration, best marked (s / S sort)"),
@@ -37,7 +42,7 @@ KEYS: tuple[tuple[str, str], ...] = (
 FILTER_HELP = (
     "Filter: words match the id, command, reason or last log line; tokens narrow by field: "
     "status:stuck  host:box1  phase:distill  project:demo  failure:cuda_oom  "
-    "(status:stuck,killed matches either)."
+    "(status:stuck,killed matches either). host: also narrows the GPU grid to those hosts."
 )
 
 

@@ -1,0 +1,122 @@
+"""Commands out: per-project sends whose every outcome ends as a notification, never a crash;
+the confirmations that come first (kill, stop the engine)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
+
+from textual.app import App
+
+from eq_tui.engine.client import EngineClient
+from eq_tui.tui.rows import split_row_key
+from eq_tui.tui.run_view import RunView
+from eq_tui.tui.screens.confirm import ConfirmScreen
+from eq_tui.tui.wording import NAMES_IN_CONFIRM, kill_dialog, listed
+
+
+class CommandSender:
+    """Sends kill/retry/requeue/pause/resume/shutdown to the engine of each job's project."""
+
+    def __init__(self, app: App[Any], clients: Mapping[str, EngineClient],
+                 before_send: Callable[[], None] = lambda: None) -> None:
+        self.app = app
+        self.clients = clients
+        self.before_send = before_send  # e.g. the table clears its marks
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        self.app.run_worker(work, group="commands", exit_on_error=False)
+
+    async def send(self, name: str, keys: list[str],
+                   args: dict[str, Any] | None = None) -> None:
+        by_project: dict[str, list[str]] = {}
+        for key in keys:
+            project, job_id = split_row_key(key)
+            by_project.setdefault(project, []).append(job_id)
+        notify = self.app.notify
+        for project, job_ids in by_project.items():
+            client = self.clients.get(project)
+            if client is None:
+                continue
+            try:
+                result = await client.command(name, job_ids, args)
+            except Exception as exc:
+                notify(f"{name} failed: {exc}", severity="error")
+                continue
+            refused = {job: why for job, why in (result.get("results") or {}).items()
+                       if why != "ok"}
+            done = [job for job in job_ids if job not in refused]
+            if done:
+                notify(f"{name}: {listed(done)}")
+            for job, why in list(refused.items())[:NAMES_IN_CONFIRM]:
+                notify(f"{name} {job}: {why}", severity="warning")
+            if result.get("error") and not refused:
+                notify(f"{name}: {result['error']}", severity="warning")
+
+    def send_soon(self, name: str, keys: list[str]) -> None:
+        if not keys:
+            self.app.notify("no job selected", severity="warning")
+            return
+        self.before_send()
+        self._in_background(self.send(name, keys))
+
+    def request_kill(self, keys: list[str]) -> None:
+        if not keys:
+            self.app.notify("no job selected", severity="warning")
+            return
+        title, message = kill_dialog([split_row_key(k)[1] for k in keys])
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.send_soon("kill", keys)
+
+        self.app.push_screen(ConfirmScreen(title, message, confirm_label="Kill"), answered)
+
+    def retry_oom_stuck(self, view: RunView) -> None:
+        """The palette's bulk retry: the stuck jobs whose last failure was a CUDA OOM."""
+        keys = []
+        for key in view.keys_with_status("stuck"):
+            found = view.job(key)
+            failure = (found[1].get("failure") or {}) if found else {}
+            if failure.get("class") == "cuda_oom":
+                keys.append(key)
+        if not keys:
+            self.app.notify("no job is stuck on a CUDA OOM")
+            return
+        self.send_soon("retry", sorted(keys))
+
+    def set_paused(self, paused: bool) -> None:
+        name = "pause" if paused else "resume"
+
+        async def send_all() -> None:
+            for client in self.clients.values():
+                try:
+                    await client.command(name)
+                except Exception as exc:
+                    self.app.notify(f"{client.project}: {name} failed: {exc}",
+                                    severity="error")
+            self.app.notify("launching paused; running jobs keep running" if paused
+                            else "launching resumed")
+
+        self._in_background(send_all())
+
+    def request_shutdown(self, message: str, stopped: Callable[[], None]) -> None:
+        """Stop every engine after a confirmation; `stopped` runs once all have been told."""
+
+        async def stop_all() -> None:
+            for client in self.clients.values():
+                try:
+                    await client.command("shutdown")
+                except ConnectionError:
+                    pass  # the engine closed the connection on its way out
+                except Exception as exc:
+                    self.app.notify(f"{client.project}: stop failed: {exc}", severity="error")
+                    return
+            stopped()
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._in_background(stop_all())
+
+        self.app.push_screen(ConfirmScreen("Stop the engine?", message, confirm_label="Stop"),
+                             answered)

@@ -1,0 +1,83 @@
+"""Pure parts of the UI at every size: the grid's plan, a host's line and totals, the room each
+pane gets, the ETA."""
+
+from __future__ import annotations
+
+from eq_tui.tui.eta import estimate_eta, job_fraction, phase_means
+from eq_tui.tui.grid_plan import full_height, plan_grid
+from eq_tui.tui.host_line import gpu_totals, host_line, line_widths
+from eq_tui.tui.layout import room_for
+from eq_tui.tui.rows import where_width
+from tests.tui.fake_client import T0, attempt, gpu, job
+
+
+def test_panels_wrap_into_rows_of_a_readable_width_and_go_compact_when_they_do_not_fit() -> None:
+    assert full_height([4, 2, 4], 2) == 6 + 6
+    two = plan_grid(160, 17, [4, 2], 68)
+    assert not two.compact and two.columns == 2
+    sixteen = plan_grid(240, 27, [4] * 16, 68)
+    assert not sixteen.compact and sixteen.columns == 4  # 4 rows of 6 lines: 24 <= 27
+    crowded = plan_grid(160, 17, [4] * 16, 68)
+    assert crowded.compact and crowded.expanded == "right" and crowded.columns == 1
+    narrow = plan_grid(100, 10, [4] * 16, 68)
+    assert narrow.compact and narrow.expanded == "top"
+    wide = plan_grid(240, 27, [8] * 64, 68)
+    assert wide.compact and wide.columns == 2
+    small = plan_grid(80, 6, [4], 68, small=True)
+    assert small.compact and small.expanded == ""
+    assert not plan_grid(80, 6, [4], 68, small=True, force="full").compact
+    assert plan_grid(160, 17, [4, 2], 68, force="compact").compact
+
+
+def test_a_host_line_has_its_name_state_cells_jobs_and_totals() -> None:
+    gpus = [gpu(0, 12000, 24000, job_id="a"), gpu(1, 0, 24000), gpu(2, 9000, 24000, other=True),
+            gpu(3, 0, 24000, quarantined=True), gpu(4, 100, 24000, settling=True)]
+    totals = gpu_totals(gpus)
+    assert (totals.busy, totals.free, totals.other, totals.quarantined) == (1, 1, 2, 1)
+    host = {"name": "gpu-node-01", "state": "up", "rtt_s": 0.012, "gpus": gpus}
+    down = {"name": "gpu-node-02", "state": "down", "reason": "ssh: refused", "gpus": []}
+    widths = line_widths(["gpu-node-01", "gpu-node-02"], [host, down])
+    line = host_line("gpu-node-01", host, widths).plain
+    assert line.startswith("gpu-node-01 up   ") and "12ms" in line
+    assert "▅▁▄▁▁" in line and " 1 job " in line and "1 busy 1 free 2 other 1 quar" in line
+    assert host_line("gpu-node-02", down, widths).plain.endswith("ssh: refused")
+    assert len(line) <= widths.total
+
+
+def test_the_room_leaves_the_table_a_third_and_a_small_screen_its_own_layout() -> None:
+    for width, height in ((100, 30), (160, 48), (240, 70)):
+        room = room_for(width, height)
+        table = height - room.header_height - 1 - room.bottom_height - room.grid_budget
+        assert not room.small and table >= height / 3
+    small = room_for(80, 24)
+    assert small.small and small.header_height == 1 and small.bottom_height == 0
+    assert room_for(80, 24, small.toggled_logs()).logs_tab
+    assert not room_for(160, 48, small.toggled_logs()).logs_tab  # a tab only when small
+
+
+def test_the_host_gpu_column_fits_the_longest_host_name() -> None:
+    assert where_width(["a"]) == 12
+    assert where_width(["gpu-node-01"]) == len("gpu-node-01:0,1")
+    assert where_width(["x" * 80]) == 32
+
+
+def test_eta_from_printed_progress_before_any_job_finished_then_from_phase_durations() -> None:
+    assert job_fraction("epoch 3/6 loss 0.412") == 0.5
+    assert job_fraction("step 50% done, 12.0/24.0 GiB") == 0.5
+    assert job_fraction("loss 0.412") is None
+    assert job_fraction("epoch 7/6") is None
+    running = [job(f"r{i}", "running", history=[attempt(1, "h", i, T0 - 60)],
+                   last_line="epoch 1/4") for i in range(4)]
+    waiting = ["train"] * 4
+    # each running job is a quarter done after 60 s: 180 s left each; 4 more of 240 s on 4 slots
+    assert estimate_eta(running, waiting, {}, T0) == 180 + 240
+    assert estimate_eta([job("r", "running", history=[attempt(1, "h", 0, T0 - 60)])],
+                        waiting, {}, T0) is None  # nothing to go on yet
+    done = [job("c1", "completed", phase="train", history=[attempt(1, "h", 0, T0 - 100, T0)]),
+            job("c2", "completed", phase="eval", history=[attempt(1, "h", 0, T0 - 10, T0)])]
+    means = phase_means(done)
+    assert means == {"train": 100, "eval": 10, "": 55}
+    quiet = [job("r", "running", phase="train", history=[attempt(1, "h", 0, T0 - 40)])]
+    # 60 s left of a train job, then an eval job of 10 s, on the one slot
+    assert estimate_eta(quiet, ["eval"], means, T0) == 70
+    assert estimate_eta([], [], means, T0) == 0
