@@ -20,7 +20,9 @@ async def test_plus_minus_and_h_act_on_the_marked_rows() -> None:
     app, client = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await goto(app, "student_s8")
-        await pilot.press("space", "down", "space")  # student_s8 and student_s9 marked
+        await pilot.press("space")  # marks it and moves the cursor down
+        await goto(app, "student_s9")
+        await pilot.press("space")  # student_s8 and student_s9 marked
         await pilot.press("plus")
         await eventually(pilot, lambda: client.commands[-1:] == [
             ("priority", ["student_s8", "student_s9"])])
@@ -29,7 +31,9 @@ async def test_plus_minus_and_h_act_on_the_marked_rows() -> None:
                                                                 "priority")) == "1")
         await pilot.press("minus")
         await eventually(pilot, lambda: client.command_args[-1] == {"delta": -1})
-        await pilot.press("space", "up", "space")  # + and - keep the marks: unmark both
+        for key in ("student_s8", "student_s9"):  # + and - keep the marks: unmark both
+            await goto(app, key)
+            await pilot.press("space")
         await goto(app, "student_s9")
         await pilot.press("h")
         await eventually(pilot, lambda: client.commands[-1] == ("hold", ["student_s9"]))
@@ -113,7 +117,9 @@ async def test_the_kill_dialog_leaves_finished_jobs_out() -> None:
         await pilot.press("k")
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen)
-        await pilot.press("space", "down", "down", "space")  # completed + running marked
+        await pilot.press("space")  # completed, marked
+        await goto(app, "train_lr0.03_s1")
+        await pilot.press("space")  # and running, marked
         await pilot.press("k")
         await eventually(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         title = str(app.screen.query_one("#dialog-title").render())
