@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ground_truth import launches_per_job
+
 pytestmark = pytest.mark.integration
 EQ = [sys.executable, "-m", "eq_tui"]
 MANIFEST = """\
@@ -66,3 +68,5 @@ async def main():
 asyncio.run(main())
 """
     assert subprocess.run([sys.executable, "-c", cleanup], timeout=60).returncode == 0
+    # from the host: the adopted job was never started a second time
+    assert launches_per_job([run_dir / "sim" / "sim"]) == {"long": 1}

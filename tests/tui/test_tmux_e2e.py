@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ground_truth import exits, launches_per_job
+
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
@@ -85,3 +87,8 @@ def test_the_binary_in_tmux_shows_hosts_and_jobs_quits_and_resumes(tmp_path: Pat
         assert quit_app(session, rc_file) == 0
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    # from the hosts: the jobs running when the app quit were adopted, not started again
+    sims = [tmp_path / "run" / "sim" / name for name in ("sim-a", "sim-b")]
+    jobs = {f"quick_{i}" for i in range(1, 5)}
+    assert launches_per_job(sims) == dict.fromkeys(jobs, 1)
+    assert exits(sims) == {job: [0] for job in jobs}
