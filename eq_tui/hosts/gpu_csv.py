@@ -14,8 +14,8 @@ def _number(value: str) -> int | None:
         value = value.rstrip("MiB%").strip()
     try:
         return int(float(value))
-    except ValueError:
-        return None  # [N/A], [Not Supported], [Unknown Error], empty
+    except (ValueError, OverflowError):
+        return None  # [N/A], [Not Supported], [Unknown Error], empty, nan, inf
 
 
 def parse_gpus(text: str) -> tuple[list[GpuReading], list[str]]:
