@@ -27,7 +27,7 @@ from eq_tui.hosts.factory import make_hosts, sim_state_dir
 from eq_tui.manifest.model import PhaseSpec
 from eq_tui.sim.state import read_runs
 from tests.support.engine_run import job, make_manifest, sim_hosts, start_engine
-from tests.support.ground_truth import launches, launches_per_job
+from tests.support.ground_truth import launches, launches_per_job, overlaps
 
 pytestmark = pytest.mark.integration
 LONG = "fake-train --epochs 40 --epoch-seconds 0.1 --mem 1000"
@@ -173,3 +173,37 @@ async def test_a_gpu_that_raised_an_xid_gets_nothing_more_of_ours(tmp_path: Path
     assert code == 0 and run.job("xid")["attempts"] == 2
     assert {(j, n) for (j, n) in launches([sim_state_dir(tmp_path / "run", "sim")])
             if j.startswith("n")} == {(f"n{i}", 1) for i in range(4)}
+
+
+class WatcherFails:
+    """The real simulated host whose watcher channel cannot be opened."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.watch_calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.host, name)
+
+    async def watch(self, request: Any, on_event: Any) -> Any:
+        self.watch_calls += 1
+        raise HostError("sim: this connection cannot stream a watcher")
+
+
+async def test_without_a_watcher_the_probes_take_over(tmp_path: Path) -> None:
+    """No watcher: exits are found by the periodic probe, and a GPU whose memory lingers is
+    polled quickly (drain polling) until it reads free; still nothing starts on it before."""
+    jobs = [job(f"j{i}", "fake-train --epochs 2 --epoch-seconds 0.1 --mem 3000 --linger 0.6")
+            for i in range(5)]
+    manifest = make_manifest(tmp_path, jobs, hosts=sim_hosts(("sim", 2), memory_mib=8000))
+    run_dir = tmp_path / "run"
+    host = WatcherFails(make_hosts(manifest, run_dir)["sim"])
+    engine = Engine(manifest, run_dir, {"sim": host}, poll=1.0,  # type: ignore[dict-item]
+                    control_socket=False, exit_when_done=True)
+    await engine.start()
+    assert await asyncio.wait_for(engine.run(), 120) == 0
+    assert host.watch_calls >= 1 and engine.watch_wakeups == 0
+    assert engine.ticks > engine.full_ticks  # light ticks: the drain polling of just that host
+    sim = sim_state_dir(run_dir, "sim")
+    assert launches_per_job([sim]) == {f"j{i}": 1 for i in range(5)}
+    assert overlaps(sim) == []
