@@ -32,13 +32,15 @@ def test_lines_of_the_states_generation_replace_jobs_by_id_and_add_new_ones(
     state = base()
     path = write(tmp_path,
                  line(3, {"updated": 2.0}, [{"id": "a", "status": "running"},
-                                            {"id": "b", "status": "pending"}]),
+                                            {"id": "b", "status": "pending"},
+                                            {"id": "c", "status": "pending"}]),
                  b"\n",
                  line(3, {"updated": 3.0, "paused": True}, [{"id": "b", "status": "running"}]))
     result = replay(state, path)
     assert result.applied == 2 and result.newest_generation == 3
     assert state == {"updated": 3.0, "paused": True, "generation": 3,
-                     "jobs": [{"id": "a", "status": "running"}, {"id": "b", "status": "running"}]}
+                     "jobs": [{"id": "a", "status": "running"}, {"id": "b", "status": "running"},
+                              {"id": "c", "status": "pending"}]}
 
 
 def test_a_state_without_a_generation_is_generation_0(tmp_path: Path) -> None:
