@@ -244,11 +244,15 @@ def test_bytes_and_appends_are_counted(tmp_path: Path) -> None:
     store.write_changes({"updated": 2.0}, [job(1, "running")])
     store.write_changes({"updated": 3.0}, [job(2, "running")])
     assert store.appends == 2
-    assert store.bytes_written == whole + store.journal.stat().st_size
+    journal = store.journal.stat().st_size
+    assert store.bytes_written == whole + journal
+    store.write_whole(state(20, updated=9.0))  # a second compaction adds its bytes too
+    assert store.bytes_written == whole + journal + store.path.stat().st_size
 
 
 def test_changes_before_the_first_whole_write_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError, match="the state must be written whole once"):
+    with pytest.raises(RuntimeError,
+                       match=r"^the state must be written whole once before its changes$"):
         StateFile(tmp_path).write_changes({"updated": 1.0}, [])
 
 
@@ -272,10 +276,11 @@ def test_a_file_that_is_not_a_state_is_refused_with_the_way_back(tmp_path: Path,
     with pytest.raises(RunDirError) as caught:
         StateFile(tmp_path).load()
     message = str(caught.value)
-    assert "is unreadable" in message
+    assert message.startswith(f"{store.path} is unreadable (")
     if text.startswith("{"):
-        assert "not an eq-tui state (no 'jobs' list)" in message
-    assert f"`cp {store.previous} {store.path}` to recover from it" in message
+        assert f"{store.path} is unreadable (not an eq-tui state (no 'jobs' list));" in message
+    assert message.endswith(f"); the previous good copy is {store.previous}: "
+                            f"`cp {store.previous} {store.path}` to recover from it")
 
 
 def test_a_broken_previous_copy_gives_no_advice_to_copy_itself(tmp_path: Path) -> None:
@@ -283,8 +288,8 @@ def test_a_broken_previous_copy_gives_no_advice_to_copy_itself(tmp_path: Path) -
     store.previous.write_text("{ torn")
     with pytest.raises(RunDirError) as caught:
         store.load()
-    assert str(caught.value).startswith(f"{store.previous} is unreadable")
-    assert "recover from it" not in str(caught.value)
+    assert str(caught.value).startswith(f"{store.previous} is unreadable (")
+    assert str(caught.value).endswith(")")  # and no advice to copy it onto itself
 
 
 def test_a_new_state_outnumbers_a_leftover_journal(tmp_path: Path) -> None:
@@ -332,3 +337,32 @@ def test_the_journal_is_created_readable_by_others(tmp_path: Path) -> None:
     umask = os.umask(0)
     os.umask(umask)
     assert store.journal.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_state_without_a_generation_counts_from_zero(tmp_path: Path) -> None:
+    (tmp_path / "queue_state.json").write_text(json.dumps(state(2)))  # an older eq-tui's file
+    store = StateFile(tmp_path)
+    assert store.load() is not None
+    store.write_whole(state(2))
+    assert raw_state(store)["generation"] == 1
+
+
+def test_a_compaction_that_fails_midway_makes_the_next_write_compact(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import eq_tui.engine.statefile as statefile
+
+    store, _clock = journaled(tmp_path)
+    store.write_changes({"updated": 2.0}, [job(1, "running")])
+    compactions = store.compactions
+
+    def broken(fd: int, length: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(statefile.os, "ftruncate", broken)
+        with pytest.raises(OSError):
+            store.write_whole(state(50, updated=3.0))  # renamed, but the journal not emptied
+    # the journal may hold lines of an older generation: the next change compacts, no append
+    store.write_changes({"updated": 4.0}, [job(2, "running")])
+    assert store.compactions == compactions + 2 and store.appends == 1
+    assert store.journal.stat().st_size == 0
