@@ -3,7 +3,15 @@
 from dataclasses import replace
 
 from eq_tui.engine.model import Attempt, JobState, JobStatus
-from eq_tui.engine.scheduler import GpuView, HostView, decide, free_gpus, gpu_holders
+from eq_tui.engine.scheduler import (
+    GpuView,
+    HostView,
+    PhaseGate,
+    decide,
+    free_gpus,
+    gpu_holders,
+    phase_gates,
+)
 from eq_tui.manifest.model import JobSpec, Manifest, PhaseSpec, Precondition
 
 
@@ -241,3 +249,50 @@ def test_a_tie_goes_to_the_first_host_in_the_manifest() -> None:
     d = decide(m, states(m), [host("a", (0, 0)), host("b", (0, 0))], now=0, paused=False,
                preconditions={})
     assert launched(d) == [("j0", "a", (0,))]
+
+
+def phased(*jobs: tuple[str, str, JobStatus]) -> tuple[Manifest, list[JobState]]:
+    phases = (PhaseSpec("a"), PhaseSpec("b", depends_on=("a",)), PhaseSpec("c"))
+    m = Manifest(project="p", source="m.yaml", phases=phases,
+                 jobs=tuple(JobSpec(id=i, phase=ph, cmd="run") for i, ph, _ in jobs))
+    states_ = [JobState(id=i, phase=ph, cmd="run", status=st) for i, ph, st in jobs]
+    for job in states_:
+        if job.status in (JobStatus.RUNNING, JobStatus.LAUNCHING):
+            job.host, job.gpus = "h", [3]
+    return m, states_
+
+
+def test_a_running_dependency_listed_after_other_phases_still_holds_the_phase_back() -> None:
+    m, jobs = phased(("c0", "c", JobStatus.COMPLETED), ("a0", "a", JobStatus.RUNNING),
+                     ("b0", "b", JobStatus.PENDING))
+    d = decide(m, jobs, [host(used=(0, 0, 0, 0))], now=0, paused=False, preconditions={})
+    assert d.launches == [] and phase_gates(m, jobs)["b"] == PhaseGate(ready=False)
+
+
+def test_a_blocked_phase_blocks_its_pending_jobs_and_launches_none_of_the_others() -> None:
+    m, jobs = phased(("a0", "a", JobStatus.STUCK), ("b0", "b", JobStatus.PENDING),
+                     ("b1", "b", JobStatus.FAILED_OOM), ("c0", "c", JobStatus.PENDING))
+    jobs[2].retry_at = 0.0
+    d = decide(m, jobs, [host(used=(0, 0))], now=0, paused=False, preconditions={})
+    assert phase_gates(m, jobs)["b"] == PhaseGate(False, "phase a: a0 ended stuck")
+    assert d.block == {"b0": "phase a: a0 ended stuck"}  # not b1 (not pending), not c0
+    assert launched(d) == [("c0", "h", (0,))]
+
+
+def test_a_full_host_gets_no_slot_and_every_running_job_counts() -> None:
+    m = manifest(4)
+    jobs = states(m)
+    for job, gpu in ((jobs[0], 0), (jobs[1], 1)):
+        job.status, job.host, job.gpus = JobStatus.RUNNING, "h", [gpu]
+    view = host(used=(0, 0, 0, 0), max_parallel=3)
+    assert launched(decide(m, jobs, [view], now=0, paused=False, preconditions={})) == [
+        ("j2", "h", (2,))]
+    full = host(used=(0, 0, 0, 0), max_parallel=2)
+    assert decide(m, jobs, [full], now=0, paused=False, preconditions={}).launches == []
+
+
+def test_a_job_the_manifest_no_longer_has_is_passed_over() -> None:
+    m = manifest(2)
+    jobs = [JobState(id="gone", phase="main", cmd="run"), *states(m)]
+    assert launched(decide(m, jobs, [host(used=(0,))], now=0, paused=False,
+                           preconditions={})) == [("j0", "h", (0,))]
