@@ -296,3 +296,12 @@ def test_a_job_the_manifest_no_longer_has_is_passed_over() -> None:
     jobs = [JobState(id="gone", phase="main", cmd="run"), *states(m)]
     assert launched(decide(m, jobs, [host(used=(0,))], now=0, paused=False,
                            preconditions={})) == [("j0", "h", (0,))]
+
+
+def test_a_job_that_does_not_fit_lets_a_smaller_one_behind_it_start() -> None:
+    m = Manifest(project="p", source="m.yaml",
+                 jobs=(JobSpec(id="big", phase="main", cmd="run", gpus_per_job=2),
+                       JobSpec(id="small", phase="main", cmd="run")))
+    d = decide(m, states(m), [host(used=(0, 9000))], now=0, paused=False, preconditions={})
+    assert launched(d) == [("small", "h", (0,))]
+    assert d.waiting == {"big": "waiting for 2 free GPU(s) on one host"}
