@@ -290,6 +290,9 @@ def test_env_and_oom_retry_errors_name_their_exact_key(text: str, key_path: str,
 
 def test_env_values_and_their_secrecy() -> None:
     loaded = load_manifest_text(ENV_JOB + "env:\n  A: 1\n  B: true\n  C: {value: s}\n"
-                                "  D: {value: t, secret: true}\n", "env.yaml")
+                                "  D: {value: t, secret: true}\n  E: yes\n  F: True\n",
+                                "env.yaml")
+    # a YAML boolean reaches the job as true/false, however it was spelled
     assert {k: (v.value, v.secret) for k, v in loaded.env.items()} == {
-        "A": ("1", False), "B": ("true", False), "C": ("s", False), "D": ("t", True)}
+        "A": ("1", False), "B": ("true", False), "C": ("s", False), "D": ("t", True),
+        "E": ("true", False), "F": ("true", False)}
