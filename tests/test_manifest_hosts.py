@@ -85,16 +85,27 @@ def test_a_single_ssh_host_is_named_after_its_host_part() -> None:
     ("hosts: [{name: a, simulate: [1]}]\n", "hosts[0].simulate", "expected a mapping"),
     ("hosts: [{name: a, slurm: [1]}]\n", "hosts[0].slurm", "expected a mapping"),
     ("hosts: [{name: a, sim: {}}]\n", "hosts[0].sim", "unknown key"),
+    ("gpus: {a: 1}\n", "gpus", "expected"),
+    ("ssh: [x]\n", "ssh", "expected"),
+    ("hosts: [{name: 'a b'}]\n", "hosts[0].name", "host name"),
 ])
 def test_host_mistakes_name_their_key_and_say_what_is_wrong(text: str, key_path: str,
                                                            message: str) -> None:
     with pytest.raises(ManifestError) as caught:
         load_manifest_text(JOB + text, "h.yaml")
     assert caught.value.key_path == key_path, str(caught.value)
-    if message.startswith(("must", "expected", "unknown")) or message.endswith(" is not"):
+    if message.startswith(("must", "expected", "unknown", "host name")) or \
+            message.endswith(" is not"):
         assert message in caught.value.message, str(caught.value)
     elif message.endswith("ssh alias"):
         assert caught.value.message.startswith(message), str(caught.value)
     else:
         assert caught.value.message == message, str(caught.value)
     assert caught.value.line == (3 if text.startswith("ssh: a\nhosts") else 2)
+
+
+def test_a_model_or_a_slurm_setting_written_as_a_number_is_kept_as_text() -> None:
+    (sim, slurm) = hosts("hosts:\n  - {name: s, simulate: {model: 4090}}\n"
+                         "  - {name: c, slurm: {mem: 8000, time: 60}}\n")
+    assert sim.simulate.model == "4090"
+    assert (slurm.slurm.mem, slurm.slurm.time) == ("8000", "60")
