@@ -36,9 +36,28 @@ def test_signatures(code: int, tail: str, expected: FailureClass) -> None:
 def test_host_oom_with_a_python_traceback_is_not_host_oom() -> None:
     # exit 137 with a traceback is something else killing a failing program, not the OOM killer
     found = classify_failure(137, "Traceback (most recent call last):\nValueError: bad\n")
-    assert found.cls != FailureClass.CUDA_OOM
+    assert found.cls == FailureClass.EXIT_NONZERO and "ValueError: bad" in found.detail
 
 
 def test_detail_names_the_signature_line() -> None:
     found = classify_failure(1, OOM_TRACE)
     assert "OutOfMemoryError" in found.detail
+
+
+def test_details_quote_the_telling_line_cut_at_300_characters() -> None:
+    long_oom = "torch.OutOfMemoryError: CUDA out of memory. " + "x" * 400
+    assert classify_failure(1, f"epoch 1\n{long_oom}\n").detail == long_oom[:300]
+    slurm = "slurmstepd: error: Detected 1 oom_kill event in StepId=5.batch"
+    assert classify_failure(1, f"epoch 1\n{slurm}\nepoch 2\n").detail == slurm
+    assert classify_failure(137, "epoch 1\n").detail == \
+        "exit 137: killed (host out of memory?) with no traceback"
+    assert classify_failure(2, "").detail == "exit 2: "
+    last = "ValueError: " + "y" * 400
+    assert classify_failure(1, f"{last}\n\n").detail == f"exit 1: {last[:300]}"
+
+
+def test_a_killed_line_means_host_oom_whatever_the_exit_code() -> None:
+    # the kernel saying it killed the process is enough, whatever exit code the wrapper saw
+    assert classify_failure(1, "epoch 1\nKilled\n").cls == FailureClass.HOST_OOM
+    assert classify_failure(1, "Out of memory: Killed process 4242 (python)").cls == \
+        FailureClass.HOST_OOM

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ground_truth import launches_per_job
+
 pytestmark = pytest.mark.integration
 EQ = [sys.executable, "-m", "eq_tui"]
 MANIFEST = """\
@@ -67,6 +69,8 @@ async def main():
 asyncio.run(main())
 """
     assert subprocess.run([sys.executable, "-c", cleanup], timeout=60).returncode == 0
+    # from the host: the adopted job was never started a second time
+    assert launches_per_job([run_dir / "sim" / "sim"]) == {"long": 1}
 
 
 QUICK = """\

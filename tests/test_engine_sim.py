@@ -204,7 +204,10 @@ async def test_retry_requeue_and_pause_commands(tmp_path: Path) -> None:
         result = await run.engine.command("retry", ["bad"])
         assert result["ok"] and run.status("bad") == "pending"
         assert run.engine.jobs["bad"].attempts == 1  # launches so far, never reset
-        await asyncio.sleep(0.6)  # several ticks: paused, so nothing launches
+        # two full ticks after the retry (the first may have begun before it): paused, so
+        # nothing launches although a GPU is free
+        ticks = run.engine.pacing.full_ticks
+        await run.wait_for(lambda: run.engine.pacing.full_ticks >= ticks + 2)
         assert run.status("bad") == "pending" and run.state["paused"] is True
         await run.engine.command("resume")
         await run.wait_for(lambda: run.status("bad") == "stuck" and

@@ -1,7 +1,7 @@
 """Garbage in, never a traceback: CLI arguments, nvidia-smi output, probe output, log bytes.
 
-`EQ_HYPOTHESIS_EXAMPLES=1000 .venv/bin/pytest tests/test_fuzz.py tests/test_manifest.py` is
-the full run; the test command uses the default (200 per target).
+`EQ_HYPOTHESIS_EXAMPLES=1000 .venv/bin/pytest tests/test_fuzz.py tests/test_manifest.py` (or
+`EQ_FULL=1 .ci/test`) is the long run; the test command uses the default (200 per target).
 """
 
 from __future__ import annotations
@@ -43,8 +43,10 @@ def test_cli_arguments_give_a_usage_error_or_a_clean_exit(args: list[str]) -> No
 
 
 csv_cell = st.one_of(st.integers(-5, 100000).map(str), st.sampled_from(
-    ["[N/A]", "[Not Supported]", "", "GPU-x", "NVIDIA A100", "1e3", "12 MiB", "99 %"]),
-    st.text(max_size=6))
+    ["[N/A]", "[Not Supported]", "", "GPU-x", "NVIDIA A100", "1e3", "12 MiB", "99 %", "inf",
+     "nan", "1e999", "-Infinity"]), st.text(max_size=6))
+NOT_A_READING = st.sampled_from(["[N/A]", "[Not Supported]", "[Unknown Error]", "", "nan",
+                                 "inf", "1e999", "garbage"])
 
 
 @FAST
@@ -53,36 +55,93 @@ csv_cell = st.one_of(st.integers(-5, 100000).map(str), st.sampled_from(
 def test_odd_nvidia_smi_csv_never_raises(text: str) -> None:
     gpus, warnings = parse_gpus(text)
     apps, app_warnings = parse_apps(text)
-    assert all(g.memory_used_mib is None or isinstance(g.memory_used_mib, int) for g in gpus)
-    assert isinstance(warnings, list) and isinstance(app_warnings, list) and apps is not None
-
-
-def _probe_text(attempt_line: str, cut: int) -> str:
-    full = (f"{BOUNDARY} sessions\nscreen 123.eq_p_t_j_a1\n{BOUNDARY} gpus\n"
-            "0, GPU-a, Sim, 100, 24576, 0\n"
-            f"{BOUNDARY} gpus_rc 0\n{BOUNDARY} apps\n{BOUNDARY} apps_rc 0\n"
-            f"{BOUNDARY} requests\n{attempt_line}\nL\tj\t6869\n{BOUNDARY} end\n")
-    return full[:cut]
+    lines = [line for line in text.splitlines() if line.strip()]
+    # every non-empty line is a reading or a warning, never silently dropped
+    assert len(gpus) + len([w for w in warnings if "no launches" not in w]) == len(lines)
+    for gpu in gpus:
+        assert gpu.memory_used_mib is None or isinstance(gpu.memory_used_mib, int)
+        if gpu.memory_used_mib is None:
+            assert any(w.startswith(f"GPU {gpu.index}: memory.used") for w in warnings)
+    assert all(isinstance(a.pid, int) for a in apps) and isinstance(app_warnings, list)
 
 
 @FAST
-@given(st.text(max_size=80), st.integers(0, 400))
-def test_probe_output_cut_off_or_garbled_gives_a_failed_snapshot_not_an_error(
-        attempt_line: str, cut: int) -> None:
-    request = ProbeRequest(attempts=(AttemptRef("j", "eq_p_t_j_a1", "/x", None),))
-    snap = parse_probe("h", _probe_text(attempt_line, cut), BOUNDARY, request, taken_at=0.0,
+@given(st.integers(0, 7), NOT_A_READING, st.integers(1, 81920))
+def test_a_memory_reading_that_is_not_a_number_gives_no_reading_and_a_warning(
+        index: int, used: str, total: int) -> None:
+    gpus, warnings = parse_gpus(f"{index}, GPU-x, NVIDIA A100, {used}, {total}, [N/A]\n"
+                                f"{index + 1}, GPU-y, NVIDIA A100, 10, {total}, 5")
+    assert [g.index for g in gpus] == [index, index + 1]
+    assert gpus[0].memory_used_mib is None and gpus[0].utilization_pct is None
+    assert gpus[1].memory_used_mib == 10 and gpus[1].utilization_pct == 5
+    assert warnings == [f"GPU {index}: memory.used is {used!r}; no launches on it"]
+
+
+def test_infinite_readings_are_not_readings() -> None:
+    gpus, warnings = parse_gpus("0, GPU-a, X, inf, 1e999, 0\ninf, GPU-b, X, 1, 2, 3")
+    assert [(g.index, g.memory_used_mib, g.memory_total_mib) for g in gpus] == [(0, None, None)]
+    assert len(warnings) == 2
+    apps, app_warnings = parse_apps("-Infinity, GPU-a, 12\n7, GPU-a, inf")
+    assert [(a.pid, a.used_mib) for a in apps] == [(7, None)] and len(app_warnings) == 1
+
+
+def _probe_text(attempt_line: str) -> str:
+    return (f"{BOUNDARY} sessions\nscreen 123.eq_p_t_j_a1\n{BOUNDARY} gpus\n"
+            "0, GPU-a, Sim, 100, 24576, 0\n"
+            f"{BOUNDARY} gpus_rc 0\n{BOUNDARY} apps\n{BOUNDARY} apps_rc 0\n"
+            f"{BOUNDARY} requests\n{attempt_line}\nL\tj\t6869\n{BOUNDARY} end\n")
+
+
+REQUEST = ProbeRequest(attempts=(AttemptRef("j", "eq_p_t_j_a1", "/x", None),))
+field = st.one_of(st.just("-"), st.integers(0, 2**31).map(str))
+attempt_lines = st.builds(
+    lambda pid, alive, start, code, at, size, out: "\t".join(
+        ["A", "j", pid, alive, start, code, at, size, out]),
+    field, st.sampled_from(["0", "1"]), st.one_of(st.just("-"), st.floats(0, 2e9).map(str)),
+    field, field, st.integers(0, 10**9).map(str), st.sampled_from(["-", "0", "1"]))
+
+
+@FAST
+@given(st.one_of(attempt_lines, st.text(max_size=80)), st.data())
+def test_a_probe_cut_before_its_end_marker_is_never_a_good_probe(attempt_line: str,
+                                                                 data: st.DataObject) -> None:
+    full = _probe_text(attempt_line)
+    cut = data.draw(st.integers(0, full.index(f"{BOUNDARY} end") + len(BOUNDARY) + 3))
+    snap = parse_probe("h", full[:cut], BOUNDARY, REQUEST, taken_at=0.0, rtt_s=None)
+    assert not snap.ok and snap.error == "probe output was cut off"
+
+
+@FAST
+@given(attempt_lines)
+def test_a_whole_probe_with_any_attempt_facts_parses_them(attempt_line: str) -> None:
+    snap = parse_probe("h", _probe_text(attempt_line), BOUNDARY, REQUEST, taken_at=0.0,
+                       rtt_s=None)
+    assert snap.ok, snap.error
+    _, _, pid, alive, start, code, exited_at, size, out = attempt_line.split("\t")
+    got = snap.attempts["j"]
+    assert got.pid == (None if pid == "-" else int(pid))
+    assert got.pid_alive == (alive == "1") and got.session_alive
+    assert got.exit_code == (None if code == "-" else int(code))
+    assert got.exited_at == (None if exited_at == "-" else float(exited_at))
+    assert got.started == (None if start == "-" else float(start))
+    assert got.log_size == int(size) and got.output_ok == (None if out == "-" else out == "1")
+    assert got.last_line == "hi" and snap.gpus[0].memory_used_mib == 100
+
+
+@FAST
+@given(st.text(max_size=80))
+def test_a_garbled_attempt_line_gives_a_failed_snapshot_not_an_error(attempt_line: str) -> None:
+    snap = parse_probe("h", _probe_text(attempt_line), BOUNDARY, REQUEST, taken_at=0.0,
                        rtt_s=None)
     if snap.ok:
         assert "j" in snap.attempts
     else:
-        assert snap.error
+        assert snap.error == "probe returned nothing for j"
 
 
 def test_a_whole_probe_parses() -> None:
-    request = ProbeRequest(attempts=(AttemptRef("j", "eq_p_t_j_a1", "/x", None),))
     line = "A\tj\t42\t1\t1700000000.5\t-\t-\t120\t-"
-    snap = parse_probe("h", _probe_text(line, 10_000), BOUNDARY, request, taken_at=0.0,
-                       rtt_s=0.01)
+    snap = parse_probe("h", _probe_text(line), BOUNDARY, REQUEST, taken_at=0.0, rtt_s=0.01)
     assert snap.ok and snap.attempts["j"].session_alive and snap.attempts["j"].pid == 42
     assert snap.attempts["j"].last_line == "hi" and snap.gpus[0].memory_used_mib == 100
 

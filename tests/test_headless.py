@@ -117,3 +117,37 @@ async def test_resume_reconciles_manifest_edits(tmp_path: Path) -> None:
         assert len(run.engine.jobs["keep"].history) == 1  # completed: not run again
     finally:
         await run.stop()
+
+
+async def test_a_summary_line_comes_every_period_with_the_counts_and_hosts(
+        tmp_path: Path) -> None:
+    import asyncio
+    import io
+
+    from eq_tui.engine.engine import Engine
+    from eq_tui.headless import SUMMARY_EVERY_S, Headless
+    from eq_tui.hosts.factory import make_hosts
+
+    assert SUMMARY_EVERY_S == 30.0  # the README's "a compact summary every 30 s"
+    manifest = make_manifest(tmp_path, [job("long", "fake-train --epochs 100 --epoch-seconds "
+                                                    "0.1 --mem 100")])
+    run_dir = tmp_path / "run"
+    engine = Engine(manifest, run_dir, make_hosts(manifest, run_dir), poll=0.2)
+    await engine.start()
+    out = io.StringIO()
+    clock = [engine.started_at + 125.0]
+    front = Headless([engine], out=out, summary_every=0.2, clock=lambda: clock[0])
+    task = asyncio.create_task(front.run())
+
+    def summaries() -> list[str]:
+        return [line for line in out.getvalue().splitlines() if " jobs: " in line]
+
+    deadline = asyncio.get_running_loop().time() + 30
+    while not any("running 1" in line for line in summaries()[1:]):
+        assert asyncio.get_running_loop().time() < deadline, out.getvalue()
+        await asyncio.sleep(0.05)
+    line = next(line for line in summaries() if "running 1" in line)
+    assert "[t] 1 jobs: running 1 | hosts sim:up | 2m05s" in line
+    await engine.command("kill", ["long"])
+    front.interrupt()
+    assert await asyncio.wait_for(task, 60) == 130

@@ -5,6 +5,7 @@ from eq_tui.engine.judge import (
     Lost,
     NeverStarted,
     Running,
+    Verdict,
     observe,
     verdict_for_exit,
     verdict_for_lost,
@@ -91,3 +92,73 @@ def test_lost_requeued_once_then_stuck() -> None:
     assert verdict_for_lost(j).status == JobStatus.PENDING
     j.retries_by_class["lost"] = 1  # one lost attempt so far
     assert verdict_for_lost(j).status == JobStatus.STUCK
+
+
+# ---- whole verdicts: every field each path sets, so a wrong detail or class is caught -------
+
+def exit_verdict(code: int, tail: str, *, attempts: int = 1, output_ok: bool | None = None,
+                 stale: bool = False, checked: bool = False, **state: object) -> Verdict:
+    j = job(attempts=attempts)
+    for key, value in state.items():
+        setattr(j, key, value)
+    return verdict_for_exit(j, Exited(code, tail, output_ok, stale), M, now=100,
+                            has_output_check=checked)
+
+
+def test_every_exit_path_gives_its_whole_verdict() -> None:
+    assert exit_verdict(0, "") == Verdict(JobStatus.COMPLETED)
+    assert exit_verdict(0, "", output_ok=False, checked=True) == Verdict(
+        JobStatus.STUCK, "output_missing", "exit 0 but output_check matched nothing")
+    assert exit_verdict(1, OOM) == Verdict(JobStatus.FAILED_OOM, "cuda_oom", OOM, retry_at=110)
+    # OOM retries are bounded by attempts, not "once" like NCCL
+    assert exit_verdict(1, OOM, attempts=2, retries_by_class={"cuda_oom": 1}).status == \
+        JobStatus.FAILED_OOM
+    assert exit_verdict(1, OOM, attempts=3) == Verdict(
+        JobStatus.STUCK, "cuda_oom", f"{OOM} (attempt 3/3, no retries left)")
+    nccl = "RuntimeError: NCCL timeout in call to allreduce"
+    assert exit_verdict(1, nccl) == Verdict(JobStatus.PENDING, "nccl", nccl)
+    assert exit_verdict(1, nccl, retries_by_class={"nccl": 1}) == Verdict(
+        JobStatus.STUCK, "nccl", f"{nccl} (attempt 1/3, no retries left)")
+    xid = "NVRM: Xid 79 GPU has fallen off the bus"
+    assert exit_verdict(1, xid) == Verdict(JobStatus.PENDING, "gpu_fault", xid,
+                                           quarantine_gpus=True)
+    assert exit_verdict(1, xid, attempts=3) == Verdict(
+        JobStatus.STUCK, "gpu_fault", f"{xid} (attempt 3/3, no retries left)",
+        quarantine_gpus=True)
+    port = "OSError: [Errno 98] Address already in use"
+    assert exit_verdict(1, port) == Verdict(JobStatus.PENDING, "port_in_use", port,
+                                            retry_at=130)
+    assert exit_verdict(1, port, attempts=3) == Verdict(
+        JobStatus.STUCK, "port_in_use", f"{port} (attempt 3/3, no retries left)")
+    disk = "OSError: [Errno 28] No space left on device"
+    assert exit_verdict(1, disk) == Verdict(JobStatus.STUCK, "disk_full", disk, stop_host=True)
+    assert exit_verdict(5, "ValueError: nan") == Verdict(JobStatus.STUCK, "exit_nonzero",
+                                                         "exit 5: ValueError: nan")
+    assert exit_verdict(5, "ValueError: nan", stale=True) == Verdict(
+        JobStatus.STUCK, "exit_nonzero", "exit 5: ValueError: nan (stale session cleaned)")
+
+
+def test_lost_verdicts_in_whole() -> None:
+    j = job()
+    assert verdict_for_lost(j) == Verdict(JobStatus.PENDING, "lost",
+                                          "session vanished with no exit record; requeued once")
+    j.lost_requeues = 1
+    assert verdict_for_lost(j) == Verdict(JobStatus.STUCK, "lost",
+                                          "session vanished with no exit record again")
+
+
+def test_observations_carry_what_the_probe_said() -> None:
+    j = job()
+    j.exited_seen_at = 3.0
+    assert observe(j, None, now=5, stale_grace_s=5) == Running(3.0)  # host not asked: as was
+    assert observe(job(), probe(exit_code=2, output_ok=True, log_tail="t"), now=5,
+                   stale_grace_s=5) == Exited(2, "t", True)
+    j.exited_seen_at = 0.0
+    assert observe(j, probe(exit_code=2, session_alive=True, output_ok=False, log_tail="t"),
+                   now=5, stale_grace_s=5) == Exited(2, "t", False, stale=True)
+    # alive by its session alone, or by its pid alone
+    assert observe(job(), probe(session_alive=True), now=5, stale_grace_s=5) == Running(None)
+    assert observe(job(), probe(pid_alive=True), now=5, stale_grace_s=5) == Running(None)
+    # never started needs both: still launching, and no pid ever written
+    assert isinstance(observe(job(JobStatus.LAUNCHING), probe(), now=5, stale_grace_s=5), Lost)
+    assert isinstance(observe(job(), probe(pid=None), now=5, stale_grace_s=5), Lost)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from eq_tui.errors import ManifestError
 from eq_tui.manifest import load_manifest, load_manifest_text
 from eq_tui.manifest.model import DEFAULT_PHASE, Manifest
+from tests.support.manifest_props import load_checked
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_manifests"
 EXAMPLES = int(os.environ.get("EQ_HYPOTHESIS_EXAMPLES", "200"))
@@ -244,13 +245,7 @@ def test_missing_file_is_a_manifest_error(tmp_path: Path) -> None:
 
 
 def _outcome(text: str, source: str = "fuzz.yaml") -> None:
-    try:
-        result = load_manifest_text(text, source)
-    except ManifestError as exc:
-        assert "internal error" not in str(exc), str(exc)
-        assert exc.exit_code == 2
-    else:
-        assert isinstance(result, Manifest)
+    load_checked(text, source)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -278,3 +273,33 @@ def test_fuzz_near_miss_manifests(data: dict[str, object]) -> None:
     base: dict[str, object] = {"default_cmd": "run", "jobs": [{"id": "a"}]}
     _outcome(json.dumps({**base, **data}), "near.json")
     _outcome(yaml.safe_dump({**base, **data}), "near.yaml")
+
+
+ENV_JOB = "jobs: [{id: a, cmd: x}]\n"
+
+
+@pytest.mark.parametrize(("text", "key_path", "words"), [
+    (ENV_JOB + "env: [A]\n", "env", "expected a mapping"),
+    (ENV_JOB + "env:\n  A: {value: x, secrt: true}\n", "env.A.secrt", "unknown key"),
+    (ENV_JOB + "env:\n  A: {secret: true}\n", "env.A", "needs a 'value'"),
+    (ENV_JOB + "env:\n  A: {value: [1]}\n", "env.A.value", "expected"),
+    (ENV_JOB + "env:\n  A: {value: x, secret: maybe}\n", "env.A.secret", "expected"),
+    (ENV_JOB + "env:\n  A: [1]\n", "env.A", "expected"),
+    (ENV_JOB + "oom_retry: 3\n", "oom_retry", "expected a mapping"),
+])
+def test_env_and_oom_retry_errors_name_their_exact_key(text: str, key_path: str,
+                                                       words: str) -> None:
+    with pytest.raises(ManifestError) as caught:
+        load_manifest_text(text, "env.yaml")
+    assert caught.value.key_path == key_path
+    assert caught.value.message.startswith(words), caught.value.message
+
+
+def test_env_values_and_their_secrecy() -> None:
+    loaded = load_manifest_text(ENV_JOB + "env:\n  A: 1\n  B: true\n  C: {value: s}\n"
+                                "  D: {value: t, secret: true}\n  E: yes\n  F: True\n",
+                                "env.yaml")
+    # a YAML boolean reaches the job as true/false, however it was spelled
+    assert {k: (v.value, v.secret) for k, v in loaded.env.items()} == {
+        "A": ("1", False), "B": ("true", False), "C": ("s", False), "D": ("t", True),
+        "E": ("true", False), "F": ("true", False)}

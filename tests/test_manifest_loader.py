@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from eq_tui.errors import ManifestError
 from eq_tui.manifest.loader import load_manifest, load_manifest_text
+from tests.support.manifest_props import load_checked
 
 EXAMPLES = int(os.environ.get("EQ_HYPOTHESIS_EXAMPLES", "200"))
 SAMPLES = Path(__file__).parent.parent / "sample_manifests"
@@ -226,16 +227,23 @@ trees = st.recursive(yaml_scalars, lambda inner: st.one_of(
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trees)
 def test_arbitrary_structures_give_a_plan_or_a_clean_error(tree: object) -> None:
-    try:
-        load(json.dumps(tree), "m.json")
-    except ManifestError as err:
-        assert err.exit_code == 2 and str(err)
+    load_checked(json.dumps(tree), "m.json")
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(st.text(max_size=200))
 def test_arbitrary_text_gives_a_plan_or_a_clean_error(text: str) -> None:
-    try:
-        load(text)
-    except ManifestError as err:
-        assert str(err)
+    load_checked(text, "m.yaml")
+
+
+def test_the_fuzz_property_rejects_a_loader_bug(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loader that raises KeyError everywhere must fail the fuzz tests: its ManifestError
+    says "internal error", which load_checked does not accept."""
+    import eq_tui.manifest.loader as loader
+
+    def broken(*_args: object) -> None:
+        raise KeyError("jobs")
+
+    monkeypatch.setattr(loader, "_build", broken)
+    with pytest.raises(AssertionError, match="internal error"):
+        load_checked("jobs: [{id: a, cmd: x}]\n", "m.yaml")

@@ -23,6 +23,7 @@ import pytest
 from eq_tui.engine.events import JobUpdated
 from eq_tui.remote.link import open_link
 from eq_tui.remote.target import RemoteTarget
+from tests.support.ground_truth import exits, launches_per_job
 from tests.support.remote_eq import check_eq_tui_runs_there, install_eq_tui
 from tests.support.sshbed import USER, SshBed
 
@@ -60,6 +61,11 @@ def project() -> Iterator[str]:
 
 def remote_run_dir(project: str) -> str:
     return f"{pwd.getpwnam(USER).pw_dir}/.eq-tui/runs/{project}/run"
+
+
+def sim_state(project: str) -> Path:
+    """The simulated host's records on the remote machine (the engine there runs `sim`)."""
+    return Path(remote_run_dir(project), "sim", "sim")
 
 
 def eq(bed: SshBed, *args: str) -> subprocess.CompletedProcess[str]:
@@ -145,8 +151,11 @@ def test_detach_on_a_host_attach_over_ssh_cut_the_local_side_and_the_queue_finis
     poll(lambda: status(bed, where)["counts"] == {"completed": 4}, "all jobs completed")
     final = eq(bed, "status", where)
     assert "completed   4" in final.stdout
-    state = json.loads(Path(remote_run_dir(project), "queue_state.json").read_text())
-    assert all(len(job["history"]) == 1 for job in state["jobs"])  # each launched once
+    # from the host: each job's process started once and exited 0 (none relaunched when the
+    # local side went away)
+    jobs = {f"job_{i}" for i in range(1, 5)}
+    assert launches_per_job([sim_state(project)]) == dict.fromkeys(jobs, 1)
+    assert exits([sim_state(project)]) == {job: [0] for job in jobs}
     # the headless engine exits once its queue is done; attach says so, offers nothing
     poll(lambda: not status(bed, where)["live"], "the engine to exit")
     late = eq(bed, "attach", where)
@@ -230,8 +239,9 @@ def test_attach_offers_to_resume_a_stopped_engine_and_the_palette_stops_it(
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
     after = status(bed, where)
     assert not after["live"] and after["counts"].get("running") == 2  # jobs kept running
-    state = json.loads(Path(remote_run_dir(project), "queue_state.json").read_text())
-    assert all(len(job["history"]) <= 1 for job in state["jobs"])
+    # from the host: the two jobs running before the stop started once, none of them again
+    started = launches_per_job([sim_state(project)])
+    assert len(started) == 2 and set(started.values()) == {1}, started
 
 
 def test_a_host_without_eq_tui_is_named_with_the_install_command(bed: SshBed,

@@ -3,7 +3,15 @@
 from dataclasses import replace
 
 from eq_tui.engine.model import Attempt, JobState, JobStatus
-from eq_tui.engine.scheduler import GpuView, HostView, decide, free_gpus, gpu_holders
+from eq_tui.engine.scheduler import (
+    GpuView,
+    HostView,
+    PhaseGate,
+    decide,
+    free_gpus,
+    gpu_holders,
+    phase_gates,
+)
 from eq_tui.manifest.model import JobSpec, Manifest, PhaseSpec, Precondition
 
 
@@ -153,3 +161,153 @@ def test_preconditions_need_a_fresh_positive_probe() -> None:
     assert d.launches == [] and "ckpt.pt" in d.waiting["j0"]
     d = decide(m, states(m), [host()], now=0, paused=False, preconditions={"j0": True})
     assert [x.job_id for x in d.launches] == ["j0"]
+
+
+# ---- pinned by mutation testing: counts, limits and tie-breaks ---------------------------------
+
+def launched(d: object) -> list[tuple[str, str, tuple[int, ...]]]:
+    return [(x.job_id, x.host, x.gpus) for x in d.launches]  # type: ignore[attr-defined]
+
+
+def test_a_busy_gpu_is_skipped_not_the_rest_of_the_host() -> None:
+    m = manifest(1)
+    d = decide(m, states(m), [host(used=(9000, 0))], now=0, paused=False, preconditions={})
+    assert launched(d) == [("j0", "h", (1,))]
+
+
+def test_max_parallel_counts_the_jobs_already_running_there() -> None:
+    m = manifest(4)
+    jobs = states(m)
+    jobs[0].status, jobs[0].host, jobs[0].gpus = JobStatus.RUNNING, "h", [0]
+    d = decide(m, jobs, [host(used=(0, 0, 0, 0), max_parallel=2), host("other", (0,))],
+               now=0, paused=False, preconditions={})
+    assert launched(d) == [("j1", "h", (1,)), ("j2", "other", (0,))]
+
+
+def test_each_launch_takes_a_slot() -> None:
+    m = manifest(3)
+    d = decide(m, states(m), [host(used=(0, 0, 0), max_parallel=1)], now=0, paused=False,
+               preconditions={})
+    assert launched(d) == [("j0", "h", (0,))]
+
+
+def test_a_job_due_exactly_now_is_due() -> None:
+    m = manifest(1)
+    jobs = states(m)
+    jobs[0].retry_at = 10.0
+    assert launched(decide(m, jobs, [host()], now=10.0, paused=False, preconditions={}))
+    jobs[0].status = JobStatus.FAILED_OOM
+    assert launched(decide(m, jobs, [host()], now=10.0, paused=False, preconditions={}))
+    assert not decide(m, jobs, [host()], now=9.9, paused=False, preconditions={}).launches
+
+
+def test_the_lookahead_is_twice_the_capacity_and_at_least_four() -> None:
+    def with_blocked(n_blocked: int, gpus: int) -> list[tuple[str, str, tuple[int, ...]]]:
+        blocked = [JobSpec(id=f"p{i}", phase="main", cmd="run",
+                           preconditions=(Precondition(type="checkpoint_exists", path=f"ck{i}"),))
+                   for i in range(n_blocked)]
+        specs = (*blocked, JobSpec(id="go", phase="main", cmd="run"))
+        m = Manifest(project="p", source="m.yaml", jobs=specs)
+        d = decide(m, states(m), [host(used=(0,) * gpus)], now=0, paused=False,
+                   preconditions={f"p{i}": False for i in range(n_blocked)})
+        return launched(d)
+
+    # capacity 3: six jobs are looked at, the seventh is not
+    assert with_blocked(5, 3) == [("go", "h", (0,))]
+    assert with_blocked(6, 3) == []
+    # capacity 1: still four
+    assert with_blocked(3, 1) == [("go", "h", (0,))]
+    assert with_blocked(4, 1) == []
+
+
+def test_unmet_preconditions_are_checked_again_and_named() -> None:
+    spec = JobSpec(id="s", phase="main", cmd="run", preconditions=(
+        Precondition(type="checkpoint_exists", path="a.pt"),
+        Precondition(type="checkpoint_exists", path="b.pt")))
+    m = Manifest(project="p", source="m.yaml", jobs=(spec,))
+    d = decide(m, states(m), [host()], now=0, paused=False, preconditions={"s": False})
+    assert d.check_preconditions == ["s"] and d.launches == []
+    assert d.waiting == {"s": "precondition not met: a.pt, b.pt"}
+
+
+def test_a_job_too_big_for_every_host_says_what_it_waits_for() -> None:
+    m = Manifest(project="p", source="m.yaml",
+                 jobs=(JobSpec(id="big", phase="main", cmd="run", gpus_per_job=2),))
+    d = decide(m, states(m), [host(used=(0, 9000))], now=0, paused=False, preconditions={})
+    assert d.waiting == {"big": "waiting for 2 free GPU(s) on one host"}
+
+
+def test_a_retry_prefers_another_host_to_the_gpu_it_just_failed_on() -> None:
+    m = manifest(1)
+    jobs = states(m)
+    jobs[0].history.append(Attempt(n=1, host="a", gpus=[0], session="s", attempt_dir="d",
+                                   log="l"))
+    d = decide(m, jobs, [host("a", (0,)), host("b", (0,))], now=0, paused=False,
+               preconditions={})
+    assert launched(d) == [("j0", "b", (0,))]
+    # with no other choice, the same GPU
+    d = decide(m, jobs, [host("a", (0,))], now=0, paused=False, preconditions={})
+    assert launched(d) == [("j0", "a", (0,))]
+
+
+def test_a_tie_goes_to_the_first_host_in_the_manifest() -> None:
+    m = manifest(1)
+    d = decide(m, states(m), [host("a", (0, 0)), host("b", (0, 0))], now=0, paused=False,
+               preconditions={})
+    assert launched(d) == [("j0", "a", (0,))]
+
+
+def phased(*jobs: tuple[str, str, JobStatus]) -> tuple[Manifest, list[JobState]]:
+    phases = (PhaseSpec("a"), PhaseSpec("b", depends_on=("a",)), PhaseSpec("c"))
+    m = Manifest(project="p", source="m.yaml", phases=phases,
+                 jobs=tuple(JobSpec(id=i, phase=ph, cmd="run") for i, ph, _ in jobs))
+    states_ = [JobState(id=i, phase=ph, cmd="run", status=st) for i, ph, st in jobs]
+    for job in states_:
+        if job.status in (JobStatus.RUNNING, JobStatus.LAUNCHING):
+            job.host, job.gpus = "h", [3]
+    return m, states_
+
+
+def test_a_running_dependency_listed_after_other_phases_still_holds_the_phase_back() -> None:
+    m, jobs = phased(("c0", "c", JobStatus.COMPLETED), ("a0", "a", JobStatus.RUNNING),
+                     ("b0", "b", JobStatus.PENDING))
+    d = decide(m, jobs, [host(used=(0, 0, 0, 0))], now=0, paused=False, preconditions={})
+    assert d.launches == [] and phase_gates(m, jobs)["b"] == PhaseGate(ready=False)
+
+
+def test_a_blocked_phase_blocks_its_pending_jobs_and_launches_none_of_the_others() -> None:
+    m, jobs = phased(("a0", "a", JobStatus.STUCK), ("b0", "b", JobStatus.PENDING),
+                     ("b1", "b", JobStatus.FAILED_OOM), ("c0", "c", JobStatus.PENDING))
+    jobs[2].retry_at = 0.0
+    d = decide(m, jobs, [host(used=(0, 0))], now=0, paused=False, preconditions={})
+    assert phase_gates(m, jobs)["b"] == PhaseGate(False, "phase a: a0 ended stuck")
+    assert d.block == {"b0": "phase a: a0 ended stuck"}  # not b1 (not pending), not c0
+    assert launched(d) == [("c0", "h", (0,))]
+
+
+def test_a_full_host_gets_no_slot_and_every_running_job_counts() -> None:
+    m = manifest(4)
+    jobs = states(m)
+    for job, gpu in ((jobs[0], 0), (jobs[1], 1)):
+        job.status, job.host, job.gpus = JobStatus.RUNNING, "h", [gpu]
+    view = host(used=(0, 0, 0, 0), max_parallel=3)
+    assert launched(decide(m, jobs, [view], now=0, paused=False, preconditions={})) == [
+        ("j2", "h", (2,))]
+    full = host(used=(0, 0, 0, 0), max_parallel=2)
+    assert decide(m, jobs, [full], now=0, paused=False, preconditions={}).launches == []
+
+
+def test_a_job_the_manifest_no_longer_has_is_passed_over() -> None:
+    m = manifest(2)
+    jobs = [JobState(id="gone", phase="main", cmd="run"), *states(m)]
+    assert launched(decide(m, jobs, [host(used=(0,))], now=0, paused=False,
+                           preconditions={})) == [("j0", "h", (0,))]
+
+
+def test_a_job_that_does_not_fit_lets_a_smaller_one_behind_it_start() -> None:
+    m = Manifest(project="p", source="m.yaml",
+                 jobs=(JobSpec(id="big", phase="main", cmd="run", gpus_per_job=2),
+                       JobSpec(id="small", phase="main", cmd="run")))
+    d = decide(m, states(m), [host(used=(0, 9000))], now=0, paused=False, preconditions={})
+    assert launched(d) == [("small", "h", (0,))]
+    assert d.waiting == {"big": "waiting for 2 free GPU(s) on one host"}

@@ -219,10 +219,9 @@ async def test_a_session_that_never_starts_fails_the_launch_fast(bed: Bed) -> No
                        "case $1 in new-session) exit 0;; esac\nexit 1\n")
     env = dict(bed.env, PATH=f"{broken}{os.pathsep}{bed.env['PATH']}")
     host = ShellHost("t", LocalRunner(env), session_prefix=bed.prefix)
-    started = time.monotonic()
+    # the message is the fast path's (the session is seen gone), not the start timeout's
     with pytest.raises(HostError, match="ended before its wrapper started"):
         await host.launch(bed.request("never", "true", launcher="tmux"))
-    assert time.monotonic() - started < 5
     assert not (bed.tmp / "logs" / "never" / "a1" / "env.fifo").exists()
 
 
@@ -362,11 +361,25 @@ async def test_tail_cleans_ansi_progress_bars_and_bad_bytes(bed: Bed) -> None:
     assert clean_text("a\r\nb\n") == ["a", "b"]
 
 
-async def test_local_runner_times_out_with_a_host_error() -> None:
-    started = time.monotonic()
+async def test_local_runner_times_out_with_a_host_error(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
     with pytest.raises(HostError, match="longer than"):
-        await LocalRunner().run("sleep 30 & sleep 30; wait", timeout=0.3)
-    assert time.monotonic() - started < 5
+        await LocalRunner().run('echo $$ > "$1"; sleep 30 & echo $! >> "$1"; sleep 30; wait',
+                                [str(pids)], timeout=0.3)
+    # it did not wait for them: the shell and the child it left in the background are killed
+    started = [int(pid) for pid in pids.read_text().split()]
+    assert len(started) == 2
+
+    def running(pid: int) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"
+        except OSError:
+            return False
+
+    async def all_gone() -> bool:
+        return not any(running(pid) for pid in started)
+
+    await wait_until(all_gone, what="the timed-out command's processes to be killed")
     result = await LocalRunner().run('printf "%s|" "$@"; cat', ["a b", "$(x)"], stdin=b"in")
     assert result.returncode == 0 and result.stdout == b"a b|$(x)|in"
 

@@ -47,6 +47,7 @@ from eq_tui.manifest.model import (
 )
 from eq_tui.sim.state import init_sim_state, sim_bin_dir
 from tests.support.engine_run import EngineRun, job, make_manifest, run_to_end, start_engine
+from tests.support.ground_truth import launches_per_job
 from tests.support.slurmbed import SharedSlurm, SlurmBed, slurm_available
 
 TEST_LOCK = Path("/tmp/eq-tui-slurm.tests.lock")
@@ -408,6 +409,18 @@ def submissions(bed: SlurmBed, project: str, token: str) -> dict[str, int]:
     return counts
 
 
+def queued_submissions(bed: SlurmBed, prefix: str) -> dict[str, int]:
+    """How many Slurm jobs (any state squeue still shows: pending, running and those ended
+    within MinJobAge) each job name starting with prefix has: a second submission under one
+    name counts twice here, whether or not it has finished."""
+    out = bed.run("squeue", "-h", "-t", "all", "-o", "%j", check=False)
+    counts: dict[str, int] = {}
+    for name in out.split():
+        if name.startswith(prefix):
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 def squeue_states(bed: SlurmBed, prefix: str) -> dict[str, str]:
     """Job name → `STATE|reason` for the jobs whose names start with prefix."""
     out = bed.run("squeue", "-h", "-t", "all", "-o", "%j|%T|%r", check=False)
@@ -585,6 +598,10 @@ async def test_engine_kill_9_and_restart_never_submits_twice(cluster: SlurmBed,
         == {i: ("completed", 1) for i in ids}
     counts = submissions(cluster, "restart", final["token"])
     assert len(counts) == 6 and set(counts.values()) == {1}, counts
+    queued = queued_submissions(cluster, f"eq_restart_{final['token']}_")
+    assert len(queued) == 6 and set(queued.values()) == {1}, queued
+    # and from the fake jobs themselves: each one's process reached its GPU once
+    assert launches_per_job([state]) == dict.fromkeys(ids, 1)
 
 
 @pytest.mark.integration
@@ -771,7 +788,8 @@ async def test_the_sample_manifest_runs_to_the_end_under_the_cli_like_an_ssh_run
     assert all(j["host"] == "cluster" for j in jobs)
     assert (slurm_dir / "summary.md").exists()
     token = json.loads((slurm_dir / "queue_state.json").read_text())["token"]
-    assert len(submissions(cluster, "slurm_demo", token)) == 14  # 10 jobs + 4 retries
+    counts = submissions(cluster, "slurm_demo", token)
+    assert len(counts) == 14 and set(counts.values()) == {1}, counts  # 10 jobs + 4 retries
     slurm_shape, box_shape = _run_dir_shape(slurm_dir), _run_dir_shape(runs["box"][0])
     for key, value in box_shape.items():
         assert slurm_shape[key] == value, key

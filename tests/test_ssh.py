@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +19,8 @@ from eq_tui.hosts.base import LaunchRequest, ProbeRequest
 from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.hosts.ssh import SshRunner
 from eq_tui.manifest.loader import load_manifest
-from eq_tui.sim.state import find_overlaps, read_runs
 from tests.support.engine_run import start_engine
+from tests.support.ground_truth import exits, launches, launches_per_job, overlaps
 from tests.support.sshbed import SshBed
 
 pytestmark = pytest.mark.integration
@@ -155,6 +154,7 @@ async def test_two_hosts_run_a_phased_sweep_with_one_probe_per_host_per_tick(
         bed: SshBed, tmp_path: Path) -> None:
     manifest = load_manifest(write_manifest(bed, tmp_path, epochs=3, oom="1"))
     before = {name: len(host.commands("probe.sh")) for name, host in bed.hosts.items()}
+    began = time.time()
     run = await start_engine(manifest, tmp_path / "run", poll=0.3,
                              ssh_config=str(bed.ssh_config))
     assert run.task is not None
@@ -169,13 +169,18 @@ async def test_two_hosts_run_a_phased_sweep_with_one_probe_per_host_per_tick(
     # server-side count: exactly one probe command per host per tick, whatever the job count
     for name, host in bed.hosts.items():
         assert len(host.commands("probe.sh")) - before[name] == run.engine.probes_by_host[name]
-    for host in bed.hosts.values():
-        assert find_overlaps(read_runs(host.sim_state)) == []
+    # from the hosts: each train job's first attempt was refused its memory (OOM) and its
+    # second ran, each once; eval ran once
+    sims = [host.sim_state for host in bed.hosts.values()]
+    expected = {(f"train_s{i}", n): 1 for i in range(1, 7) for n in (1, 2)}
+    assert launches(sims, since=began, jobs=set(jobs)) == {**expected, ("eval_all", 1): 1}
+    assert all(overlaps(sim) == [] for sim in sims)
 
 
 async def test_a_host_that_goes_down_keeps_its_jobs_and_is_reconciled(
         bed: SshBed, tmp_path: Path) -> None:
     manifest = load_manifest(write_manifest(bed, tmp_path, epochs=15, oom="0"))
+    began = time.time()
     run = await start_engine(manifest, tmp_path / "run", poll=0.3,
                              ssh_config=str(bed.ssh_config))
     try:
@@ -197,15 +202,15 @@ async def test_a_host_that_goes_down_keeps_its_jobs_and_is_reconciled(
         assert code == 0
     finally:
         await run.stop()
-    starts = Counter()
-    for host in bed.hosts.values():
-        for record in read_runs(host.sim_state):
-            if record["event"] == "start" and str(record["job"]).startswith(("train", "eval")):
-                starts[(host.name, record["job"])] += 1
     state = json.loads((tmp_path / "run" / "queue_state.json").read_text())
-    for job in state["jobs"]:
-        launched = [a for a in job["history"] if a["launched"]]
-        assert len(launched) == 1, job  # nothing launched twice
+    # from the hosts: every job's process reached a GPU exactly once, wherever it ran, and
+    # exited 0 there (beta's jobs were adopted after the outage, not started again)
+    ids = {j["id"] for j in state["jobs"]}
+    sims = [host.sim_state for host in bed.hosts.values()]
+    assert launches_per_job(sims, since=began, jobs=ids) == dict.fromkeys(ids, 1)
+    assert {job: codes for job, codes in exits(sims, since=began).items() if job in ids} \
+        == {job: [0] for job in ids}
+    assert all(overlaps(sim) == [] for sim in sims)
     assert all(j["status"] == "completed" for j in state["jobs"])
 
 

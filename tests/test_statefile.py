@@ -213,3 +213,156 @@ def test_the_state_file_works_with_jq_style_grouping(tmp_path: Path) -> None:
             ["jq", "-c", ".jobs | group_by(.status) | map({(.[0].status): length}) | add",
              str(store.path)], capture_output=True, text=True, check=True).stdout
         assert json.loads(out) == counts
+
+
+# ---- the file contract, counters and edges (what mutation testing found unpinned) ----------
+
+def test_the_files_are_named_as_documented_and_the_generation_follows_version(
+        tmp_path: Path) -> None:
+    store, _clock = journaled(tmp_path)
+    store.write_changes({"updated": 2.0}, [job(1, "running")])
+    assert store.appends == 1
+    store.write_whole(state(50, updated=3.0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "queue_state.journal.jsonl", "queue_state.json", "queue_state.prev.json"]
+    lines = store.path.read_text().splitlines()
+    assert lines[:3] == ["{", ' "version": 1,', ' "generation": 2,']
+    bare = StateFile(tmp_path / "bare")
+    (tmp_path / "bare").mkdir()
+    bare.write_whole({"jobs": [job(0)], "updated": 1.0})
+    assert bare.path.read_text().splitlines()[:3] == ["{", ' "generation": 1,',
+                                                      ' "updated": 1.0,']
+
+
+def test_bytes_and_appends_are_counted(tmp_path: Path) -> None:
+    store = StateFile(tmp_path, clock=Clock())
+    store.small_bytes = 0
+    assert (store.bytes_written, store.appends, store.compactions) == (0, 0, 0)
+    store.write_whole(state(20))
+    whole = store.path.stat().st_size
+    assert store.bytes_written == whole and store.compactions == 1
+    store.write_changes({"updated": 2.0}, [job(1, "running")])
+    store.write_changes({"updated": 3.0}, [job(2, "running")])
+    assert store.appends == 2
+    journal = store.journal.stat().st_size
+    assert store.bytes_written == whole + journal
+    store.write_whole(state(20, updated=9.0))  # a second compaction adds its bytes too
+    assert store.bytes_written == whole + journal + store.path.stat().st_size
+
+
+def test_changes_before_the_first_whole_write_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError,
+                       match=r"^the state must be written whole once before its changes$"):
+        StateFile(tmp_path).write_changes({"updated": 1.0}, [])
+
+
+def test_a_state_exactly_at_the_small_size_is_journaled(tmp_path: Path) -> None:
+    store = StateFile(tmp_path, clock=Clock())
+    store.write_whole(state(20))
+    store.small_bytes = store.path.stat().st_size
+    store.write_changes({"updated": 2.0}, [job(1, "running")])
+    assert store.appends == 1 and store.compactions == 1
+    store.small_bytes += 1
+    store.write_changes({"updated": 3.0}, [job(1, "completed")])
+    assert store.compactions == 2
+
+
+@pytest.mark.parametrize("text", ["[]", '{"jobs": {}}', '{"no": "jobs"}', '"jobs"'])
+def test_a_file_that_is_not_a_state_is_refused_with_the_way_back(tmp_path: Path,
+                                                                 text: str) -> None:
+    store, _clock = journaled(tmp_path, n=2)
+    store.write_whole(state(2, updated=2.0))  # a previous copy now exists
+    store.path.write_text(text)
+    with pytest.raises(RunDirError) as caught:
+        StateFile(tmp_path).load()
+    message = str(caught.value)
+    assert message.startswith(f"{store.path} is unreadable (")
+    if text.startswith("{"):
+        assert f"{store.path} is unreadable (not an eq-tui state (no 'jobs' list));" in message
+    assert message.endswith(f"); the previous good copy is {store.previous}: "
+                            f"`cp {store.previous} {store.path}` to recover from it")
+
+
+def test_a_broken_previous_copy_gives_no_advice_to_copy_itself(tmp_path: Path) -> None:
+    store = StateFile(tmp_path)
+    store.previous.write_text("{ torn")
+    with pytest.raises(RunDirError) as caught:
+        store.load()
+    assert str(caught.value).startswith(f"{store.previous} is unreadable (")
+    assert str(caught.value).endswith(")")  # and no advice to copy it onto itself
+
+
+def test_a_new_state_outnumbers_a_leftover_journal(tmp_path: Path) -> None:
+    # lines left by an earlier run whose state file is gone must not apply to the new one
+    (tmp_path / "queue_state.journal.jsonl").write_text(
+        '{"gen": 5, "set": {}, "jobs": [{"id": "j0", "status": "completed"}]}\n')
+    store = StateFile(tmp_path)
+    assert store.load() is None
+    store.write_whole(state(2))
+    assert raw_state(store)["generation"] == 6
+    assert store.journal.stat().st_size == 0  # emptied by the compaction, not by an fd of ours
+    loaded = StateFile(tmp_path).load()
+    assert loaded is not None and statuses(loaded)["j0"] == "pending"
+
+
+def test_a_loaded_state_keeps_counting_its_generation(tmp_path: Path) -> None:
+    first = StateFile(tmp_path)
+    first.write_whole(state(2))
+    first.write_whole(state(2))
+    first.close()
+    assert raw_state(first)["generation"] == 2
+    again = StateFile(tmp_path)
+    assert again.load() is not None
+    again.write_whole(state(2))
+    assert raw_state(again)["generation"] == 3
+
+
+def test_close_without_a_journal_rewrites_nothing_and_can_be_repeated(tmp_path: Path) -> None:
+    store = StateFile(tmp_path)
+    store.write_whole(state(2))
+    store.close()
+    store.close()
+    assert store.compactions == 1
+    (tmp_path / "j").mkdir()
+    journaling, _clock = journaled(tmp_path / "j")
+    journaling.write_changes({"updated": 2.0}, [job(1, "running")])
+    journaling.close()
+    journaling.close()
+    assert journaling.compactions == 2
+
+
+def test_the_journal_is_created_readable_by_others(tmp_path: Path) -> None:
+    store, _clock = journaled(tmp_path)
+    store.write_changes({"updated": 2.0}, [job(1, "running")])
+    umask = os.umask(0)
+    os.umask(umask)
+    assert store.journal.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_state_without_a_generation_counts_from_zero(tmp_path: Path) -> None:
+    (tmp_path / "queue_state.json").write_text(json.dumps(state(2)))  # an older eq-tui's file
+    store = StateFile(tmp_path)
+    assert store.load() is not None
+    store.write_whole(state(2))
+    assert raw_state(store)["generation"] == 1
+
+
+def test_a_compaction_that_fails_midway_makes_the_next_write_compact(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import eq_tui.engine.statefile as statefile
+
+    store, _clock = journaled(tmp_path)
+    store.write_changes({"updated": 2.0}, [job(1, "running")])
+    compactions = store.compactions
+
+    def broken(fd: int, length: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(statefile.os, "ftruncate", broken)
+        with pytest.raises(OSError):
+            store.write_whole(state(50, updated=3.0))  # renamed, but the journal not emptied
+    # the journal may hold lines of an older generation: the next change compacts, no append
+    store.write_changes({"updated": 4.0}, [job(2, "running")])
+    assert store.compactions == compactions + 2 and store.appends == 1
+    assert store.journal.stat().st_size == 0

@@ -1,26 +1,31 @@
 """The chaos suite: a sweep on real sshd hosts while the engine, the network and the hosts fail.
 
-    .venv/bin/python -m tests.chaos.chaos                  # the long run: 240 jobs, 16 faults
+    .venv/bin/python -m tests.chaos.chaos --json           # the long run: 240 jobs, 18 faults
     .venv/bin/python -m tests.chaos.chaos --jobs 40 --faults short   # what CI runs (a test)
 
-Fake jobs OOM (once, or always), fail for other reasons, leave stale sessions and linger memory.
-While the queue runs the driver kills the engine with SIGKILL and restarts it, takes a host off
-the network (connections cut, sshd stopped) and brings it back, reboots a host (its sessions
-vanish), fills a host's log disk (a tiny tmpfs) for a while, truncates the state file
-between two restarts (recovered from the previous good copy, as the error message says), and
-sends a clone from the shell as the engine is killed (sent again with its command id, it must
-run once).
-At the end it checks, from what the fake jobs recorded on the hosts themselves: every job ended
-in the status its behaviour implies, every launch is in the history, no job ran twice at once,
-no two of our processes held one GPU at once, nothing is left running. It prints one line:
-jobs, faults by kind, launches, duplicate launches, overlaps, lost jobs.
+Fake jobs OOM (once, or always), fail for other reasons, leave stale sessions and linger memory
+(0.5 s after exit). While the queue runs the driver kills the engine with SIGKILL and restarts
+it, takes a host off the network (connections cut, sshd stopped) and brings it back, reboots a
+host (its sessions vanish), fills a host's log disk (a tiny tmpfs) until the engine notices, and
+truncates the state file between two restarts (recovered from the previous good copy, as the
+error message says), and sends a clone from the shell as the engine is killed (sent again with
+its command id, it must run once). Each fault is injected while jobs of ours run (on the host it
+hits).
+
+The verdict (tests/chaos/verdict.py) comes from the hosts: the fake jobs' own start/end records
+(runs.jsonl), the outputs they wrote and the processes left alive. A start before the previous
+holder's memory was released is an overlap; a job the state file calls completed needs an exit-0
+run and its output on a host; a start with no end record ended at the reboot that killed it, or
+holds its GPU until the check; a fault counts as effective only if it left a trace (a killed run,
+the engine seeing the host down, a disk-full report, the engine taking over a killed engine's
+lock); jobs a fault left stuck are retried by hand, and each must be explained by an effective
+fault on its host (at most one per GPU of that host per fault).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import os
 import random
@@ -30,47 +35,33 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eq_tui.sim.state import read_runs, run_intervals
+from eq_tui.sim.state import read_runs
+from tests.chaos.verdict import (
+    FAULT_CLASSES,
+    Fault,
+    Run,
+    Verdict,
+    completed_proof,
+    duplicates,
+    explain_retries,
+    fault_trace,
+    gpu_overlaps,
+    host_runs,
+    read_events,
+    read_output,
+    stuck_proof,
+)
 from tests.support.sshbed import USER, SshBed
 
 EQ = [sys.executable, "-m", "eq_tui"]
 BEHAVIOURS = (("ok", 60), ("oom_once", 15), ("oom_always", 5), ("fails", 6), ("stale", 6),
               ("slow", 8))
-
-
-@dataclass
-class Report:
-    jobs: int = 0
-    faults: Counter[str] = field(default_factory=Counter)
-    launches: int = 0
-    duplicate_launches: int = 0
-    overlaps: int = 0
-    lost_jobs: int = 0
-    wrong_status: list[str] = field(default_factory=list)
-    unaccounted: list[str] = field(default_factory=list)
-    left_running: int = 0
-    retried: int = 0  # stuck because of an injected fault (lost twice, disk full): retried
-    reboots: dict[str, list[float]] = field(default_factory=dict)
-    overlap_details: list[str] = field(default_factory=list)
-    wall_s: float = 0.0
-
-    def line(self) -> str:
-        faults = ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items()))
-        return (f"chaos: {self.jobs} jobs, {sum(self.faults.values())} faults ({faults}), "
-                f"{self.launches} launches, {self.duplicate_launches} duplicate launches, "
-                f"{self.overlaps} overlaps, {self.lost_jobs} lost jobs, "
-                f"{len(self.wrong_status)} in an unexpected status, "
-                f"{len(self.unaccounted)} launches unaccounted, {self.left_running} left "
-                f"running, {self.retried} retried by hand after a fault, {self.wall_s:.0f} s")
-
-    @property
-    def ok(self) -> bool:
-        return not (self.duplicate_launches or self.overlaps or self.lost_jobs
-                    or self.wrong_status or self.unaccounted or self.left_running)
+GPUS_PER_HOST = 4
+SHORT_PLAN = ["kill9", "cut_host", "kill9", "reboot", "corrupt_state", "kill9", "disk_full",
+              "command_kill9", "cut_host", "kill9"]
 
 
 def command_for(behaviour: str, rng: random.Random) -> str:
@@ -177,83 +168,83 @@ def unmount(mounts: list[Path]) -> None:
         subprocess.run(["umount", "-l", str(mount)], check=False, capture_output=True)
 
 
-def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Report:
-    started = time.monotonic()
-    bed = SshBed.create([("alpha", 4, 24576, "NVIDIA RTX 4090 (sim)"),
-                         ("beta", 4, 24576, "NVIDIA L4 (sim)")])
-    for host in bed.hosts.values():
-        config = json.loads((host.sim_state / "config.json").read_text())
-        config["linger_s"] = 0.5
-        (host.sim_state / "config.json").write_text(json.dumps(config))
-    work = bed.work / "chaos"
-    work.mkdir()
-    shutil.chown(work, USER, USER)
-    mounts = mount_log_disks(bed, work)
-    root = Path(f"/tmp/eqchaos-{os.getpid()}")
-    root.mkdir(exist_ok=True)
-    manifest = root / "chaos.yaml"
-    behaviours = write_manifest(bed, work, manifest, n_jobs, seed)
-    run_dir = root / "run"
-    driver = Driver(bed, manifest, run_dir, poll=0.5)
-    report = Report(jobs=n_jobs)
-    rng = random.Random(seed + 1)
-    plan = ["kill9", "cut_host", "kill9", "reboot", "corrupt_state", "kill9", "disk_full",
-            "command_kill9", "cut_host", "kill9"]
-    if faults == "long":
-        plan = plan * 2
-    try:
-        driver.start_engine()
-        for fault in plan:
-            # let the queue make progress between faults
-            target = sum(driver.counts().values()) and driver.counts()["completed"] + 2
-            deadline = time.monotonic() + 20
-            while driver.counts()["completed"] < target and time.monotonic() < deadline \
-                    and not driver.finished():
-                time.sleep(0.2)
-            if driver.finished():
-                break
-            target_host = rng.choice(sorted(bed.hosts))
-            if fault == "kill9":
-                driver.kill_engine()
-                driver.start_engine()
-            elif fault == "cut_host":
-                bed.take_down(target_host)
-                time.sleep(rng.uniform(2, 4))
-                bed.start(target_host)
-            elif fault == "reboot":
-                report.reboots.setdefault(target_host, []).append(bed.reboot(target_host))
-            elif fault == "corrupt_state":
-                driver.kill_engine()
-                state_file = run_dir / "queue_state.json"
-                state_file.write_text(state_file.read_text()[:200])
-                driver.start_engine()
-                assert driver.engine is not None
-                code = driver.engine.wait(timeout=60)
-                assert code == 3, f"a truncated state file must stop the engine, got {code}"
-                shutil.copy(run_dir / "queue_state.prev.json", state_file)  # as it advises
-                driver.start_engine()
-            elif fault == "command_kill9":
-                clone = command_while_killed(driver, behaviours, report.faults[fault])
-                behaviours[clone] = "ok"
-            elif fault == "disk_full":
-                filler = fill_disk(work, target_host)
-                time.sleep(3)
-                free_disk(filler)
-            report.faults[fault] += 1
+
+def in_flight(bed: SshBed) -> Counter[str]:
+    """Runs of ours alive now, per host, from the hosts' own start/end records."""
+    alive: Counter[str] = Counter()
+    for name, host in bed.hosts.items():
+        open_keys: set[tuple[Any, ...]] = set()
+        for rec in read_runs(host.sim_state):
+            key = (rec.get("pid"), rec.get("job"), rec.get("attempt"))
+            if rec.get("event") == "start":
+                open_keys.add(key)
+            elif rec.get("event") == "end":
+                open_keys.discard(key)
+        alive[name] = len(open_keys)
+    return alive
+
+
+def wait_for_work(driver: Driver, bed: SshBed, timeout: float = 20) -> None:
+    """Let the queue progress (two more completions) and have runs of ours alive, so that
+    the next fault meets something to break."""
+    start_completed = driver.counts()["completed"]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not driver.finished():
+        if driver.counts()["completed"] >= start_completed + 2 and sum(in_flight(bed).values()):
+            return
+        time.sleep(0.2)
+
+
+def busiest_host(bed: SshBed, rng: random.Random) -> str:
+    alive = in_flight(bed)
+    busy = sorted(name for name, n in alive.items() if n)
+    return rng.choice(busy or sorted(bed.hosts))
+
+
+def wait_disk_trace(run_dir: Path, host: str, since: float, timeout: float = 15) -> None:
+    """Keep the disk full until the engine has noticed (or the timeout: then the fault had
+    no effect and does not count)."""
+    deadline = time.monotonic() + timeout
+    fault = Fault("disk_full", host, since, time.time())
+    while time.monotonic() < deadline:
+        if fault_trace(fault, read_events(run_dir / "events.jsonl"), []):
+            return
+        time.sleep(0.2)
+
+
+def inject(fault: str, driver: Driver, bed: SshBed, work: Path, rng: random.Random) -> Fault:
+    host = busiest_host(bed, rng)
+    t0 = time.time()
+    if fault == "kill9":
         assert driver.engine is not None
-        driver.engine.wait(timeout=600)
-        report.retried = retry_fault_victims(manifest, run_dir, bed)
-        report.wall_s = time.monotonic() - started
-        check(report, driver, bed, behaviours)
-    finally:
-        driver.log.close()
-        if driver.engine is not None and driver.engine.poll() is None:
-            driver.kill_engine()
-        if not keep:
-            unmount(mounts)
-            bed.close()
-            shutil.rmtree(root, ignore_errors=True)
-    return report
+        pid = driver.engine.pid
+        driver.kill_engine()
+        driver.start_engine()
+        return Fault(fault, None, t0, time.time(), pid=pid)
+    if fault == "cut_host":
+        bed.take_down(host)
+        time.sleep(rng.uniform(2, 4))
+        bed.start(host)
+        return Fault(fault, host, t0, time.time())
+    if fault == "reboot":
+        killed_at = bed.reboot(host)
+        return Fault(fault, host, killed_at, time.time())
+    if fault == "corrupt_state":
+        driver.kill_engine()
+        state_file = driver.run_dir / "queue_state.json"
+        state_file.write_text(state_file.read_text()[:200])
+        driver.start_engine()
+        assert driver.engine is not None
+        code = driver.engine.wait(timeout=60)
+        shutil.copy(driver.run_dir / "queue_state.prev.json", state_file)  # as it advises
+        driver.start_engine()
+        return Fault(fault, None, t0, time.time(), exit_code=code)
+    if fault == "disk_full":
+        filler = fill_disk(work, host)
+        wait_disk_trace(driver.run_dir, host, t0)
+        free_disk(filler)
+        return Fault(fault, host, t0, time.time())
+    raise ValueError(fault)
 
 
 def command_while_killed(driver: Driver, behaviours: dict[str, str], n: int) -> str:
@@ -284,112 +275,152 @@ def command_while_killed(driver: Driver, behaviours: dict[str, str], n: int) -> 
     return clone
 
 
-FAULT_CLASSES = ("lost", "launch_failed", "disk_full")
+
+def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
+    started = time.monotonic()
+    bed = SshBed.create([("alpha", GPUS_PER_HOST, 24576, "NVIDIA RTX 4090 (sim)"),
+                         ("beta", GPUS_PER_HOST, 24576, "NVIDIA L4 (sim)")])
+    for host in bed.hosts.values():
+        config = json.loads((host.sim_state / "config.json").read_text())
+        config["linger_s"] = 0.5
+        (host.sim_state / "config.json").write_text(json.dumps(config))
+    work = bed.work / "chaos"
+    work.mkdir()
+    shutil.chown(work, USER, USER)
+    mounts = mount_log_disks(bed, work)
+    root = Path(f"/tmp/eqchaos-{os.getpid()}")
+    root.mkdir(exist_ok=True)
+    manifest = root / "chaos.yaml"
+    behaviours = write_manifest(bed, work, manifest, n_jobs, seed)
+    run_dir = root / "run"
+    driver = Driver(bed, manifest, run_dir, poll=0.5)
+    rng = random.Random(seed + 1)
+    plan = SHORT_PLAN * (2 if faults == "long" else 1)
+    injected: list[Fault] = []
+    try:
+        driver.start_engine()
+        for kind in plan:
+            wait_for_work(driver, bed)
+            if driver.finished():
+                break
+            if kind == "command_kill9":  # an engine kill with a command in flight
+                assert driver.engine is not None
+                pid, t0 = driver.engine.pid, time.time()
+                clone = command_while_killed(driver, behaviours, len(injected))
+                behaviours[clone] = "ok"
+                injected.append(Fault("kill9", None, t0, time.time(), pid=pid))
+            else:
+                injected.append(inject(kind, driver, bed, work, rng))
+        assert driver.engine is not None
+        driver.engine.wait(timeout=600)
+        victims = retry_fault_victims(manifest, run_dir, bed)
+        verdict = check(driver, bed, behaviours, injected, victims, work)
+        verdict.wall_s = time.monotonic() - started
+    finally:
+        driver.log.close()
+        if driver.engine is not None and driver.engine.poll() is None:
+            driver.kill_engine()
+        if not keep:
+            unmount(mounts)
+            bed.close()
+            shutil.rmtree(root, ignore_errors=True)
+    return verdict
 
 
-def retry_fault_victims(manifest: Path, run_dir: Path, bed: SshBed) -> int:
+def retry_fault_victims(manifest: Path, run_dir: Path,
+                        bed: SshBed) -> dict[str, tuple[str, str | None, float]]:
     """What a person does after the faults: resume launching and retry the jobs that a fault
-    (not their own behaviour) left stuck; the engine then finishes them."""
+    (not their own behaviour) left stuck; the engine then finishes them. Returns them (job ->
+    failure class, host, when it got stuck, from events.jsonl) for the verdict to explain."""
     import asyncio
 
     from eq_tui.engine.engine import Engine
     from eq_tui.hosts.factory import make_hosts
     from eq_tui.manifest.loader import load_manifest
 
-    async def go() -> int:
+    stuck_at: dict[str, tuple[str | None, float]] = {}
+    for event in read_events(run_dir / "events.jsonl"):
+        if event.get("type") == "job_state_changed" and event.get("new") == "stuck":
+            stuck_at[str(event["job"])] = (event.get("host"), float(event["at"]))
+
+    async def go() -> dict[str, tuple[str, str | None, float]]:
         loaded = load_manifest(manifest)
         hosts = make_hosts(loaded, run_dir, ssh_config=str(bed.ssh_config))
         engine = Engine(loaded, run_dir, hosts, poll=0.5, exit_when_done=True)
         await engine.start()
-        victims = [j.id for j in engine.jobs.values() if str(j.status) == "stuck"
-                   and j.failure is not None and j.failure.cls in FAULT_CLASSES]
+        victims = {j.id: (str(j.failure.cls), *stuck_at.get(j.id, (j.host, 0.0)))
+                   for j in engine.jobs.values() if str(j.status) == "stuck"
+                   and j.failure is not None and j.failure.cls in FAULT_CLASSES}
         await engine.command("resume")
         if victims:
-            await engine.command("retry", victims)
+            await engine.command("retry", sorted(victims))
         await asyncio.wait_for(engine.run(), 600)
-        return len(victims)
+        return victims
 
     return asyncio.run(go())
 
 
-def check(report: Report, driver: Driver, bed: SshBed, behaviours: dict[str, str]) -> None:
+def check(driver: Driver, bed: SshBed, behaviours: dict[str, str], injected: list[Fault],
+          victims: dict[str, tuple[str, str | None, float]], work: Path) -> Verdict:
+    verdict = Verdict(jobs=len(behaviours))
+    now = time.time()
+    reboots: dict[str, list[float]] = {}
+    for fault in injected:
+        verdict.faults[fault.kind] += 1
+        if fault.kind == "reboot" and fault.host:
+            reboots.setdefault(fault.host, []).append(fault.t0)
+    runs: list[Run] = []
+    for name, host in bed.hosts.items():
+        runs += host_runs(name, read_runs(host.sim_state), reboots.get(name, []), now)
+    events = read_events(driver.run_dir / "events.jsonl")
+    effective = []
+    for fault in injected:
+        trace = fault_trace(fault, events, runs)
+        if trace:
+            verdict.faults_effective[fault.kind] += 1
+            effective.append(fault)
+        else:
+            verdict.details.append(f"no trace of {fault.kind} on {fault.host} at {fault.t0:.1f}")
+    verdict.launches = len(runs)
+    found = duplicates(runs)
+    verdict.duplicate_launches = len(found)
+    verdict.details += found
+    found, verdict.min_release_margin_s = gpu_overlaps(runs, released=True)
+    verdict.overlaps_released = len(found)
+    verdict.details += found
+    verdict.overlaps_exit = len(gpu_overlaps(runs, released=False)[0])
     state = driver.state()
-    assert state is not None
-    jobs = {j["id"]: j for j in state["jobs"]}
-    records: list[dict[str, Any]] = []
-    for host in bed.hosts.values():
-        records += [dict(r, host=host.name) for r in read_runs(host.sim_state)]
-    runs_by_job: dict[str, list[dict[str, Any]]] = {}
-    for record in records:
-        runs_by_job.setdefault(str(record.get("job")), []).append(record)
+    jobs = {j["id"]: j for j in (state or {}).get("jobs", [])}
+    runs_of: dict[str, list[Run]] = {}
+    for r in runs:
+        runs_of.setdefault(r.job, []).append(r)
     for job_id, behaviour in behaviours.items():
-        job = jobs.get(job_id)
-        if job is None or job["status"] not in ("completed", "stuck", "killed", "blocked"):
-            report.lost_jobs += 1
-            continue
+        job, mine = jobs.get(job_id), runs_of.get(job_id, [])
         want_status, want_class = expected_status(behaviour)
-        got_class = (job.get("failure") or {}).get("class")
-        if job["status"] != want_status or (want_class and got_class != want_class):
-            report.wrong_status.append(f"{job_id} ({behaviour}): {job['status']} {got_class}")
-        launched = [a for a in job["history"] if a.get("launched", True)]
-        report.launches += len(launched)
-        seen = [r for r in runs_by_job.get(job_id, []) if r["event"] in ("start", "oom")]
-        attempts_seen = {int(r.get("attempt", 0)) for r in seen}
-        attempts_launched = {a["n"] for a in launched}
-        if not attempts_seen <= attempts_launched:
-            report.unaccounted.append(f"{job_id}: ran attempts {sorted(attempts_seen)}, "
-                                      f"history has {sorted(attempts_launched)}")
-        starts = Counter(int(r.get("attempt", 0)) for r in seen)
-        report.duplicate_launches += sum(n - 1 for n in starts.values() if n > 1)
-    for host in bed.hosts.values():
-        found = gpu_overlaps(read_runs(host.sim_state), report.reboots.get(host.name, []))
-        report.overlaps += len(found)
-        report.overlap_details += [f"{host.name} {line}" for line in found]
-    report.duplicate_launches += concurrent_runs(records)
-    report.left_running = left_running(bed)
-
-
-def gpu_overlaps(runs: list[dict[str, Any]], reboots: list[float]) -> list[str]:
-    """Attempts of ours whose time on one GPU overlapped. A process a reboot killed wrote no
-    end record: it ended at that reboot."""
-    intervals = []
-    for interval in run_intervals(runs):
-        end = interval.end
-        if end == float("inf"):
-            end = min((t for t in reboots if t >= interval.start), default=end)
-        intervals.append((interval.gpu, interval.start, end, f"{interval.job}/a{interval.attempt}"))
-    intervals.sort()
-    found = []
-    busy: dict[int, tuple[float, str]] = {}
-    for gpu, start, end, name in intervals:
-        until, holder = busy.get(gpu, (float("-inf"), ""))
-        if start < until:
-            found.append(f"GPU {gpu}: {name} started at {start:.2f} while {holder} held it "
-                         f"until {until:.2f}")
-        if end > until:
-            busy[gpu] = (end, name)
-    return found
-
-
-def concurrent_runs(records: list[dict[str, Any]]) -> int:
-    """Runs of the same job whose [start, end] intervals overlap (on any hosts)."""
-    spans: dict[str, list[tuple[float, float]]] = {}
-    open_starts: dict[tuple[str, int], float] = {}
-    for record in sorted(records, key=lambda r: r["t"]):
-        key = (str(record.get("job")), int(record.get("pid", 0)))
-        if record["event"] == "start":
-            open_starts[key] = float(record["t"])
-        elif record["event"] == "end" and key in open_starts:
-            spans.setdefault(key[0], []).append((open_starts.pop(key), float(record["t"])))
-    for key, start in open_starts.items():  # killed by a reboot: no end record
-        spans.setdefault(key[0], []).append((start, start))
-    overlapping = 0
-    for intervals in spans.values():
-        intervals.sort()
-        for (_s1, e1), (s2, _e2) in itertools.pairwise(intervals):
-            if s2 < e1:
-                overlapping += 1
-    return overlapping
+        needs_output = behaviour != "fails"
+        proof = completed_proof(job_id, mine, read_output(work / "out" / f"{job_id}.json"),
+                                needs_output)
+        status = job["status"] if job else None
+        got_class = ((job or {}).get("failure") or {}).get("class")
+        if status not in ("completed", "stuck", "killed", "blocked") or \
+                (want_status == "completed" and proof):
+            verdict.lost += 1
+            verdict.details.append(f"lost {job_id} ({behaviour}): state {status}; {proof}")
+        if status == "completed" and proof:
+            verdict.completed_unverified += 1
+            verdict.details.append(f"completed unverified: {proof}")
+        if status == "stuck" and (why := stuck_proof(job_id, mine, got_class)):
+            verdict.stuck_unverified += 1
+            verdict.details.append(why)
+        if status != want_status or (want_class and got_class != want_class):
+            verdict.wrong_status += 1
+            verdict.details.append(f"{job_id} ({behaviour}): {status} {got_class}")
+    verdict.retried_by_hand = len(victims)
+    unexplained = explain_retries(victims, effective, GPUS_PER_HOST)
+    verdict.retried_unexplained = len(unexplained)
+    verdict.details += unexplained
+    verdict.left_running = left_running(bed)
+    return verdict
 
 
 def left_running(bed: SshBed) -> int:
@@ -412,12 +443,17 @@ def main() -> None:
     parser.add_argument("--faults", choices=("short", "long"), default="long")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep the bed and run dir")
+    parser.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
     args = parser.parse_args()
-    report = run(args.jobs, args.faults, args.seed, keep=args.keep)
-    print(report.line())
-    for problem in report.wrong_status + report.unaccounted + report.overlap_details:
-        print("  " + problem)
-    sys.exit(0 if report.ok else 1)
+    verdict = run(args.jobs, args.faults, args.seed, keep=args.keep)
+    if args.json:
+        print(json.dumps(verdict.to_json()))
+    else:
+        summary = {k: v for k, v in verdict.to_json().items() if k != "details"}
+        print("chaos: " + ", ".join(f"{k} {v}" for k, v in summary.items()))
+        for problem in verdict.details:
+            print("  " + problem)
+    sys.exit(0 if verdict.ok else 1)
 
 
 if __name__ == "__main__":

@@ -73,8 +73,12 @@ async def test_kill_retry_requeue_and_pause_on_a_real_engine(tmp_path: Path) -> 
             await pilot.press("u")
             await wait_until(pilot, lambda: cell(app, "b", "status") == "pending",
                              what="b requeued")
-            await pilot.pause(0.6)
-            assert run.status("b") == "pending"  # paused: not launched again
+            # two full ticks later (the first may have begun before the requeue), a GPU free
+            # all along: paused, it is not launched again
+            ticks = run.engine.pacing.full_ticks
+            await wait_until(pilot, lambda: run.engine.pacing.full_ticks >= ticks + 2,
+                             what="two more full ticks")
+            assert run.status("b") == "pending"
             await pilot.press("p")
             await wait_until(pilot, lambda: cell(app, "b", "status") == "running",
                              what="b relaunched after resume")

@@ -64,9 +64,9 @@ async def test_k_asks_naming_the_job_and_kills_only_after_yes() -> None:
         await pilot.press("n")
         assert client.commands == []
         await pilot.press("k", "y")
-        await pilot.pause(0.1)
+        await eventually(pilot, lambda: client.commands != [])
         assert client.commands == [("kill", ["train_lr0.03_s1"])]
-        assert status_cell(app, "demo/train_lr0.03_s1") == "killed"
+        await eventually(pilot, lambda: status_cell(app, "demo/train_lr0.03_s1") == "killed")
 
 
 async def test_r_retries_and_u_requeues_the_selected_job() -> None:
@@ -74,13 +74,13 @@ async def test_r_retries_and_u_requeues_the_selected_job() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await goto(app, "student_nan")
         await pilot.press("r")
-        await pilot.pause(0.1)
+        await eventually(pilot, lambda: len(client.commands) == 1)
         await goto(app, "train_lr0.03_s2")
         await pilot.press("u")
-        await pilot.pause(0.1)
+        await eventually(pilot, lambda: len(client.commands) == 2)
         assert client.commands == [("retry", ["student_nan"]), ("requeue", ["train_lr0.03_s2"])]
-        assert status_cell(app, "demo/student_nan") == "pending"
-        assert status_cell(app, "demo/train_lr0.03_s2") == "pending"
+        await eventually(pilot, lambda: status_cell(app, "demo/student_nan") == "pending"
+                         and status_cell(app, "demo/train_lr0.03_s2") == "pending")
 
 
 async def test_space_marks_rows_and_actions_apply_to_every_marked_job() -> None:
@@ -94,23 +94,22 @@ async def test_space_marks_rows_and_actions_apply_to_every_marked_job() -> None:
         assert "2 jobs" in app.screen.title_text
         assert "student_s8" in app.screen.message and "student_s9" in app.screen.message
         await pilot.press("y")
-        await pilot.pause(0.1)
+        await eventually(pilot, lambda: client.commands != [])
         assert client.commands == [("kill", ["student_s8", "student_s9"])]
-        assert table(app).marked == set()
+        await eventually(pilot, lambda: table(app).marked == set())
 
 
 async def test_p_pauses_and_resumes_launching_and_the_header_says_paused() -> None:
     app, client = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("p")
-        await pilot.pause(0.1)
+        await eventually(pilot, lambda: app.view.paused
+                         and "PAUSED" in str(app.query_one("#header").render()))
         assert client.commands == [("pause", None)]
-        assert app.view.paused
-        assert "PAUSED" in str(app.query_one("#header").render())
         await pilot.press("p")
-        await pilot.pause(0.1)
-        assert client.commands[-1] == ("resume", None) and not app.view.paused
-        assert "PAUSED" not in str(app.query_one("#header").render())
+        await eventually(pilot, lambda: not app.view.paused
+                         and "PAUSED" not in str(app.query_one("#header").render()))
+        assert client.commands[-1] == ("resume", None)
 
 
 async def test_enter_opens_the_details_screen_with_every_attempt_and_its_log() -> None:
@@ -118,7 +117,7 @@ async def test_enter_opens_the_details_screen_with_every_attempt_and_its_log() -
     async with app.run_test(size=SIZE) as pilot:
         await goto(app, "student_big")
         await pilot.press("enter")
-        await pilot.pause(0.1)
+        await eventually(pilot, lambda: isinstance(app.screen, JobDetailsScreen))
         screen = app.screen
         assert isinstance(screen, JobDetailsScreen)
         attempts = screen.query_one("#attempts")
@@ -152,9 +151,10 @@ async def test_typing_in_the_filter_does_not_trigger_keys() -> None:
     app, client = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("slash", *"kurpq")
-        await pilot.pause(0.3)
-        assert client.commands == [] and app.query_one("#filter", Input).value == "kurpq"
-        assert table(app).row_count == 0
+        # every key has reached the box by then: none of them acted as a command
+        await eventually(pilot, lambda: app.query_one("#filter", Input).value == "kurpq")
+        await eventually(pilot, lambda: table(app).row_count == 0, what="the filter applied")
+        assert client.commands == []
 
 
 async def test_tab_moves_between_panes() -> None:
@@ -222,7 +222,7 @@ async def test_job_updates_change_only_their_row_and_new_jobs_are_added() -> Non
         client.state["jobs"].append(dict(client.job("student_s9"), id="late_job",
                                          status="pending"))
         client.set_job("late_job")
-        await pilot.pause(0.1)
+        await eventually(pilot, lambda: table(app).row_count == 11)
         assert status_cell(app, "demo/student_s9") == "running"
         assert str(table(app).get_cell("demo/student_s9", "where")) == "rtx-box:1"
         assert table(app).row_count == 11
@@ -235,11 +235,11 @@ async def test_alerts_notify_and_a_down_host_shows_in_its_column() -> None:
                              message="rtx-box: disk full", host="rtx-box"))
         client.publish(HostStateChanged(project="demo", at=T0, host="rtx-box", state="down",
                                         reason="connection refused"))
-        await pilot.pause(0.1)
-        assert any("disk full" in n.message for n in app._notifications)
-        assert "disk full" in str(app.query_one("#retry-body").render())
         panel = app.query(GRID_PANELS).first()
-        assert panel.has_class("-down")
+        await eventually(pilot, lambda: panel.has_class("-down"))
+        await eventually(pilot, lambda: any("disk full" in n.message
+                                            for n in app._notifications))
+        assert "disk full" in str(app.query_one("#retry-body").render())
         assert "connection refused" in str(panel.render())
 
 
@@ -248,9 +248,9 @@ async def test_a_failing_command_becomes_a_notification_not_a_crash() -> None:
     client.fail_commands = True
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("r")
-        await pilot.pause(0.1)
+        await eventually(pilot, lambda: any("control socket closed" in n.message
+                                            for n in app._notifications))
         assert app.is_running
-        assert any("control socket closed" in n.message for n in app._notifications)
 
 
 async def test_palette_commands_retry_oom_stuck_and_open_summary(tmp_path: Path) -> None:
@@ -259,7 +259,7 @@ async def test_palette_commands_retry_oom_stuck_and_open_summary(tmp_path: Path)
     app, client = make_app(FakeClient(snapshot))
     async with app.run_test(size=SIZE) as pilot:
         app.sender.retry_oom_stuck(app.view)
-        await pilot.pause(0.1)
+        await eventually(pilot, lambda: client.commands != [])
         assert client.commands == [("retry", ["student_big"])]  # not the exit_nonzero one
         open_summary(app, app.view)
         await pilot.pause()
@@ -275,14 +275,18 @@ async def test_palette_lists_eq_commands_and_a_theme_switch_is_remembered(
     app, _ = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("ctrl+p")
-        await pilot.pause(0.2)
+        await eventually(pilot, lambda: bool(app.screen.query("CommandList")))
         await pilot.press(*"retry every")
-        await pilot.pause(0.3)
-        assert "Retry every OOM-stuck job" in str(app.screen.query_one("CommandList")
-                                                   .get_option_at_index(0).prompt)
+
+        def first_option() -> str:
+            options = app.screen.query_one("CommandList")
+            return str(options.get_option_at_index(0).prompt) \
+                if options.option_count else ""  # type: ignore[attr-defined]
+
+        await eventually(pilot, lambda: "Retry every OOM-stuck job" in first_option())
         await pilot.press("escape")
         app.theme = "eq-light"  # what the palette's "Switch theme: eq-light" does
-        await pilot.pause(0.1)
+        await eventually(pilot, lambda: app.theme == "eq-light")
         assert status_cell(app, "demo/student_nan") == "stuck"
     settings = json.loads((isolated_ui_config / "settings.json").read_text())
     assert settings["theme"] == "eq-light"
@@ -316,7 +320,7 @@ async def test_several_projects_get_a_project_column_and_their_own_commands() ->
         assert len(app.query(GRID_PANELS)) == 4
         jobs.move_cursor(row=jobs.get_row_index("other/student_nan"))
         await pilot.press("r")
-        await pilot.pause(0.1)
+        await eventually(pilot, lambda: second.commands != [])
         assert first.commands == [] and second.commands == [("retry", ["student_nan"])]
 
 

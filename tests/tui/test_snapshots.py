@@ -15,7 +15,10 @@ from textual.pilot import Pilot
 
 from eq_tui.tui.app import EqTuiApp
 from eq_tui.tui.job_table import JobTable
+from eq_tui.tui.log_pane import LogPane
+from eq_tui.tui.screens.details import JobDetailsScreen
 from tests.tui.fake_client import T0, FakeClient, fleet_snapshot, sample_snapshot
+from tests.tui.pilot_wait import eventually
 
 SIZE = (160, 48)
 SIZES = [(80, 24), (100, 30), (160, 48), (240, 70)]
@@ -28,7 +31,9 @@ def make_app() -> EqTuiApp:
 
 
 async def settle(pilot: Pilot[Any]) -> None:
-    await pilot.pause(0.3)  # the log pane's first tail
+    pane = pilot.app.query_one(LogPane)
+    await eventually(pilot, lambda: bool(pane.log_widget.lines), what="the log pane's first tail")
+    await pilot.pause()
 
 
 @pytest.mark.parametrize("hosts", list(FLEETS))
@@ -53,7 +58,9 @@ def test_details_screen(snap_compare: Any) -> None:
         table = pilot.app.query_one(JobTable)
         table.move_cursor(row=table.get_row_index("demo/student_big"))
         await pilot.press("enter")
-        await pilot.pause(0.3)
+        await eventually(pilot, lambda: isinstance(pilot.app.screen, JobDetailsScreen)
+                         and bool(pilot.app.screen.query_one("#details-log").lines))
+        await pilot.pause()
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=open_details)
 

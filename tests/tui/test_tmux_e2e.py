@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ground_truth import exits, launches_per_job
+
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
@@ -140,3 +142,8 @@ def test_sixteen_hosts_at_160x48_every_host_name_and_running_job_gpu_can_be_read
         assert quit_app(session, rc_file, says="nothing is left running") == 0
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    # from the hosts: the jobs running when the app quit were adopted, not started again
+    sims = [tmp_path / "run" / "sim" / name for name in ("sim-a", "sim-b")]
+    jobs = {f"quick_{i}" for i in range(1, 5)}
+    assert launches_per_job(sims) == dict.fromkeys(jobs, 1)
+    assert exits(sims) == {job: [0] for job in jobs}

@@ -1,0 +1,137 @@
+"""The chaos verdict can fail: each check, fed host records that break its promise, says so."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.chaos.verdict import (
+    Fault,
+    completed_proof,
+    duplicates,
+    explain_retries,
+    fault_trace,
+    gpu_overlaps,
+    host_runs,
+    stuck_proof,
+)
+
+
+def start(job: str, t: float, *, pid: int, gpu: int = 0, attempt: int = 1) -> dict[str, Any]:
+    return {"event": "start", "job": job, "attempt": attempt, "pid": pid, "gpu": gpu, "t": t,
+            "exec_t": t - 0.05}
+
+
+def end(job: str, t: float, *, pid: int, gpu: int = 0, attempt: int = 1, code: int = 0,
+        linger: float | None = None) -> dict[str, Any]:
+    return {"event": "end", "job": job, "attempt": attempt, "pid": pid, "gpu": gpu, "t": t,
+            "exit": code, "linger_until": linger}
+
+
+def test_a_start_while_the_previous_memory_lingers_is_an_overlap_only_against_release() -> None:
+    records = [start("a", 10, pid=1), end("a", 20, pid=1, linger=20.5),
+               start("b", 20.3, pid=2), end("b", 30, pid=2)]
+    runs = host_runs("h", records, [], now=100)
+    by_release, margin = gpu_overlaps(runs, released=True)
+    assert len(by_release) == 1 and "b/a1" in by_release[0] and "a/a1" in by_release[0]
+    assert margin is not None and margin < 0
+    assert gpu_overlaps(runs, released=False)[0] == []
+
+
+def test_a_start_after_release_is_no_overlap_and_sets_the_margin() -> None:
+    records = [start("a", 10, pid=1), end("a", 20, pid=1, linger=20.5),
+               start("b", 20.65, pid=2), end("b", 30, pid=2)]
+    found, margin = gpu_overlaps(host_runs("h", records, [], now=100), released=True)
+    assert found == [] and margin is not None and abs(margin - 0.1) < 1e-9
+
+
+def test_an_oom_on_a_held_gpu_is_an_overlap() -> None:
+    records = [start("a", 10, pid=1), {"event": "oom", "job": "b", "attempt": 1, "pid": 2,
+                                       "gpu": 0, "t": 12}, end("a", 20, pid=1)]
+    assert len(gpu_overlaps(host_runs("h", records, [], now=100), released=True)[0]) == 1
+
+
+def test_a_start_without_end_holds_its_gpu_until_the_check_or_its_reboot() -> None:
+    records = [start("a", 10, pid=1), start("b", 50, pid=2), end("b", 60, pid=2)]
+    unexplained = host_runs("h", records, [], now=100)
+    assert {r.job: r.ended_by for r in unexplained} == {"a": "check", "b": "record"}
+    assert len(gpu_overlaps(unexplained, released=True)[0]) == 1
+    rebooted = host_runs("h", records, [30.0], now=100)
+    assert next(r for r in rebooted if r.job == "a").end == 30.0
+    assert gpu_overlaps(rebooted, released=True)[0] == []
+
+
+def test_a_reused_pid_does_not_pair_two_processes() -> None:
+    records = [start("a", 10, pid=7), start("b", 11, pid=7, gpu=1), end("a", 20, pid=7)]
+    runs = {r.job: r for r in host_runs("h", records, [], now=100)}
+    assert runs["a"].end == 20 and runs["b"].ended_by == "check"
+
+
+def test_an_attempt_started_twice_and_two_attempts_at_once_are_duplicates() -> None:
+    twice = host_runs("h", [start("a", 10, pid=1), end("a", 11, pid=1),
+                            start("a", 12, pid=2, gpu=1), end("a", 13, pid=2, gpu=1)], [], 100)
+    assert duplicates(twice) == ["a/a1 started 2 times"]
+    at_once = host_runs("h", [start("a", 10, pid=1), start("a", 12, pid=2, gpu=1, attempt=2),
+                              end("a", 13, pid=2, gpu=1, attempt=2), end("a", 14, pid=1)],
+                        [], 100)
+    assert len(duplicates(at_once)) == 1
+    one_after_other = host_runs("h", [start("a", 10, pid=1), end("a", 11, pid=1, code=1),
+                                      start("a", 12, pid=2, attempt=2),
+                                      end("a", 13, pid=2, attempt=2)], [], 100)
+    assert duplicates(one_after_other) == []
+
+
+def test_a_job_without_an_exit_0_run_or_its_output_is_not_proven_complete() -> None:
+    failed = host_runs("h", [start("a", 10, pid=1), end("a", 11, pid=1, code=1)], [], 100)
+    assert completed_proof("a", failed, {"attempt": 1}, needs_output=True)
+    ok = host_runs("h", [start("a", 10, pid=1), end("a", 11, pid=1)], [], 100)
+    assert completed_proof("a", ok, None, needs_output=True)
+    assert completed_proof("a", ok, {"attempt": 2}, needs_output=True)
+    assert completed_proof("a", ok, {"attempt": 1}, needs_output=True) is None
+    assert completed_proof("a", ok, None, needs_output=False) is None
+    assert completed_proof("a", [], None, needs_output=False)
+
+
+def test_a_stuck_class_needs_its_failure_on_a_host() -> None:
+    ok = host_runs("h", [start("a", 10, pid=1), end("a", 11, pid=1)], [], 100)
+    assert stuck_proof("a", ok, "cuda_oom")
+    assert stuck_proof("a", ok, "exit_nonzero")
+    assert stuck_proof("a", ok, "output_missing")
+    assert stuck_proof("a", ok, "lost") is None
+    oom = host_runs("h", [{"event": "oom", "job": "a", "attempt": 1, "pid": 1, "gpu": 0,
+                           "t": 5}], [], 100)
+    assert stuck_proof("a", oom, "cuda_oom") is None
+
+
+def test_a_fault_counts_only_with_its_trace() -> None:
+    down = {"type": "host_state_changed", "host": "alpha", "state": "down", "at": 12.0,
+            "reason": "connection lost"}
+    cut = Fault("cut_host", "alpha", 10.0, 13.0)
+    assert fault_trace(cut, [down], []) is not None
+    assert fault_trace(cut, [{**down, "host": "beta"}], []) is None
+    assert fault_trace(cut, [{**down, "at": 100.0}], []) is None
+    kill = Fault("kill9", None, 10.0, 11.0, pid=42)
+    took_over = {"type": "alert", "at": 11.0,
+                 "message": "took over the lock of engine pid 42, which is no longer running"}
+    assert fault_trace(kill, [took_over], []) is not None
+    assert fault_trace(Fault("kill9", None, 10.0, 11.0, pid=4), [took_over], []) is None
+    disk = Fault("disk_full", "beta", 10.0, 14.0)
+    alert = {"type": "alert", "at": 12.0, "host": "beta",
+             "message": "cannot write cmd in /logs (disk full?); not launching"}
+    assert fault_trace(disk, [alert], []) is not None
+    assert fault_trace(disk, [{**alert, "host": "alpha"}], []) is None
+    reboot = Fault("reboot", "alpha", 10.0, 10.5)
+    killed = host_runs("alpha", [start("a", 5, pid=1)], [10.0], 100)
+    assert fault_trace(reboot, [], killed) is not None
+    assert fault_trace(reboot, [], host_runs("alpha", [start("a", 5, pid=1)], [], 100)) is None
+    assert fault_trace(Fault("corrupt_state", None, 1, 2, exit_code=3), [], []) is not None
+    assert fault_trace(Fault("corrupt_state", None, 1, 2, exit_code=0), [], []) is None
+
+
+def test_jobs_retried_by_hand_are_bounded_by_the_faults_that_explain_them() -> None:
+    reboot = Fault("reboot", "alpha", 100.0, 101.0)
+    victims = {f"j{i}": ("lost", "alpha", 105.0 + i) for i in range(3)}
+    assert explain_retries(victims, [reboot], per_fault=4) == []
+    assert len(explain_retries(victims, [reboot], per_fault=2)) == 1
+    assert len(explain_retries({"j": ("lost", "beta", 105.0)}, [reboot], per_fault=4)) == 1
+    assert len(explain_retries({"j": ("disk_full", "alpha", 105.0)}, [reboot], 4)) == 1
+    assert len(explain_retries({"j": ("lost", "alpha", 5.0)}, [reboot], per_fault=4)) == 1

@@ -1,0 +1,284 @@
+"""The chaos verdict, from what the hosts recorded (pure functions; tests/chaos/test_verdict.py).
+
+Ground truth is each host's `runs.jsonl` (fake-train appends a start/oom record when its
+process claims a GPU and an end record with its exit code and when its memory was released),
+the output files the jobs wrote, the processes still alive, and the engine's `events.jsonl`
+only as the trace a fault left. The engine's state file is what is being checked: it is never
+taken as evidence that something ran.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# exec_t is read from /proc to the kernel's clock tick (10 ms) and placed against an uptime
+# read to 10 ms: a start is early only by more than both.
+CLOCK_TICK_S = 0.02
+# A fault's trace may be written this long after the fault ended (a probe round, a reconnect).
+TRACE_GRACE_S = 15.0
+FAULT_CLASSES = ("lost", "launch_failed", "disk_full")
+# Which injected faults can leave a job stuck with which failure class.
+EXPLAINS = {
+    "lost": ("reboot", "cut_host"),
+    "launch_failed": ("cut_host", "reboot", "disk_full"),
+    "disk_full": ("disk_full",),
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One process of ours on one GPU, as its host recorded it. An OOM is a run that ended
+    where it started. A start with no end record ended at the reboot that killed it, or
+    (nothing explains its end) holds its GPU until the check."""
+
+    host: str
+    job: str
+    attempt: int
+    pid: int
+    gpu: int
+    start: float  # when the process was exec'd (falls back to when it claimed the GPU)
+    claimed: float
+    end: float
+    released: float
+    exit: int | None
+    oom: bool = False
+    ended_by: str = "record"  # record | reboot | check
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str  # kill9 | cut_host | reboot | corrupt_state | disk_full
+    host: str | None
+    t0: float
+    t1: float
+    pid: int | None = None  # the engine killed (kill9)
+    exit_code: int | None = None  # what the engine said about the truncated state file
+
+
+@dataclass
+class Verdict:
+    jobs: int = 0
+    faults: Counter[str] = field(default_factory=Counter)
+    faults_effective: Counter[str] = field(default_factory=Counter)
+    launches: int = 0
+    duplicate_launches: int = 0
+    overlaps_released: int = 0
+    overlaps_exit: int = 0
+    lost: int = 0
+    completed_unverified: int = 0
+    stuck_unverified: int = 0
+    wrong_status: int = 0
+    left_running: int = 0
+    retried_by_hand: int = 0
+    retried_unexplained: int = 0
+    min_release_margin_s: float | None = None
+    wall_s: float = 0.0
+    details: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "jobs": self.jobs, "faults": sum(self.faults.values()),
+            "faults_by_kind": dict(sorted(self.faults.items())),
+            "faults_effective": sum(self.faults_effective.values()),
+            "faults_effective_by_kind": dict(sorted(self.faults_effective.items())),
+            "launches": self.launches, "duplicate_launches": self.duplicate_launches,
+            "overlaps_released": self.overlaps_released, "overlaps_exit": self.overlaps_exit,
+            "lost": self.lost, "completed_unverified": self.completed_unverified,
+            "stuck_unverified": self.stuck_unverified, "wrong_status": self.wrong_status,
+            "left_running": self.left_running, "retried_by_hand": self.retried_by_hand,
+            "retried_unexplained": self.retried_unexplained,
+            "min_release_margin_s": self.min_release_margin_s,
+            "wall_s": round(self.wall_s, 1), "details": self.details,
+        }
+
+    @property
+    def ok(self) -> bool:
+        return not (self.duplicate_launches or self.overlaps_released or self.lost
+                    or self.completed_unverified or self.stuck_unverified or self.wrong_status
+                    or self.left_running or self.retried_unexplained)
+
+
+def host_runs(host: str, records: Iterable[Mapping[str, Any]], reboots: Iterable[float],
+              now: float) -> list[Run]:
+    """The runs on one host from its runs.jsonl records, starts paired with ends by
+    (pid, job, attempt) so that a reused pid cannot pair two processes."""
+    reboot_times = sorted(reboots)
+    runs: list[Run] = []
+    open_starts: dict[tuple[int, str, int], Mapping[str, Any]] = {}
+
+    def key(rec: Mapping[str, Any]) -> tuple[int, str, int]:
+        return int(rec["pid"]), str(rec["job"]), int(rec["attempt"])
+
+    def make(rec: Mapping[str, Any], end: float, released: float, code: int | None,
+             oom: bool = False, ended_by: str = "record") -> Run:
+        claimed = float(rec["t"])
+        exec_t = rec.get("exec_t")
+        start = min(claimed, float(exec_t)) if exec_t is not None else claimed
+        return Run(host, str(rec["job"]), int(rec["attempt"]), int(rec["pid"]), int(rec["gpu"]),
+                   start, claimed, end, released, code, oom, ended_by)
+
+    for rec in records:
+        kind = rec.get("event")
+        if kind == "start":
+            open_starts[key(rec)] = rec
+        elif kind == "oom":
+            t = float(rec["t"])
+            runs.append(make(rec, t, t, 1, oom=True))
+        elif kind == "end" and key(rec) in open_starts:
+            start = open_starts.pop(key(rec))
+            end = float(rec["t"])
+            linger = rec.get("linger_until")
+            released = max(end, float(linger)) if linger is not None else end
+            runs.append(make(start, end, released, rec.get("exit")))
+    for rec in open_starts.values():
+        t = float(rec["t"])
+        reboot = next((r for r in reboot_times if r >= t), None)
+        if reboot is not None:
+            runs.append(make(rec, reboot, reboot, None, ended_by="reboot"))
+        else:
+            runs.append(make(rec, now, now, None, ended_by="check"))
+    return runs
+
+
+def gpu_overlaps(runs: Iterable[Run], *, released: bool) -> tuple[list[str], float | None]:
+    """Runs that began on a GPU of their host before the previous holder let go of it: with
+    `released`, before its memory was released (the product's promise), else before it exited.
+    Also the smallest margin by which any start followed the previous release."""
+    by_gpu: dict[tuple[str, int], list[Run]] = defaultdict(list)
+    for run in runs:
+        by_gpu[(run.host, run.gpu)].append(run)
+    found: list[str] = []
+    margin: float | None = None
+    for (host, gpu), on_gpu in sorted(by_gpu.items()):
+        on_gpu.sort(key=lambda r: (r.start, r.claimed))
+        until, holder = float("-inf"), ""
+        for run in on_gpu:
+            if holder:
+                gap = run.start - until
+                margin = gap if margin is None else min(margin, gap)
+                if gap < -CLOCK_TICK_S:
+                    found.append(f"{host} GPU {gpu}: {run.job}/a{run.attempt} started at "
+                                 f"{run.start:.3f}, {-gap:.3f} s before {holder} let go")
+            end = run.released if released else run.end
+            if end > until:
+                until, holder = end, f"{run.job}/a{run.attempt}"
+    return found, margin
+
+
+def duplicates(runs: Iterable[Run]) -> list[str]:
+    """An attempt that started more than once, and runs of one job alive at once."""
+    found: list[str] = []
+    by_job: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        by_job[run.job].append(run)
+    for job, of_job in sorted(by_job.items()):
+        for attempt, n in sorted(Counter(r.attempt for r in of_job).items()):
+            if n > 1:
+                found.append(f"{job}/a{attempt} started {n} times")
+        of_job.sort(key=lambda r: r.start)
+        for a, b in itertools.combinations(of_job, 2):
+            if a.attempt != b.attempt and b.start < a.end and a.start < b.end:
+                found.append(f"{job}: a{a.attempt} on {a.host} and a{b.attempt} on {b.host} "
+                             "ran at once")
+    return found
+
+
+def read_output(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def completed_proof(job: str, runs: list[Run], output: dict[str, Any] | None,
+                    needs_output: bool) -> str | None:
+    """Why the hosts do not show `job` as completed (None: they do): an exit-0 run, and the
+    output that run wrote."""
+    ok = [r for r in runs if r.exit == 0]
+    if not ok:
+        return f"{job}: no run exited 0 on any host"
+    if needs_output:
+        if output is None:
+            return f"{job}: exited 0 but wrote no output"
+        if int(output.get("attempt", -1)) not in {r.attempt for r in ok}:
+            return f"{job}: output from attempt {output.get('attempt')}, no exit-0 run of it"
+    return None
+
+
+def stuck_proof(job: str, runs: list[Run], failure_class: str | None) -> str | None:
+    """Why the hosts do not back a stuck job's failure class (None: they do)."""
+    if failure_class == "cuda_oom" and not any(r.oom for r in runs):
+        return f"{job}: stuck with cuda_oom, no OOM on any host"
+    if failure_class == "exit_nonzero" and not any(r.exit not in (0, None) for r in runs):
+        return f"{job}: stuck with exit_nonzero, no failed run on any host"
+    if failure_class is not None and failure_class not in FAULT_CLASSES and \
+            any(r.exit == 0 for r in runs):
+        return f"{job}: stuck with {failure_class} but a run of it exited 0"
+    return None
+
+
+def fault_trace(fault: Fault, events: list[dict[str, Any]], runs: list[Run]) -> str | None:
+    """The trace `fault` left (None: it had no visible effect, so it does not count)."""
+    window = [e for e in events if fault.t0 <= float(e.get("at", 0)) <= fault.t1 + TRACE_GRACE_S]
+    if fault.kind == "kill9":
+        wanted = f"engine pid {fault.pid},"
+        hit = next((e for e in events if e.get("type") == "alert"
+                    and wanted in str(e.get("message"))), None)
+        return f"next engine: {hit['message']}" if hit else None
+    if fault.kind == "corrupt_state":
+        return "engine refused the truncated state file (exit 3)" if fault.exit_code == 3 \
+            else None
+    if fault.kind in ("cut_host", "reboot"):
+        killed = [r for r in runs if r.host == fault.host and r.ended_by == "reboot"
+                  and r.end == fault.t0]
+        if fault.kind == "reboot" and killed:
+            return f"{len(killed)} run(s) on {fault.host} killed"
+        down = next((e for e in window if e.get("type") == "host_state_changed"
+                     and e.get("host") == fault.host and e.get("state") == "down"), None)
+        return f"{fault.host} seen down: {down['reason']}" if down else None
+    if fault.kind == "disk_full":
+        for e in window:
+            text = " ".join(str(e.get(k, "")) for k in ("message", "failure_class", "detail"))
+            if e.get("host") == fault.host and ("disk full" in text or "disk_full" in text):
+                return f"{fault.host}: {text.strip()[:120]}"
+        return None
+    raise ValueError(f"unknown fault kind {fault.kind!r}")
+
+
+def explain_retries(victims: Mapping[str, tuple[str, str | None, float]],
+                    effective: list[Fault], per_fault: int) -> list[str]:
+    """Jobs stuck by a fault (job -> (failure class, host, when stuck)) that no effective
+    fault on that host explains, or beyond `per_fault` (the GPUs a host has) per fault."""
+    used: Counter[int] = Counter()
+    unexplained: list[str] = []
+    for job, (cls, host, when) in sorted(victims.items(), key=lambda kv: kv[1][2]):
+        candidates = [i for i, f in enumerate(effective)
+                      if f.kind in EXPLAINS.get(cls, ()) and f.host == host
+                      and f.t0 <= when <= f.t1 + TRACE_GRACE_S * 4 and used[i] < per_fault]
+        if candidates:
+            used[candidates[0]] += 1
+        else:
+            unexplained.append(f"{job}: stuck with {cls} on {host} at {when:.1f}, no fault "
+                               "there explains it")
+    return unexplained
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    events = []
+    for line in lines:
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue  # a line cut by a SIGKILL mid-write
+    return events

@@ -1,0 +1,139 @@
+"""The NVML reader against a stand-in `pynvml` module (the NVIDIA driver is the one part that
+cannot run here; the stand-in answers as nvidia-ml-py does: bytes or str, sizes in bytes,
+NVMLError for what a card does not support)."""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eq_tui.hosts.base import GpuProcess, GpuReading, ProbeRequest
+from eq_tui.hosts.local import make_local_host
+from eq_tui.hosts.nvml import NvmlReader
+
+MIB = 1024 * 1024
+
+
+class NVMLError(Exception):
+    pass
+
+
+@dataclass
+class Card:
+    uuid: str | bytes
+    name: str | bytes
+    used_mib: int | None  # None: memory info raises NVMLError (e.g. [N/A] on some cards)
+    total_mib: int
+    util: int | None
+    procs: list[tuple[int, int | None]] | None = field(default_factory=list)  # None: raises
+
+
+def stand_in(cards: list[Card], *, init_fails: bool = False) -> types.ModuleType:
+    nvml: Any = types.ModuleType("pynvml")
+    nvml.NVMLError = NVMLError
+    nvml.init_calls = 0
+
+    def nvmlInit() -> None:
+        nvml.init_calls += 1
+        if init_fails:
+            raise NVMLError("Driver Not Loaded")
+
+    def memory(handle: int) -> Any:
+        card = cards[handle]
+        if card.used_mib is None:
+            raise NVMLError("Not Supported")
+        return types.SimpleNamespace(used=card.used_mib * MIB, total=card.total_mib * MIB,
+                                     free=(card.total_mib - card.used_mib) * MIB)
+
+    def utilization(handle: int) -> Any:
+        if cards[handle].util is None:
+            raise NVMLError("Not Supported")
+        return types.SimpleNamespace(gpu=cards[handle].util, memory=0)
+
+    def processes(handle: int) -> list[Any]:
+        procs = cards[handle].procs
+        if procs is None:
+            raise NVMLError("Not Supported")
+        return [types.SimpleNamespace(pid=pid, usedGpuMemory=None if mib is None else mib * MIB)
+                for pid, mib in procs]
+
+    nvml.nvmlInit = nvmlInit
+    nvml.nvmlDeviceGetCount = lambda: len(cards)
+    nvml.nvmlDeviceGetHandleByIndex = lambda index: index
+    nvml.nvmlDeviceGetUUID = lambda handle: cards[handle].uuid
+    nvml.nvmlDeviceGetName = lambda handle: cards[handle].name
+    nvml.nvmlDeviceGetMemoryInfo = memory
+    nvml.nvmlDeviceGetUtilizationRates = utilization
+    nvml.nvmlDeviceGetComputeRunningProcesses = processes
+    return nvml  # type: ignore[no-any-return]
+
+
+CARDS = [
+    Card(b"GPU-aaaa", b"NVIDIA A100-SXM4-80GB", 1200, 81920, 97, [(4242, 1100), (4343, None)]),
+    Card("GPU-bbbb", "NVIDIA A100-SXM4-80GB", 0, 81920, 0),
+    Card("GPU-cccc", "NVIDIA T4", None, 15360, None, None),
+]
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    module = stand_in(CARDS)
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    return module
+
+
+async def test_the_reader_turns_nvml_answers_into_readings(fake_nvml: Any) -> None:
+    reader = NvmlReader.open()
+    assert reader is not None and fake_nvml.init_calls == 1
+    gpus, processes, warnings = await reader.read()
+    assert gpus == [
+        GpuReading(0, "GPU-aaaa", "NVIDIA A100-SXM4-80GB", 1200, 81920, 97),
+        GpuReading(1, "GPU-bbbb", "NVIDIA A100-SXM4-80GB", 0, 81920, 0),
+        GpuReading(2, "GPU-cccc", "NVIDIA T4", None, None, None),
+    ]
+    assert processes == [GpuProcess(4242, "GPU-aaaa", 1100), GpuProcess(4343, "GPU-aaaa", None)]
+    # memory it cannot read: no reading (so no launch there) and a warning naming the GPU
+    assert warnings == ["GPU 2: memory not readable (Not Supported); no launches on it"]
+
+
+async def test_a_read_that_fails_midway_is_a_warning_not_an_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    module: Any = stand_in(CARDS)
+
+    def lost(_index: int) -> int:
+        raise NVMLError("GPU is lost")
+
+    module.nvmlDeviceGetHandleByIndex = lost
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    reader = NvmlReader.open()
+    assert reader is not None
+    assert await reader.read() == ([], [], ["NVML read failed: GPU is lost"])
+
+
+def test_no_driver_or_no_library_means_nvidia_smi(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", stand_in(CARDS, init_fails=True))
+    assert NvmlReader.open() is None
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
+    assert NvmlReader.open() is None
+
+
+def test_a_local_host_reads_gpus_through_nvml_when_it_can(fake_nvml: Any,
+                                                          tmp_path: Path) -> None:
+    host = make_local_host("here", str(tmp_path))
+    assert host.gpu_reader is not None and not host.query_gpus
+
+
+@pytest.mark.integration
+async def test_a_local_probe_carries_the_nvml_readings(fake_nvml: Any, tmp_path: Path) -> None:
+    host = make_local_host("here", str(tmp_path))
+    snapshot = await host.probe(ProbeRequest())
+    assert snapshot.ok, snapshot.error
+    assert [g.uuid for g in snapshot.gpus] == ["GPU-aaaa", "GPU-bbbb", "GPU-cccc"]
+    assert snapshot.gpus[0].memory_used_mib == 1200 and snapshot.gpus[2].memory_used_mib is None
+    assert [p.pid for p in snapshot.processes] == [4242, 4343]
+    assert "GPU 2: memory not readable (Not Supported); no launches on it" in snapshot.warnings
