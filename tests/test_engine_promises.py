@@ -58,7 +58,7 @@ async def test_a_launch_cut_short_by_a_crash_waits_the_grace_period(tmp_path: Pa
     hosts = make_hosts(manifest, run_dir)
     hanging = LaunchHangs(hosts["sim"])
     crashing = Engine(manifest, run_dir, {"sim": hanging},  # type: ignore[dict-item]
-                      control_socket=False, watch=False)
+                      watch=False)
     await crashing.start()
     await crashing.tick(background_launches=True)
     assert str(crashing.jobs["a"].status) == "launching"
@@ -153,7 +153,9 @@ async def test_a_full_disk_stops_its_host_until_resume(tmp_path: Path) -> None:
         await run.stop()
 
 
-async def test_a_gpu_that_raised_an_xid_gets_nothing_more_of_ours(tmp_path: Path) -> None:
+async def test_a_job_that_raised_an_xid_is_retried_on_another_gpu(tmp_path: Path) -> None:
+    """One Xid is a fault of that attempt: its job runs again, never on the same GPU. (Two
+    gpu_fault ends on one GPU within an hour quarantine it: tests/test_gpu_health.py.)"""
     fake = "fake-train --epochs 2 --epoch-seconds 0.1 --mem 100"
     # an Xid on its first attempt only (a card that fell off the bus; the job is fine)
     jobs = [job("xid", f'if [ "$EQ_ATTEMPT" = 1 ]; then {fake} --xid; else {fake}; fi')]
@@ -163,15 +165,10 @@ async def test_a_gpu_that_raised_an_xid_gets_nothing_more_of_ours(tmp_path: Path
     assert run.task is not None
     code = await asyncio.wait_for(run.task, 60)
     records = read_runs(sim_state_dir(tmp_path / "run", "sim"))
-    first = next(r for r in records if r["job"] == "xid" and r["attempt"] == 1)
-    bad_gpu = int(first["gpu"])
-    assert {n: r.quarantined for n, r in run.engine.ctx.hosts.items() if r.quarantined} \
-        == {"sim": {bad_gpu}}
-    # from the host: after the Xid, no process of ours started on that GPU again
-    xid_end = next(r["t"] for r in records if r["event"] == "end" and r["job"] == "xid"
-                   and r["attempt"] == 1)
-    later = [r for r in records if r["event"] in ("start", "oom") and r["t"] > xid_end]
-    assert later and all(int(r["gpu"]) != bad_gpu for r in later), later
+    starts = {r["attempt"]: int(r["gpu"]) for r in records
+              if r["job"] == "xid" and r["event"] == "start"}
+    assert sorted(starts) == [1, 2] and starts[2] != starts[1], starts
+    assert not any(r.quarantined for r in run.engine.ctx.hosts.values())  # one fault only
     assert code == 0 and run.job("xid")["attempts"] == 2
     assert {(j, n) for (j, n) in launches([sim_state_dir(tmp_path / "run", "sim")])
             if j.startswith("n")} == {(f"n{i}", 1) for i in range(4)}
@@ -201,7 +198,7 @@ async def test_without_a_watcher_the_probes_take_over(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     host = WatcherFails(make_hosts(manifest, run_dir)["sim"])
     engine = Engine(manifest, run_dir, {"sim": host}, poll=1.0,  # type: ignore[dict-item]
-                    control_socket=False, exit_when_done=True)
+                    exit_when_done=True)
     await engine.start()
     assert await asyncio.wait_for(engine.run(), 120) == 0
     assert host.watch_calls >= 1 and engine.pacing.watch_wakeups == 0

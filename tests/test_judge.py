@@ -118,7 +118,7 @@ def test_every_exit_path_gives_its_whole_verdict() -> None:
     nccl = "RuntimeError: NCCL timeout in call to allreduce"
     assert exit_verdict(1, nccl) == Verdict(JobStatus.PENDING, "nccl", nccl)
     assert exit_verdict(1, nccl, retries_by_class={"nccl": 1}) == Verdict(
-        JobStatus.STUCK, "nccl", f"{nccl} (attempt 1/3, no retries left)")
+        JobStatus.STUCK, "nccl", f"{nccl} (attempt 1/1, no retries left)")
     xid = "NVRM: Xid 79 GPU has fallen off the bus"
     assert exit_verdict(1, xid) == Verdict(JobStatus.PENDING, "gpu_fault", xid,
                                            quarantine_gpus=True)
@@ -142,7 +142,7 @@ def test_lost_verdicts_in_whole() -> None:
     j = job()
     assert verdict_for_lost(j) == Verdict(JobStatus.PENDING, "lost",
                                           "session vanished with no exit record; requeued once")
-    j.lost_requeues = 1
+    j.retries_by_class["lost"] = 1  # one lost attempt so far
     assert verdict_for_lost(j) == Verdict(JobStatus.STUCK, "lost",
                                           "session vanished with no exit record again")
 

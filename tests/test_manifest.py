@@ -281,7 +281,8 @@ ENV_JOB = "jobs: [{id: a, cmd: x}]\n"
 @pytest.mark.parametrize(("text", "key_path", "words"), [
     (ENV_JOB + "env: [A]\n", "env", "expected a mapping"),
     (ENV_JOB + "env:\n  A: {value: x, secrt: true}\n", "env.A.secrt", "unknown key"),
-    (ENV_JOB + "env:\n  A: {secret: true}\n", "env.A", "needs a 'value'"),
+    (ENV_JOB + "env:\n  A: {secret: true}\n", "env.A",
+     "give exactly one of 'value', 'from_env' or 'from_file'"),
     (ENV_JOB + "env:\n  A: {value: [1]}\n", "env.A.value", "expected"),
     (ENV_JOB + "env:\n  A: {value: x, secret: maybe}\n", "env.A.secret", "expected"),
     (ENV_JOB + "env:\n  A: [1]\n", "env.A", "expected"),

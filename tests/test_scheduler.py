@@ -178,7 +178,7 @@ def test_a_busy_gpu_is_skipped_not_the_rest_of_the_host() -> None:
 def test_max_parallel_counts_the_jobs_already_running_there() -> None:
     m = manifest(4)
     jobs = states(m)
-    jobs[0].status, jobs[0].host, jobs[0].gpus = JobStatus.RUNNING, "h", [0]
+    place(jobs[0], JobStatus.RUNNING, "h", [0])
     d = decide(m, jobs, [host(used=(0, 0, 0, 0), max_parallel=2), host("other", (0,))],
                now=0, paused=False, preconditions={})
     assert launched(d) == [("j1", "h", (1,)), ("j2", "other", (0,))]
@@ -264,7 +264,7 @@ def phased(*jobs: tuple[str, str, JobStatus]) -> tuple[Manifest, list[JobState]]
     states_ = [JobState(id=i, phase=ph, cmd="run", status=st) for i, ph, st in jobs]
     for job in states_:
         if job.status in (JobStatus.RUNNING, JobStatus.LAUNCHING):
-            job.host, job.gpus = "h", [3]
+            place(job, job.status, "h", [3])
     return m, states_
 
 
@@ -289,7 +289,7 @@ def test_a_full_host_gets_no_slot_and_every_running_job_counts() -> None:
     m = manifest(4)
     jobs = states(m)
     for job, gpu in ((jobs[0], 0), (jobs[1], 1)):
-        job.status, job.host, job.gpus = JobStatus.RUNNING, "h", [gpu]
+        place(job, JobStatus.RUNNING, "h", [gpu])
     view = host(used=(0, 0, 0, 0), max_parallel=3)
     assert launched(decide(m, jobs, [view], now=0, paused=False, preconditions={})) == [
         ("j2", "h", (2,))]

@@ -113,7 +113,7 @@ def fleet_manifest(hosts: int = 16, jobs: int = 12) -> str:
     # the crash guard would start only 3 jobs of the new phase until one has proved itself:
     # this test is about reading 12 running jobs at once
     lines += ["poll: 0.5", "crash_guard: false", "jobs:"]
-    lines += [f'  - {{id: long_{j:02d}, cmd: "fake-train --epochs 30 --epoch-seconds 0.5 '
+    lines += [f'  - {{id: long_{j:02d}, cmd: "fake-train --epochs 60 --epoch-seconds 0.5 '
               f'--mem 2000"}}' for j in range(1, jobs + 1)]
     return "\n".join(lines) + "\n"
 
