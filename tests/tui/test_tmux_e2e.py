@@ -138,7 +138,7 @@ def test_sixteen_hosts_at_160x48_every_host_name_and_running_job_gpu_can_be_read
         found = where.findall(screen)
         assert sorted(job for job, _, _ in found) == [f"{j:02d}" for j in range(1, 13)]
         assert len({(host, gpu) for _, host, gpu in found}) == 12  # one GPU each, all readable
-        wait_for_screen(session, lambda s: "12/12 (100%)" in s and "FINISHED" in s, timeout=90)
+        wait_for_screen(session, lambda s: "12/12 (100%)" in s and "FINISHED" in s, timeout=150)
         assert quit_app(session, rc_file, says="nothing is left running") == 0
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
