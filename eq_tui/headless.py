@@ -22,6 +22,9 @@ from eq_tui.engine.events import (
     Event,
     HostProbed,
     HostStateChanged,
+    JobAdded,
+    JobEdited,
+    JobRetired,
     JobStateChanged,
     JobUpdated,
     PreflightReported,
@@ -70,6 +73,21 @@ def format_event(event: Event, *, with_project: bool) -> str | None:
     if isinstance(event, QueueFinished):
         counts = ", ".join(f"{k} {v}" for k, v in event.counts.items())
         return f"{prefix}queue finished (exit {event.exit_code}): {counts}"
+    return _living_line(event, prefix)
+
+
+def _living_line(event: Event, prefix: str) -> str | None:
+    """What a person changed while the queue runs (edit, clone, add, reload)."""
+    who = str(getattr(event, "by", "") or "")
+    by = f" (by {who})" if who else ""
+    if isinstance(event, JobEdited):
+        again = "; it runs again" if event.requeued else ""
+        return f"{prefix}{event.job:<28} edited: `{event.old_cmd}` → `{event.new_cmd}`{again}{by}"
+    if isinstance(event, JobAdded):
+        source = f" of {event.source}" if event.source else ""
+        return f"{prefix}{event.job:<28} added ({event.origin}{source}) to {event.phase}{by}"
+    if isinstance(event, JobRetired):
+        return f"{prefix}{event.job:<28} retired by a reload{by}"
     return None
 
 

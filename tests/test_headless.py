@@ -152,3 +152,19 @@ async def test_a_summary_line_comes_every_period_with_the_counts_and_hosts(
     await engine.command("kill", ["long"])
     front.interrupt()
     assert await asyncio.wait_for(task, 60) == 130
+
+
+def test_what_a_person_changed_gets_a_line() -> None:
+    from eq_tui.engine.events import JobAdded, JobEdited, JobRetired
+    from eq_tui.headless import format_event
+
+    edited = format_event(JobEdited(project="p", at=0.0, job="s1", old_cmd="a --lr 1",
+                                    new_cmd="a --lr 2", by="shell me@box", requeued=True),
+                          with_project=False)
+    assert edited is not None and "edited: `a --lr 1` → `a --lr 2`; it runs again" in edited
+    assert "(by shell me@box)" in edited
+    added = format_event(JobAdded(project="p", at=0.0, job="s1c", phase="main", cmd="a",
+                                  origin="clone", source="s1"), with_project=False)
+    assert added is not None and "added (clone of s1) to main" in added
+    retired = format_event(JobRetired(project="p", at=0.0, job="s9"), with_project=False)
+    assert retired is not None and "retired by a reload" in retired
