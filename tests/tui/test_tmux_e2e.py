@@ -104,6 +104,11 @@ def test_the_binary_in_tmux_shows_hosts_and_jobs_quits_and_resumes(tmp_path: Pat
         wait_for_screen(session, lambda s: "the queue has finished; summary in" in s)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    # from the hosts: the jobs running when the app quit were adopted, not started again
+    sims = [tmp_path / "run" / "sim" / name for name in ("sim-a", "sim-b")]
+    jobs = {f"quick_{i}" for i in range(1, 5)}
+    assert launches_per_job(sims) == dict.fromkeys(jobs, 1)
+    assert exits(sims) == {job: [0] for job in jobs}
 
 
 def fleet_manifest(hosts: int = 16, jobs: int = 12) -> str:
@@ -142,8 +147,3 @@ def test_sixteen_hosts_at_160x48_every_host_name_and_running_job_gpu_can_be_read
         assert quit_app(session, rc_file, says="nothing is left running") == 0
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
-    # from the hosts: the jobs running when the app quit were adopted, not started again
-    sims = [tmp_path / "run" / "sim" / name for name in ("sim-a", "sim-b")]
-    jobs = {f"quick_{i}" for i in range(1, 5)}
-    assert launches_per_job(sims) == dict.fromkeys(jobs, 1)
-    assert exits(sims) == {job: [0] for job in jobs}
