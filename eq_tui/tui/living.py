@@ -133,13 +133,21 @@ class LivingQueueActions:
         held = [k for k in keys if (self._job(k) or {}).get("status") == "held"]
         app.sender.send_soon("release" if keys and len(held) == len(keys) else "hold", keys)
 
-    def action_edit(self) -> None:
-        app = self._app()
-        keys = app.targets()
+    def _one_target(self, verb: str) -> tuple[list[str], dict[str, Any]] | None:
+        """The one job edit or clone acts on (with a word to the person when there is not
+        exactly one)."""
+        keys = self._app().targets()
         job = self._job(keys[0]) if len(keys) == 1 else None
         if job is None:
-            app.notify("select one job to edit", severity="warning")
+            self._app().notify(f"select one job to {verb}", severity="warning")
+            return None
+        return keys, job
+
+    def action_edit(self) -> None:
+        app = self._app()
+        if (target := self._one_target("edit")) is None:
             return
+        keys, job = target
         if job.get("status") in ("launching", "running"):
             app.notify(f"{job['id']} is {job['status']}: kill or requeue it first, or clone "
                        "it (c)", severity="warning")
@@ -157,11 +165,9 @@ class LivingQueueActions:
 
     def action_clone(self) -> None:
         app = self._app()
-        keys = app.targets()
-        job = self._job(keys[0]) if len(keys) == 1 else None
-        if job is None:
-            app.notify("select one job to clone", severity="warning")
+        if (target := self._one_target("clone")) is None:
             return
+        keys, job = target
 
         def answered(values: dict[str, str] | None) -> None:
             if values is not None:
