@@ -53,3 +53,14 @@ def test_a_digest_shows_the_first_in_full_and_counts_the_rest() -> None:
                                  "5 more jobs stuck: j1, j2, j3, j4, j5",
                                  "1 more GPU quarantined: b:1"]
     assert digest(notes[:1], "p") == "[p] stuck: j0 ..."
+
+
+def test_a_held_phase_is_a_stuck_note_that_says_what_to_do() -> None:
+    from eq_tui.engine.events import PhaseHeld
+
+    held = event_note("p", PhaseHeld(project="p", at=12.5, phase="train", jobs=("a", "b", "c"),
+                                     failure_class="exit_nonzero",
+                                     line="ModuleNotFoundError: No module named 'torchh'"))
+    assert held is not None and held.kind == "stuck" and held.id == "phase_held:train:12"
+    assert held.text.startswith("[p] phase train held: a, b, c failed alike (exit_nonzero)")
+    assert "No module named 'torchh'" in held.text and "retry one of them" in held.text

@@ -17,6 +17,7 @@ from eq_tui.engine.events import (
     HostStateChanged,
     JobStalled,
     JobStateChanged,
+    PhaseHeld,
     QueueFinished,
 )
 from eq_tui.engine.model import FINISHED, JobStatus
@@ -73,6 +74,17 @@ def quarantined_note(project: str, event: GpuQuarantined) -> Note:
                 f"{event.host}:{event.gpu}",
                 f"[{project}] {event.host} GPU {event.gpu} quarantined: {event.reason}",
                 event.to_json())
+
+
+def phase_held_note(project: str, event: PhaseHeld) -> Note:
+    """The crash guard held a phase: a person is needed, as for a stuck job (targets that want
+    `stuck` get it)."""
+    jobs = ", ".join(event.jobs)
+    return Note(f"phase_held:{event.phase}:{int(event.at)}", "stuck", f"phase {event.phase}",
+                f"[{project}] phase {event.phase} held: {jobs} failed alike "
+                f"({event.failure_class}) soon after they started"
+                + (f": {event.line}" if event.line else "")
+                + "; retry one of them or resume once the command is fixed", event.to_json())
 
 
 def host_down_note(project: str, event: HostStateChanged) -> Note:
@@ -136,6 +148,8 @@ def event_note(project: str, event: Event) -> Note | None:
         return quarantined_note(project, event)
     if isinstance(event, HostStateChanged) and event.state == "down":
         return host_down_note(project, event)
+    if isinstance(event, PhaseHeld):
+        return phase_held_note(project, event)
     if isinstance(event, QueueFinished):
         return finished_note(project, event.counts, event.exit_code, event.to_json())
     return None
