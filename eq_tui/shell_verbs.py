@@ -8,7 +8,6 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from eq_tui.engine.naming import ID_PATTERN
 from eq_tui.errors import UsageError
 
 JOB_VERBS = ("kill", "retry", "requeue", "hold", "release")
@@ -116,7 +115,7 @@ def parse_verb(verb: str, argv: list[str]) -> Request:
     if "\0" in options.run_dir:
         raise UsageError(f"{options.run_dir!r}: a path cannot contain a NUL byte")
     for job_id in request.jobs:
-        if not ID_PATTERN.fullmatch(job_id):
+        if not _valid_id(job_id):
             raise UsageError(f"eq-tui {verb}: {job_id!r} is not a job id (letters, digits, "
                              "'_', '.', '-')")
     if words and verb not in ("edit", "clone", "add"):
@@ -154,7 +153,7 @@ def _args(verb: str, options: argparse.Namespace, cmd: str | None) -> dict[str, 
         for key in ("id", "priority"):
             if getattr(options, key) is not None:
                 args[key] = getattr(options, key)
-        if args.get("id") is not None and not ID_PATTERN.fullmatch(args["id"]):
+        if args.get("id") is not None and not _valid_id(args["id"]):
             raise UsageError(f"eq-tui {verb}: --id {args['id']!r} is not a job id (letters, "
                              "digits, '_', '.', '-')")
     if verb == "add":
@@ -177,3 +176,11 @@ def _priority(value: str) -> dict[str, int]:
         return {"priority": int(value)}
     except ValueError:
         raise UsageError(f"eq-tui priority: {value!r} is not a whole number") from None
+
+
+def _valid_id(value: str) -> bool:
+    # imported here: `eq-tui --help` loads this module and must stay light (no manifest, no
+    # engine package)
+    from eq_tui.manifest.ids import ID_PATTERN
+
+    return ID_PATTERN.fullmatch(value) is not None
