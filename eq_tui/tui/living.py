@@ -196,18 +196,26 @@ class LivingQueueActions:
         app.push_screen(JobFormScreen(f"Add a job to {project}", new_id="", phases=phases,
                                       confirm_label="Add"), answered)
 
-    async def _send_add(self, project: str, values: dict[str, str]) -> None:
+    async def _answered(self, client: Any, name: str, args: dict[str, Any], *, failed: str,
+                        refused: str) -> dict[str, Any] | None:
+        """Send one command with no job ids; a failure or a refusal ends as a notification
+        (`failed` / `refused` lead it). The answer when the command was done."""
         app = self._app()
-        client = app.clients[project]
         try:
-            result = await client.command("add", [], {**values, "by": "ui"})
+            result: dict[str, Any] = await client.command(name, [], args)
         except Exception as exc:
-            app.notify(f"add failed: {exc}", severity="error")
-            return
-        if result.get("ok"):
-            app.notify(f"added {values['id']}")
-        else:
-            app.notify(f"add: {result.get('error')}", severity="warning")
+            app.notify(f"{failed} failed: {exc}", severity="error")
+            return None
+        if not result.get("ok"):
+            app.notify(f"{refused}: {result.get('error')}", severity="warning")
+            return None
+        return result
+
+    async def _send_add(self, project: str, values: dict[str, str]) -> None:
+        client = self._app().clients[project]
+        if await self._answered(client, "add", {**values, "by": "ui"}, failed="add",
+                                refused="add") is not None:
+            self._app().notify(f"added {values['id']}")
 
     def action_reload(self) -> None:
         """Every project's manifest file read again: the plan first, then, if confirmed, done."""
@@ -236,13 +244,8 @@ class LivingQueueActions:
                                           confirm_label="Reload"), answered)
 
     async def _apply_reload(self, project: str, client: Any) -> None:
-        app = self._app()
-        try:
-            result = await client.command("reload", [], {"by": "ui"})
-        except Exception as exc:
-            app.notify(f"{project}: reload failed: {exc}", severity="error")
-            return
-        if result.get("ok"):
-            app.notify(f"{project}: reloaded\n{reload_message(result.get('detail') or {})}")
-        else:
-            app.notify(f"{project}: {result.get('error')}", severity="warning")
+        result = await self._answered(client, "reload", {"by": "ui"},
+                                      failed=f"{project}: reload", refused=project)
+        if result is not None:
+            self._app().notify(
+                f"{project}: reloaded\n{reload_message(result.get('detail') or {})}")
