@@ -32,6 +32,9 @@ class AttemptRecord(TypedDict, total=False):
     decided_at: float | None
     launched: bool
     cleanup: str  # leftover processes ended after the attempt
+    peak_mib: int | None  # the most GPU memory its processes held on one GPU
+    estimate_mib: int | None  # placed by memory: what it holds per GPU; None: GPUs alone
+    shared: bool  # placed by memory: other jobs may share its GPUs
 
 
 class JobRecord(TypedDict, total=False):
@@ -60,6 +63,13 @@ class JobRecord(TypedDict, total=False):
     metrics: dict[str, float | None]  # final metric values once read (null: NaN/inf)
     stalled_since: float | None  # hang detection: stalled since then (running jobs only)
     silent_since: float | None  # while stalled: its log's last growth
+    mem_escalation: int  # CUDA OOMs on a shared GPU: 1 asks 1.5x its estimate, 2 its GPU alone
+
+
+class GpuJob(TypedDict):
+    id: str
+    mib: int | None  # what it holds there (its estimate until its usage levels off); None: alone
+    used: int  # what its processes use there now
 
 
 class GpuView(TypedDict, total=False):
@@ -78,6 +88,7 @@ class GpuView(TypedDict, total=False):
     quarantined: bool
     quarantine_reason: str  # when quarantined: why
     others: list[dict[str, Any]]  # when other: each process's pid, user, command, used_mib
+    jobs: list[GpuJob]  # where jobs share GPUs by memory: every job of ours on it
 
 
 class NodeView(TypedDict):

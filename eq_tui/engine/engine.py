@@ -28,6 +28,7 @@ from eq_tui.engine.host_record import HostLink, HostRecord
 from eq_tui.engine.launcher import Launcher
 from eq_tui.engine.ledger import Ledger
 from eq_tui.engine.leftovers import Leftovers
+from eq_tui.engine.memory import MemoryBook
 from eq_tui.engine.model import FailureClass, JobState, JobStatus
 from eq_tui.engine.naming import new_run_token
 from eq_tui.engine.observation import Observation, Readings
@@ -77,8 +78,9 @@ class Engine:
         self._stop = asyncio.Event()
         self.pacing = Pacing(self.ctx, poll)
         self.gpu_health = GpuHealthWatch(self.ctx)
+        self.memory = MemoryBook(self.ctx)
         self.observation = Observation(self.ctx, self.pacing.released_at,
-                                       self.gpu_health.want_health)
+                                       self.gpu_health.want_health, self.memory)
         self.reconciler = Reconciler(self.ctx, self.gpu_health.note_fault)
         self.persistence = Persistence(self.ctx)
         self.launcher = Launcher(self.ctx, self.lock, self.persistence.persist)
@@ -269,6 +271,7 @@ class Engine:
         results = await self.observation.probe(requests)
         async with self.lock:
             self.observation.apply(requests, results)
+            self.memory.observe(probed)
             await self.reconciler.judge(probed, requests, starting)
             await self.stall.check(probed)
             self.leftovers.check(probed)
@@ -281,7 +284,8 @@ class Engine:
                               preconditions=self.observation.precondition_results,
                               specs=self.ctx.ledger.specs,
                               limits=self.ctx.crash_guard.limits(self.jobs.values(),
-                                                                 self.ctx.clock()))
+                                                                 self.ctx.clock()),
+                              memory=self.memory.plan())
             self.observation.precondition_results = {}
             self.observation.want_preconditions = set(decision.check_preconditions)
             self._apply_waiting(decision, whole_picture=only is None)

@@ -21,11 +21,15 @@ def gpu_views(host: str, readings: tuple[GpuReading, ...], *, allowed: frozenset
               holders: Mapping[tuple[str, int], str], released_at: Mapping[tuple[str, int], float],
               quarantined: frozenset[int], threshold_mib: int, now: float,
               reasons: Mapping[int, str] | None = None,
-              processes: tuple[GpuProcess, ...] = ()) -> list[dict[str, Any]]:
+              processes: tuple[GpuProcess, ...] = (),
+              sharing: Mapping[int, list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
+    """`sharing`: GPU -> our jobs on it ({"id", "mib" held or None alone, "used"}), where
+    jobs are placed by memory; the first of them is also the GPU's `job`."""
     views = []
     for gpu in readings:
         key = (host, gpu.index)
-        job = holders.get(key)
+        ours = (sharing or {}).get(gpu.index, [])
+        job = ours[0]["id"] if ours else holders.get(key)
         busy = holds_memory(gpu.memory_used_mib, threshold_mib)
         released = released_at.get(key)
         settling = bool(job is None and busy and released is not None
@@ -38,6 +42,8 @@ def gpu_views(host: str, readings: tuple[GpuReading, ...], *, allowed: frozenset
             "job": job, "other": bool(job is None and busy and not settling),
             "settling": settling, "quarantined": gpu.index in quarantined,
         })
+        if ours:
+            views[-1]["jobs"] = ours
         if gpu.index in quarantined:
             views[-1]["quarantine_reason"] = (reasons or {}).get(gpu.index, "")
         if views[-1]["other"]:

@@ -38,6 +38,14 @@ class HostRecord:
     quarantined: set[int] = field(default_factory=set)
     quarantine_reasons: dict[int, str] = field(default_factory=dict)  # why, per GPU
     stopped: str | None = None  # why nothing launches there (disk full, preflight), if so
+    cores: int | None = None  # CPU cores, once a probe counted them
+
+    @property
+    def max_cpu_jobs(self) -> int:
+        """CPU-only jobs at once: the manifest's, else half the cores (0 until counted)."""
+        if self.spec is not None and self.spec.max_cpu_jobs is not None:
+            return self.spec.max_cpu_jobs
+        return max(1, self.cores // 2) if self.cores else 0
 
     @property
     def kind(self) -> str:

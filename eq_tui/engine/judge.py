@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from eq_tui.engine.classify import classify_failure
 from eq_tui.engine.model import FailureClass, JobState, JobStatus
@@ -66,6 +66,7 @@ class Verdict:
     retry_at: float | None = None
     quarantine_gpus: bool = False  # a GPU fault: counts toward quarantining its GPUs
     stop_host: bool = False  # disk full: launch nothing more there
+    escalate_memory: bool = False  # a CUDA OOM on a shared GPU: ask for more next time
 
 
 def _retry_or_stuck(job: JobState, manifest: Manifest, cls: FailureClass, detail: str,
@@ -96,6 +97,15 @@ def verdict_for_exit(job: JobState, exited: Exited, manifest: Manifest, *, now: 
         detail = f"{detail} (stale session cleaned)"
     match found.cls:
         case FailureClass.CUDA_OOM:
+            current = job.current
+            if current is not None and current.shared and job.mem_escalation < 2:
+                # crowding, not the job, is the likely cause: retried at once (elsewhere than
+                # the crowded GPU) with more memory, then alone
+                more = "1.5x its estimate" if job.mem_escalation == 0 else "its GPU alone"
+                verdict = _retry_or_stuck(job, manifest, found.cls,
+                                          f"{detail} (on a shared GPU: next attempt gets {more})",
+                                          JobStatus.FAILED_OOM, now)
+                return replace(verdict, escalate_memory=verdict.status != JobStatus.STUCK)
             return _retry_or_stuck(job, manifest, found.cls, detail, JobStatus.FAILED_OOM,
                                    now + manifest.oom_retry.delay)
         case FailureClass.NCCL:

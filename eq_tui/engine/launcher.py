@@ -50,7 +50,8 @@ class Launcher:
             cmd = substitute(job.cmd, gpus=launch.gpus, run_dir=shell_path(ctx.run_dir_value()),
                              attempt=n, job_id=job.id)
             ctx.ledger.begin_attempt(job, n=n, host=launch.host, gpus=list(launch.gpus),
-                                     session=session, attempt_dir=directory, decided_at=now)
+                                     session=session, attempt_dir=directory, decided_at=now,
+                                     estimate_mib=launch.mem_mib)
             planned.append((job, self.request(job, n, session, directory, cmd, launch.host,
                                               launch.gpus)))
         if not planned:

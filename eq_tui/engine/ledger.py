@@ -73,13 +73,16 @@ class Ledger:
         self.changed(job)
 
     def begin_attempt(self, job: JobState, *, n: int, host: str, gpus: list[int], session: str,
-                      attempt_dir: str, decided_at: float, replayed: bool = False) -> Attempt:
+                      attempt_dir: str, decided_at: float, replayed: bool = False,
+                      estimate_mib: int | None = None) -> Attempt:
         """A new attempt, recorded as `launching` (the caller writes it to disk before any
         session starts). `replayed`: restored from the journal, which already holds its
-        `launching` line, so none is written again."""
+        `launching` line, so none is written again. `estimate_mib`: placed by memory, sharing
+        its GPUs and holding this much on each."""
         attempt = Attempt(n=n, host=host, gpus=list(gpus), session=session,
                           attempt_dir=attempt_dir, log=f"{attempt_dir}/log",
-                          decided_at=decided_at)
+                          decided_at=decided_at, estimate_mib=estimate_mib,
+                          shared=estimate_mib is not None)
         job.history.append(attempt)
         job.attempts += 1
         job.retry_at = None
@@ -184,6 +187,11 @@ class Ledger:
         self.bus.alert("info", why, job=job.id)
 
     # ---- reads -----------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """Changes with every change to a job (or to which jobs there are)."""
+        return self._version
 
     def all_finished(self) -> bool:
         return all(job.status.is_finished for job in self.jobs.values())

@@ -98,6 +98,9 @@ class Attempt:
     decided_at: float | None = None  # when the engine recorded `launching` for this attempt
     launched: bool = True  # False: the session never started (does not count as a launch)
     cleanup: str = ""  # leftover processes ended after it (leftover-memory cleanup)
+    peak_mib: int | None = None  # the most GPU memory its processes held on one of its GPUs
+    estimate_mib: int | None = None  # what it was placed for (per GPU); None: a GPU alone
+    shared: bool = False  # placed by memory: other jobs may share its GPUs
 
 
 @dataclass
@@ -131,6 +134,8 @@ class JobState:
     spec: dict[str, Any] | None = None  # for a job made at run time: its JobSpec, as JSON
     stalled_since: float | None = None  # hang detection: when it was judged stalled
     silent_since: float | None = None  # while stalled: when its log last grew
+    # CUDA OOMs on a shared GPU so far: 1 asks for 1.5x its estimate, 2 for its GPUs alone
+    mem_escalation: int = 0
 
     @property
     def current(self) -> Attempt | None:
@@ -206,6 +211,7 @@ class JobState:
             spec=data.get("spec"),
             stalled_since=data.get("stalled_since"),
             silent_since=data.get("silent_since"),
+            mem_escalation=int(data.get("mem_escalation") or 0),
         )
 
 

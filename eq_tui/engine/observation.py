@@ -11,6 +11,7 @@ from eq_tui.engine.context import RunContext
 from eq_tui.engine.events import HostProbed, HostStateChanged
 from eq_tui.engine.gpu_view import gpu_views, node_views
 from eq_tui.engine.host_record import HostRecord
+from eq_tui.engine.memory import MemoryBook
 from eq_tui.engine.model import JobStatus
 from eq_tui.engine.scheduler import GpuView, HostView
 from eq_tui.errors import HostError
@@ -22,8 +23,10 @@ Readings = dict[str, dict[int, int]]  # host -> GPU -> MiB used, from a watcher
 
 class Observation:
     def __init__(self, ctx: RunContext, released_at: Mapping[tuple[str, int], float],
-                 want_health: Callable[[str], bool] | None = None) -> None:
+                 want_health: Callable[[str], bool] | None = None,
+                 memory: MemoryBook | None = None) -> None:
         self.ctx = ctx
+        self.memory = memory  # what each job holds on its GPUs, for the views
         self.want_health = want_health  # whether a host's probe reads GPU health this time
         self.released_at = released_at  # (host, gpu) -> when our job left it (pacing's)
         self.precondition_results: dict[str, bool] = {}
@@ -47,7 +50,8 @@ class Observation:
                 preconditions.append(PathCheck(f"{job_id}#{i}", pattern))
         return ProbeRequest(attempts=tuple(attempts), output_checks=tuple(output_checks),
                             preconditions=tuple(preconditions), cwd=ctx.cwd_for(host),
-                            health=self.want_health(host) if self.want_health else False)
+                            health=self.want_health(host) if self.want_health else False,
+                            cores=ctx.hosts[host].cores is None)
 
     async def _probe_one(self, name: str, request: ProbeRequest) -> HostSnapshot:
         try:
@@ -72,6 +76,8 @@ class Observation:
         checked: set[str] = set()
         for name, snap in zip(list(requests), results, strict=True):
             ctx.hosts[name].snapshot = snap
+            if snap.cores:
+                ctx.hosts[name].cores = snap.cores
             self._update_link(name, snap)
             if snap.ok:
                 checked.update(key.split("#", 1)[0] for key in snap.preconditions)
@@ -110,7 +116,24 @@ class Observation:
                          released_at=self.released_at,
                          quarantined=frozenset(record.quarantined),
                          reasons=record.quarantine_reasons, processes=snap.processes,
-                         threshold_mib=self.ctx.manifest.gpu_free_threshold_mib, now=now)
+                         threshold_mib=self.ctx.manifest.gpu_free_threshold_mib, now=now,
+                         sharing=self._sharing(name))
+
+    def _sharing(self, host: str) -> dict[int, list[dict[str, Any]]]:
+        """GPU -> our jobs on it with what each holds and uses, where jobs share GPUs."""
+        plan = self.memory.plan() if self.memory is not None else None
+        if plan is None:
+            return {}
+        found: dict[int, list[dict[str, Any]]] = {}
+        for ref in self.ctx.ledger.attempts_by_host().get(host, []):
+            job = self.ctx.ledger.jobs.get(ref.key)
+            if job is None:
+                continue
+            hold = plan.hold(job)
+            for gpu in job.gpus:
+                found.setdefault(gpu, []).append(
+                    {"id": job.id, "mib": hold.mib, "used": hold.now.get(gpu, 0)})
+        return found
 
     def _publish_host(self, name: str, snap: HostSnapshot,
                       holders: Mapping[tuple[str, int], str], now: float) -> None:
@@ -177,11 +200,15 @@ def host_views(hosts: Mapping[str, HostRecord], probed: set[str] | None,
         if snap is None:
             gpus: tuple[GpuView, ...] = ()
         elif probed is None or name in probed or fresh is None:
-            gpus = tuple(GpuView(g.index, g.memory_used_mib) for g in snap.gpus)
+            gpus = tuple(GpuView(g.index, g.memory_used_mib, g.memory_total_mib)
+                         for g in snap.gpus)
         else:
-            gpus = tuple(GpuView(g.index, fresh.get(g.index)) for g in snap.gpus)
+            gpus = tuple(GpuView(g.index, fresh.get(g.index), g.memory_total_mib)
+                         for g in snap.gpus)
         views.append(HostView(
             name=name, usable=usable, gpus=gpus, allowed=record.allowed,
             max_parallel=record.spec.max_parallel if record.spec else 8,
-            quarantined=frozenset(record.quarantined)))
+            quarantined=frozenset(record.quarantined),
+            max_jobs_per_gpu=record.spec.max_jobs_per_gpu if record.spec else None,
+            max_cpu_jobs=record.max_cpu_jobs))
     return views

@@ -159,6 +159,8 @@ class Reconciler:
             cls = verdict.failure_class
             job.retries_by_class[cls] = job.retries_by_class.get(cls, 0) + 1
         job.retry_at = verdict.retry_at
+        if verdict.escalate_memory:
+            job.mem_escalation += 1
         job.exited_seen_at = None
         if verdict.quarantine_gpus and self.on_gpu_fault is not None:
             self.on_gpu_fault(job)  # counts toward quarantining its GPUs (gpu_health.py)

@@ -15,39 +15,16 @@ from eq_tui.engine.model import (
     FINISHED,
     NEEDS_PERSON,
     WAITING,
-    FailureClass,
     JobState,
     JobStatus,
 )
+from eq_tui.engine.packing import MemoryPlacer, MemoryPlan
+from eq_tui.engine.placement import GpuView, HostView, Launch, OnePerGpu, Placer
 from eq_tui.manifest.model import JobSpec, Manifest
 from eq_tui.manifest.secrets import missing_reason
 
-NEVER_SAME_GPU = frozenset({FailureClass.STALLED, FailureClass.GPU_FAULT})
-
-
-@dataclass(frozen=True)
-class GpuView:
-    index: int
-    memory_used_mib: int | None
-
-
-@dataclass(frozen=True)
-class HostView:
-    """What the scheduler may know about a host this tick."""
-
-    name: str
-    usable: bool  # reachable, probed this tick, not stopped (disk full, key refused)
-    gpus: tuple[GpuView, ...]
-    allowed: frozenset[int] | None  # None: every GPU it reports
-    max_parallel: int
-    quarantined: frozenset[int] = frozenset()
-
-
-@dataclass(frozen=True)
-class Launch:
-    job_id: str
-    host: str
-    gpus: tuple[int, ...]
+__all__ = ["Decision", "GpuView", "HostView", "Launch", "PhaseGate", "PhaseLimit", "decide",
+           "free_gpus", "gpu_holders", "phase_gates"]
 
 
 @dataclass
@@ -172,6 +149,7 @@ def decide(
     preconditions: Mapping[str, bool],
     specs: Mapping[str, JobSpec] | None = None,
     limits: Mapping[str, PhaseLimit] | None = None,
+    memory: MemoryPlan | None = None,
 ) -> Decision:
     """Launch decisions for this tick.
 
@@ -179,7 +157,9 @@ def decide(
     a job with preconditions launches only on a fresh positive result. `specs`: every job's
     definition (the manifest's and those made at run time; default the manifest's). Waiting
     jobs are taken by priority, higher first, ties in queue order (held jobs never). `limits`
-    caps the launches of some phases (a phase held by the crash guard gets none).
+    caps the launches of some phases (a phase held by the crash guard gets none). `memory`:
+    jobs are placed by memory (packing.py), several to a GPU where they fit; None: every job
+    takes its GPUs alone.
     """
     decision = Decision()
     secrets_missing = missing_reason(manifest)
@@ -188,7 +168,7 @@ def decide(
     threshold = manifest.gpu_free_threshold_mib
     dependencies = _dependencies(manifest)
     quiet = {h.name: _quiet_gpus(h, threshold) for h in hosts}
-    if not dependencies and (paused or not any(quiet.values())):
+    if not dependencies and (paused or (memory is None and not any(quiet.values()))):
         return decision  # nothing can be blocked and no GPU can take a job: no job to look at
 
     waiting: list[JobState] = []  # pending or failed_oom, in manifest order
@@ -214,60 +194,23 @@ def decide(
         return decision
     if manifest.waves == "strict" and active:
         return decision
-    held = gpu_holders(active)
-    active_per_host: dict[str, int] = {}
-    for job in active:
-        if job.host is not None:
-            active_per_host[job.host] = active_per_host.get(job.host, 0) + 1
-    free = {h.name: [g for g in quiet[h.name] if (h.name, g) not in held] for h in hosts}
-    slots = {h.name: max(0, h.max_parallel - active_per_host.get(h.name, 0)) for h in hosts}
-    capacity = sum(min(len(free[h.name]), slots[h.name]) for h in hosts)
-    if capacity == 0:
-        return decision
-
-    if prioritised:  # a stable sort: ties keep queue order; skipped when no job has one
-        waiting.sort(key=_minus_priority)
     specs = manifest.job_specs if specs is None else specs
-    lookahead = max(4, 2 * capacity)
+    seats: list[tuple[list[JobState], Placer]]
+    if memory is None:
+        seats = [(waiting, OnePerGpu(hosts, quiet, active))]
+    else:  # CPU-only jobs never wait behind GPU jobs: they have a queue of their own
+        placer = MemoryPlacer(manifest, hosts, active, memory, specs)
+        seats = [([job for job in waiting if _gpus_of(job, specs) != 0], placer.gpu_seat),
+                 ([job for job in waiting if _gpus_of(job, specs) == 0], placer.cpu_seat)]
+    seats = [(queue, seat) for queue, seat in seats if queue and seat.capacity() > 0]
+    if not seats:
+        return decision
     left = {name: limit.left for name, limit in (limits or {}).items()}
-    for job in waiting:
-        if capacity == 0 or lookahead == 0:
-            break
-        if job.id in decision.block or not _is_due(job, now):
-            continue
-        gate = gates.get(job.phase)
-        if gate is not None and not gate.ready:
-            continue
-        if left.get(job.phase, 1) <= 0:
-            decision.waiting[job.id] = limits[job.phase].why  # type: ignore[index]
-            continue
-        spec = specs.get(job.id)
-        if spec is None:
-            continue
-        lookahead -= 1
-        if spec.preconditions:
-            result = preconditions.get(job.id)
-            if result is None:
-                decision.check_preconditions.append(job.id)
-                decision.waiting[job.id] = "checking preconditions"
-                continue
-            if not result:
-                decision.check_preconditions.append(job.id)
-                paths = ", ".join(p.path for p in spec.preconditions)
-                decision.waiting[job.id] = f"precondition not met: {paths}"
-                continue
-        placed = _place(job, spec.gpus_per_job, hosts, free, slots)
-        if placed is None:
-            decision.waiting[job.id] = f"waiting for {spec.gpus_per_job} free GPU(s) on one host"
-            continue
-        host_name, gpus = placed
-        decision.launches.append(Launch(job.id, host_name, gpus))
-        if job.phase in left:
-            left[job.phase] -= 1
-        for gpu in gpus:
-            free[host_name].remove(gpu)
-        slots[host_name] -= 1
-        capacity = sum(min(len(free[h.name]), slots[h.name]) for h in hosts)
+    for queue, seat in seats:
+        if prioritised:  # a stable sort: ties keep queue order; skipped when no job has one
+            queue.sort(key=_minus_priority)
+        _launch_from(queue, seat, decision, gates=gates, left=left, limits=limits or {},
+                     specs=specs, now=now, preconditions=preconditions)
     return decision
 
 
@@ -285,33 +228,56 @@ def _without_secrets(manifest: Manifest, jobs: Sequence[JobState], reason: str) 
         else:
             decision.waiting[job.id] = reason
     return decision
+
+
 def _minus_priority(job: JobState) -> int:
     return -job.priority
 
 
-def _place(job: JobState, count: int, hosts: Sequence[HostView], free: Mapping[str, list[int]],
-           slots: Mapping[str, int]) -> tuple[str, tuple[int, ...]] | None:
-    """Pick GPUs the job did not just fail on when possible, then the host with the most free
-    GPUs (spreading load), then manifest order."""
-    avoid: set[tuple[str, int]] = set()
-    last = job.current
-    if last is not None:
-        avoid = {(last.host, gpu) for gpu in last.gpus}
-    # a job that hung or hit a GPU fault there never goes back to the same GPU
-    never_again = last is not None and last.failure_class in NEVER_SAME_GPU
-    best: tuple[tuple[int, int, int], str, tuple[int, ...]] | None = None
-    for order, host in enumerate(hosts):
-        candidates = free.get(host.name, [])
-        if slots.get(host.name, 0) <= 0 or len(candidates) < count:
+def _gpus_of(job: JobState, specs: Mapping[str, JobSpec]) -> int | None:
+    spec = specs.get(job.id)
+    return spec.gpus_per_job if spec is not None else None
+
+
+def _launch_from(waiting: Sequence[JobState], placer: Placer, decision: Decision, *,
+                 gates: Mapping[str, PhaseGate], left: dict[str, int],
+                 limits: Mapping[str, PhaseLimit], specs: Mapping[str, JobSpec], now: float,
+                 preconditions: Mapping[str, bool]) -> None:
+    """Launch what fits from `waiting`, in order, looking at no more jobs than a few times
+    what can launch now (with 10,000 waiting, a tick must not look at them all)."""
+    capacity = placer.capacity()
+    lookahead = max(4, 2 * capacity)
+    for job in waiting:
+        if capacity == 0 or lookahead == 0:
+            break
+        if job.id in decision.block or not _is_due(job, now):
             continue
-        fresh = [g for g in candidates if (host.name, g) not in avoid]
-        if never_again and len(fresh) < count:
+        gate = gates.get(job.phase)
+        if gate is not None and not gate.ready:
             continue
-        chosen = tuple(fresh[:count]) if len(fresh) >= count else tuple(candidates[:count])
-        reused = any((host.name, g) in avoid for g in chosen)
-        rank = (1 if reused else 0, -len(candidates), order)
-        if best is None or rank < best[0]:
-            best = (rank, host.name, chosen)
-    if best is None:
-        return None
-    return best[1], best[2]
+        if left.get(job.phase, 1) <= 0:
+            decision.waiting[job.id] = limits[job.phase].why
+            continue
+        spec = specs.get(job.id)
+        if spec is None:
+            continue
+        lookahead -= 1
+        if spec.preconditions:
+            result = preconditions.get(job.id)
+            if result is None:
+                decision.check_preconditions.append(job.id)
+                decision.waiting[job.id] = "checking preconditions"
+                continue
+            if not result:
+                decision.check_preconditions.append(job.id)
+                paths = ", ".join(p.path for p in spec.preconditions)
+                decision.waiting[job.id] = f"precondition not met: {paths}"
+                continue
+        placed = placer.place(job, spec)
+        if isinstance(placed, str):
+            decision.waiting[job.id] = placed
+            continue
+        decision.launches.append(placed)
+        if job.phase in left:
+            left[job.phase] -= 1
+        capacity = placer.capacity()

@@ -31,6 +31,8 @@ class GpuProcess:
     used_mib: int | None
     user: str = ""  # who runs it and its command line, where the host could tell
     command: str = ""
+    pgid: int | None = None  # its process group and session: which attempt it belongs to
+    sid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class AttemptProbe:
     log_tail: str = ""  # the attempt's last bytes, only once it has exited
     last_line: str = ""  # last non-empty log line (cleaned of ANSI / \r), for the job table
     detail: str = ""  # what the host says about a waiting attempt, e.g. "PENDING (Resources)"
+    pgid: int | None = None  # the attempt's process group (its GPU processes carry it)
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class ProbeRequest:
     preconditions: tuple[PathCheck, ...] = ()  # jobs about to launch
     cwd: str | None = None
     health: bool = False  # also read the GPUs' health (ECC errors, pages pending)
+    cores: bool = False  # also count the host's CPU cores (CPU-only jobs' default cap)
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ class HostSnapshot:
     warnings: tuple[str, ...] = ()
     nodes: tuple[ClusterNode, ...] = ()  # a cluster host's nodes (Slurm); empty elsewhere
     health: tuple[GpuHealth, ...] = ()  # when the request asked for it
+    cores: int | None = None  # CPU cores, when the request asked for them
 
 
 @dataclass(frozen=True)

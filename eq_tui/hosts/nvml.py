@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Callable
 from typing import Any
 
 from eq_tui.hosts.base import GpuProcess, GpuReading
@@ -46,7 +48,9 @@ class NvmlReader:
             try:
                 for proc in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
                     mib = proc.usedGpuMemory // (1024 * 1024) if proc.usedGpuMemory else None
-                    processes.append(GpuProcess(int(proc.pid), uuid, mib))
+                    pid = int(proc.pid)
+                    processes.append(GpuProcess(pid, uuid, mib, pgid=_group(os.getpgid, pid),
+                                                sid=_group(os.getsid, pid)))
             except nvml.NVMLError:
                 pass
         return readings, processes, warnings
@@ -56,6 +60,14 @@ class NvmlReader:
             return await asyncio.to_thread(self._read_sync)
         except Exception as exc:
             return [], [], [f"NVML read failed: {exc}"]
+
+
+def _group(read: Callable[[int], int], pid: int) -> int | None:
+    """A local process's group or session (None when it is gone or not ours to see)."""
+    try:
+        return read(pid)
+    except OSError:
+        return None
 
 
 def _text(value: object) -> str:

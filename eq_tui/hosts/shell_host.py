@@ -78,7 +78,8 @@ class ShellHost:
     async def probe(self, request: ProbeRequest) -> HostSnapshot:
         boundary = new_boundary()
         query = ("2" if request.health else "1") if self.query_gpus else "0"
-        args = [request.cwd or "-", self.session_prefix, query, boundary]
+        args = [request.cwd or "-", self.session_prefix, query, boundary,
+                "1" if request.cores else "0"]
         started = time.monotonic()
         taken_at = time.time()
         try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import secrets
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 
@@ -192,7 +192,7 @@ def parse_probe(host: str, text: str, boundary: str, request: ProbeRequest, *,
     checks: dict[str, dict[str, bool]] = {"O": {}, "P": {}}
     for line in requests:
         parts = line.split("\t")
-        if parts[0] == "A" and len(parts) == 9:
+        if parts[0] == "A" and len(parts) in (9, 10):
             facts[parts[1]] = parts
         elif parts[0] in checks and len(parts) == 3:
             checks[parts[0]][parts[1]] = parts[2] == "1"
@@ -204,7 +204,8 @@ def parse_probe(host: str, text: str, boundary: str, request: ProbeRequest, *,
         if fact is None:
             return HostSnapshot(host=host, ok=False, taken_at=taken_at,
                                 error=f"probe returned nothing for {ref.key}")
-        _, _, pid, alive, start, code, exited_at, size, out = fact
+        _, _, pid, alive, start, code, exited_at, size, out = fact[:9]
+        pgid = fact[9] if len(fact) == 10 else "-"
         attempts[ref.key] = AttemptProbe(
             key=ref.key, session_alive=ref.session in sessions,
             pid=_int(pid) if pid != "-" else None, pid_alive=alive == "1",
@@ -213,12 +214,14 @@ def parse_probe(host: str, text: str, boundary: str, request: ProbeRequest, *,
             exited_at=_float(exited_at) if exited_at != "-" else None,
             log_size=_int(size) or 0,
             output_ok=None if out == "-" else out == "1",
-            log_tail=tails.get(ref.key, ""), last_line=last_lines.get(ref.key, ""))
+            log_tail=tails.get(ref.key, ""), last_line=last_lines.get(ref.key, ""),
+            pgid=_int(pgid) if pgid != "-" else None)
     return HostSnapshot(host=host, ok=True, taken_at=taken_at, rtt_s=rtt_s, gpus=tuple(gpus),
                         processes=tuple(processes), sessions=frozenset(sessions),
                         attempts=attempts, output_checks=checks["O"],
                         preconditions=checks["P"], warnings=tuple(warnings),
-                        health=tuple(parse_health(sections)))
+                        health=tuple(parse_health(sections)),
+                        cores=sections.codes.get("cores") or None)
 
 
 def _sessions(lines: list[str]) -> set[str]:
@@ -255,14 +258,18 @@ def _gpus(sections: Sections) -> tuple[list[GpuReading], list[GpuProcess], list[
 
 
 def with_owners(processes: list[GpuProcess], lines: list[str]) -> list[GpuProcess]:
-    """The processes with their user and command from the `owners` section (`ps` lines)."""
-    owners: dict[int, tuple[str, str]] = {}
+    """The processes with their process group, session, user and command from the `owners`
+    section (`ps` lines: pid pgid sid user args)."""
+    owners: dict[int, GpuProcess] = {}
     for line in lines:
-        parts = line.split(None, 2)
-        if len(parts) >= 2 and parts[0].isdigit():
-            owners[int(parts[0])] = (parts[1], parts[2].strip() if len(parts) == 3 else "")
-    return [GpuProcess(p.pid, p.gpu_uuid, p.used_mib, *owners[p.pid]) if p.pid in owners
-            else p for p in processes]
+        parts = line.split(None, 4)
+        if len(parts) >= 4 and all(part.isdigit() for part in parts[:3]):
+            pid = int(parts[0])
+            owners[pid] = GpuProcess(pid, "", None, parts[3],
+                                     parts[4].strip() if len(parts) == 5 else "",
+                                     pgid=int(parts[1]), sid=int(parts[2]))
+    return [replace(owners[p.pid], gpu_uuid=p.gpu_uuid, used_mib=p.used_mib)
+            if p.pid in owners else p for p in processes]
 
 
 def parse_health(sections: Sections) -> list[GpuHealth]:

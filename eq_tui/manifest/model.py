@@ -42,6 +42,8 @@ class HostSpec:
     simulate: SimulateSpec | None = None
     slurm: SlurmSpec | None = None
     log_dir: str | None = None  # where attempt logs live on the host (default chosen by the host)
+    max_jobs_per_gpu: int | None = None  # None: only memory limits how many share a GPU
+    max_cpu_jobs: int | None = None  # CPU-only jobs at once; None: half the host's cores
 
     @property
     def kind(self) -> Literal["local", "ssh", "sim", "slurm"]:
@@ -132,6 +134,9 @@ class JobSpec:
     priority: int = 0  # higher launches first; ties in manifest order
     stall_after: float | None = None  # seconds; None: the default window; 0: never stalled
     on_stall: str = "alert"  # alert | restart | kill
+    mem_mib: int | Literal["auto"] | None = None  # peak GPU memory per GPU; None: a GPU alone
+    exclusive: bool = False  # wants its GPUs alone even with mem_mib
+    family: str = ""  # jobs that learn memory from each other (phase, or phase/template)
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,7 @@ class Manifest:
     env: dict[str, EnvVar] = field(default_factory=dict)
     hosts: tuple[HostSpec, ...] = (HostSpec(name="local"),)
     gpu_free_threshold_mib: int = 500
+    gpu_margin_mib: int = 1024  # kept free on every GPU that jobs share
     gpus_per_job: int = 1
     launcher: Launcher = "screen"
     waves: Waves = "rolling"

@@ -1,5 +1,6 @@
-# probe.sh CWD SESSION_PREFIX QUERY_GPUS BOUNDARY
+# probe.sh CWD SESSION_PREFIX QUERY_GPUS BOUNDARY [CORES]
 # QUERY_GPUS: 0 none, 1 GPUs and their processes, 2 also their health (ECC, pending pages).
+# CORES: 1 also counts the host's CPU cores.
 # One round trip per host per tick. stdin, one request a line, tab-separated ('-' = none):
 #   A key session attempt_dir output_glob     a watched attempt
 #   O key glob                                an output check (already done?)
@@ -10,7 +11,7 @@
 # /dev/null: stdin holds the requests.
 set -u
 set -f
-cwd=$1 prefix=$2 query_gpus=$3 b=$4
+cwd=$1 prefix=$2 query_gpus=$3 b=$4 cores=${5:-0}
 health=0
 if [ "$query_gpus" = 2 ]; then query_gpus=1 health=1; fi
 tab=$(printf '\t')
@@ -70,11 +71,12 @@ if [ "$query_gpus" = 1 ]; then
     apps_rc=$?
     [ -z "$apps" ] || printf '%s\n' "$apps"
     echo "$b apps_rc $apps_rc"
-    # who holds each GPU process (one ps for all of them): pid, user, command
+    # who holds each GPU process (one ps for all of them): pid, process group, session (which
+    # attempt it belongs to), user, command
     pids=$(printf '%s\n' "$apps" | sed -n 's/^[[:space:]]*\([0-9][0-9]*\),.*/\1/p' | paste -sd, -)
     if [ "$apps_rc" = 0 ] && [ -n "$pids" ]; then
         echo "$b owners"
-        ps -ww -o pid=,user=,args= -p "$pids" 2>/dev/null </dev/null | cut -c1-300
+        ps -ww -o pid=,pgid=,sid=,user=,args= -p "$pids" 2>/dev/null </dev/null | cut -c1-300
     fi
     if [ "$health" = 1 ]; then
         # uncorrected ECC errors and retired pages pending: queries that need no root
@@ -83,6 +85,10 @@ if [ "$query_gpus" = 1 ]; then
             --format=csv,noheader,nounits 2>&1 </dev/null
         echo "$b health_rc $?"
     fi
+fi
+
+if [ "$cores" = 1 ]; then
+    echo "$b cores $(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc 2>/dev/null || echo 0)"
 fi
 
 echo "$b requests"
@@ -103,6 +109,8 @@ while IFS="$tab" read -r kind key a b2 c; do
         A)
             dir=$b2 glob=$c
             first_line pid "$dir/pid"
+            first_line pgid "$dir/pgid"
+            case $pgid in ''|*[!0-9]*) pgid=- ;; esac
             alive=0
             case $pid in ''|*[!0-9]*) pid=- ;; *) kill -0 "$pid" 2>/dev/null && alive=1
                    if [ "$alive" = 1 ] && is_zombie "$pid"; then alive=0; fi ;;
@@ -123,7 +131,7 @@ while IFS="$tab" read -r kind key a b2 c; do
                     if matches "$glob"; then out=1; else out=0; fi
                 fi
             fi
-            echo "A${tab}${key}${tab}${pid:--}${tab}${alive}${tab}${start:--}${tab}${code:--}${tab}${exited_at:--}${tab}${size:-0}${tab}${out}"
+            echo "A${tab}${key}${tab}${pid:--}${tab}${alive}${tab}${start:--}${tab}${code:--}${tab}${exited_at:--}${tab}${size:-0}${tab}${out}${tab}${pgid}"
             if [ -n "$code" ]; then
                 echo "T${tab}${key}${tab}$(tail -c 4096 "$dir/log" 2>/dev/null | hex)"
             else

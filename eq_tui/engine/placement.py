@@ -1,0 +1,132 @@
+"""Where a job may go: what the scheduler sees of a host, a launch decision, and the choice of
+GPUs for a job that takes them alone (one job per GPU)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from eq_tui.engine.model import FailureClass, JobState
+from eq_tui.manifest.model import JobSpec
+
+NEVER_SAME_GPU = frozenset({FailureClass.STALLED, FailureClass.GPU_FAULT})
+
+
+@dataclass(frozen=True)
+class Hold:
+    """What an active job of ours holds on each of its GPUs. mib None: its GPUs alone."""
+
+    mib: int | None
+    now: dict[int, int]  # GPU -> MiB its processes use now (measured)
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a waiting job asks for: `mib` per GPU on a shared GPU, or GPUs alone (mib None);
+    `cpu`: no GPU at all; `wait`: it cannot be placed yet, and why."""
+
+    mib: int | None = None
+    cpu: bool = False
+    wait: str | None = None
+
+
+ALONE = Need()
+CPU = Need(cpu=True)
+
+
+@dataclass(frozen=True)
+class GpuView:
+    index: int
+    memory_used_mib: int | None
+    memory_total_mib: int | None = None
+
+
+@dataclass(frozen=True)
+class HostView:
+    """What the scheduler may know about a host this tick."""
+
+    name: str
+    usable: bool  # reachable, probed this tick, not stopped (disk full, key refused)
+    gpus: tuple[GpuView, ...]
+    allowed: frozenset[int] | None  # None: every GPU it reports
+    max_parallel: int
+    quarantined: frozenset[int] = frozenset()
+    max_jobs_per_gpu: int | None = None  # jobs sharing one GPU at most (None: memory decides)
+    max_cpu_jobs: int = 0  # CPU-only jobs at once
+
+
+@dataclass(frozen=True)
+class Launch:
+    job_id: str
+    host: str
+    gpus: tuple[int, ...]  # none for a CPU-only job
+    mem_mib: int | None = None  # placed by memory, holding this much per GPU; None: alone
+
+
+def place_alone(job: JobState, count: int, hosts: Sequence[HostView], free: Mapping[str, list[int]],
+           slots: Mapping[str, int]) -> tuple[str, tuple[int, ...]] | None:
+    """Pick GPUs the job did not just fail on when possible, then the host with the most free
+    GPUs (spreading load), then manifest order."""
+    avoid: set[tuple[str, int]] = set()
+    last = job.current
+    if last is not None:
+        avoid = {(last.host, gpu) for gpu in last.gpus}
+    # a job that hung or hit a GPU fault there never goes back to the same GPU
+    never_again = last is not None and last.failure_class in NEVER_SAME_GPU
+    best: tuple[tuple[int, int, int], str, tuple[int, ...]] | None = None
+    for order, host in enumerate(hosts):
+        candidates = free.get(host.name, [])
+        if slots.get(host.name, 0) <= 0 or len(candidates) < count:
+            continue
+        fresh = [g for g in candidates if (host.name, g) not in avoid]
+        if never_again and len(fresh) < count:
+            continue
+        chosen = tuple(fresh[:count]) if len(fresh) >= count else tuple(candidates[:count])
+        reused = any((host.name, g) in avoid for g in chosen)
+        rank = (1 if reused else 0, -len(candidates), order)
+        if best is None or rank < best[0]:
+            best = (rank, host.name, chosen)
+    if best is None:
+        return None
+    return best[1], best[2]
+
+
+class Placer(Protocol):
+    def capacity(self) -> int:
+        """About how many more jobs could launch now (0: none)."""
+        ...
+
+    def place(self, job: JobState, spec: JobSpec) -> Launch | str:
+        """Where `job` goes (and the room it takes is taken), or why it waits."""
+        ...
+
+
+class OnePerGpu:
+    """Every job takes its GPUs alone: a GPU is free when its memory reads below the threshold
+    and no job of ours holds it."""
+
+    def __init__(self, hosts: Sequence[HostView], quiet: Mapping[str, list[int]],
+                 active: Sequence[JobState]) -> None:
+        held = {(job.host, gpu) for job in active if job.host is not None for gpu in job.gpus}
+        per_host: dict[str, int] = {}
+        for job in active:
+            if job.host is not None:
+                per_host[job.host] = per_host.get(job.host, 0) + 1
+        self.hosts = hosts
+        self.free = {h.name: [g for g in quiet[h.name] if (h.name, g) not in held] for h in hosts}
+        self.slots = {h.name: max(0, h.max_parallel - per_host.get(h.name, 0)) for h in hosts}
+
+    def capacity(self) -> int:
+        return sum(min(len(self.free[h.name]), self.slots[h.name]) for h in self.hosts)
+
+    def place(self, job: JobState, spec: JobSpec) -> Launch | str:
+        count = spec.gpus_per_job
+        placed = place_alone(job, count, self.hosts, self.free, self.slots)
+        if placed is None:
+            return f"waiting for {count} free GPU(s) on one host"
+        host, gpus = placed
+        for gpu in gpus:
+            self.free[host].remove(gpu)
+        self.slots[host] -= 1
+        return Launch(job.id, host, gpus)

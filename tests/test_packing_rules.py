@@ -1,0 +1,213 @@
+"""Placement by memory, as a pure decision: jobs + host views + what running jobs hold."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Literal
+
+from eq_tui.engine.memory import LEVEL_AFTER_S, MemoryPlan, Usage, learned_estimate
+from eq_tui.engine.model import Attempt, FailureClass, JobState, JobStatus
+from eq_tui.engine.scheduler import Decision, GpuView, HostView, decide
+from eq_tui.manifest.model import JobSpec, Manifest
+
+GIB = 1024
+NOW = 1000.0
+
+
+def spec(id: str, mem: int | Literal["auto"] | None = 18 * GIB, **kwargs: Any) -> JobSpec:
+    return JobSpec(id=id, phase="main", cmd="train", mem_mib=mem, family="main", **kwargs)
+
+
+def manifest(*specs: JobSpec, **kwargs: Any) -> Manifest:
+    return replace(Manifest(project="p", source="m.yaml", jobs=specs), **kwargs)
+
+
+def host(name: str = "h", used: tuple[int, ...] = (0,), total: int = 80 * GIB,
+         **kwargs: Any) -> HostView:
+    gpus = tuple(GpuView(i, u, total) for i, u in enumerate(used))
+    defaults: dict[str, Any] = {"usable": True, "allowed": None, "max_parallel": 64}
+    defaults.update(kwargs)
+    return HostView(name=name, gpus=gpus, **defaults)
+
+
+def running(job_id: str, host_name: str, gpus: list[int], estimate: int | None,
+            **attempt: Any) -> JobState:
+    job = JobState(id=job_id, phase="main", cmd="train", status=JobStatus.RUNNING)
+    job.history.append(Attempt(n=1, host=host_name, gpus=gpus, session="s", attempt_dir="d",
+                               log="l", estimate_mib=estimate, shared=estimate is not None,
+                               **attempt))
+    return job
+
+
+def run(m: Manifest, jobs: list[JobState], hosts: list[HostView], *,
+        usage: dict[str, Usage] | None = None,
+        family_peak: dict[str, int] | None = None) -> Decision:
+    plan = MemoryPlan(m.job_specs, usage or {}, family_peak or {}, NOW)
+    return decide(m, jobs, hosts, now=NOW, paused=False, preconditions={}, memory=plan)
+
+
+def waiting(*ids: str) -> list[JobState]:
+    return [JobState(id=i, phase="main", cmd="train") for i in ids]
+
+
+def placed(d: Decision) -> list[tuple[str, str, tuple[int, ...], int | None]]:
+    return [(x.job_id, x.host, x.gpus, x.mem_mib) for x in d.launches]
+
+
+def test_four_18_gib_jobs_share_an_80_gib_gpu_and_the_fifth_waits_with_its_reason() -> None:
+    m = manifest(*(spec(f"j{i}") for i in range(5)))
+    d = run(m, waiting(*(f"j{i}" for i in range(5))), [host()])
+    assert placed(d) == [(f"j{i}", "h", (0,), 18 * GIB) for i in range(4)]
+    # 80 GiB - 4 x 18 - 1 GiB margin = 7 GiB left
+    assert d.waiting["j4"] == "h GPU 0 has 7.0 GiB free of 80; needs 18.0"
+
+
+def test_a_job_that_has_not_allocated_yet_still_holds_its_estimate() -> None:
+    m = manifest(spec("a", 40 * GIB), spec("b", 40 * GIB))
+    a = running("a", "h", [0], 40 * GIB)
+    # the GPU reads empty: a has not touched CUDA yet, and still holds its 40 GiB
+    d = run(m, [a, *waiting("b")], [host(used=(0,))], usage={"a": Usage(1, grew_at=NOW)})
+    assert d.launches == []
+    assert d.waiting["b"] == "h GPU 0 has 39.0 GiB free of 80; needs 40.0"
+
+
+def test_a_job_that_uses_more_than_its_estimate_holds_what_it_uses() -> None:
+    m = manifest(spec("a", 10 * GIB), spec("b", 30 * GIB))
+    a = running("a", "h", [0], 10 * GIB)
+    usage = {"a": Usage(1, now={0: 60 * GIB}, peak=60 * GIB, grew_at=NOW)}
+    d = run(m, [a, *waiting("b")], [host(used=(60 * GIB,))], usage=usage)
+    assert d.launches == []  # 80 - 60 - 1 = 19 GiB left
+
+
+def test_once_levelled_off_a_job_holds_what_it_showed_not_its_estimate() -> None:
+    m = manifest(spec("a", 40 * GIB), spec("b", 40 * GIB))
+    a = running("a", "h", [0], 40 * GIB)
+    settling = {"a": Usage(1, now={0: 20 * GIB}, peak=20 * GIB, grew_at=NOW - 1)}
+    assert run(m, [a, *waiting("b")], [host(used=(20 * GIB,))], usage=settling).launches == []
+    levelled = {"a": Usage(1, now={0: 20 * GIB}, peak=20 * GIB,
+                           grew_at=NOW - LEVEL_AFTER_S)}
+    d = run(m, [a, *waiting("b")], [host(used=(20 * GIB,))], usage=levelled)
+    assert placed(d) == [("b", "h", (0,), 40 * GIB)]
+
+
+def test_someone_elses_memory_is_subtracted_not_a_reason_to_skip_the_gpu() -> None:
+    m = manifest(spec("a", 30 * GIB), spec("b", 30 * GIB))
+    d = run(m, waiting("a", "b"), [host(used=(30 * GIB,))])
+    assert placed(d) == [("a", "h", (0,), 30 * GIB)]  # 80 - 30 others - 1 margin = 49
+    assert d.waiting["b"] == "h GPU 0 has 19.0 GiB free of 80; needs 30.0"
+
+
+def test_our_own_usage_is_not_counted_twice_as_someone_elses() -> None:
+    m = manifest(spec("a", 20 * GIB), spec("b", 20 * GIB))
+    a = running("a", "h", [0], 20 * GIB)
+    usage = {"a": Usage(1, now={0: 20 * GIB}, peak=20 * GIB, grew_at=NOW)}
+    # the GPU reads 30: 20 of them are a's, 10 someone else's
+    d = run(m, [a, *waiting("b")], [host(used=(30 * GIB,))], usage=usage)
+    assert placed(d) == [("b", "h", (0,), 20 * GIB)]  # 80 - 10 - 20 - 1 = 49 left
+
+
+def test_best_fit_fills_a_shared_gpu_before_an_empty_one() -> None:
+    m = manifest(spec("a", 20 * GIB), spec("b", 20 * GIB))
+    a = running("a", "h", [1], 20 * GIB)
+    d = run(m, [a, *waiting("b")], [host(used=(0, 0))])
+    assert placed(d) == [("b", "h", (1,), 20 * GIB)]
+
+
+def test_a_job_without_mem_mib_takes_an_empty_gpu_alone_and_nobody_joins_it() -> None:
+    m = manifest(spec("alone", None), spec("small", 4 * GIB))
+    d = run(m, waiting("alone", "small"), [host(used=(0, 0))])
+    assert placed(d) == [("alone", "h", (0,), None), ("small", "h", (1,), 4 * GIB)]
+    alone = running("alone", "h", [0], None)
+    d = run(m, [alone, *waiting("small")], [host(used=(0, 0))])
+    assert placed(d) == [("small", "h", (1,), 4 * GIB)]
+
+
+def test_an_exclusive_job_never_joins_a_shared_gpu() -> None:
+    m = manifest(spec("a", 4 * GIB), spec("x", 4 * GIB, exclusive=True))
+    a = running("a", "h", [0], 4 * GIB)
+    d = run(m, [a, *waiting("x")], [host(used=(0,))])
+    assert d.launches == []
+    assert "to itself" in d.waiting["x"]
+
+
+def test_max_jobs_per_gpu_caps_sharing() -> None:
+    m = manifest(*(spec(f"j{i}", 1 * GIB) for i in range(4)))
+    d = run(m, waiting("j0", "j1", "j2", "j3"), [host(max_jobs_per_gpu=3)])
+    assert [x.job_id for x in d.launches] == ["j0", "j1", "j2"]
+
+
+def test_max_parallel_still_caps_the_jobs_of_a_host() -> None:
+    m = manifest(*(spec(f"j{i}", 1 * GIB) for i in range(4)))
+    d = run(m, waiting("j0", "j1", "j2", "j3"), [host(max_parallel=2)])
+    assert [x.job_id for x in d.launches] == ["j0", "j1"]
+
+
+def test_a_multi_gpu_job_gets_gpus_with_room_on_one_host() -> None:
+    m = manifest(spec("big", 30 * GIB, gpus_per_job=2))
+    small = host("small", used=(70 * GIB, 0))
+    wide = host("wide", used=(0, 60 * GIB, 0))
+    d = run(m, waiting("big"), [small, wide])
+    assert placed(d) == [("big", "wide", (0, 2), 30 * GIB)]
+
+
+def test_a_shared_oom_asks_for_half_again_then_for_its_gpu_alone() -> None:
+    m = manifest(spec("j", 10 * GIB))
+    first = waiting("j")[0]
+    first.mem_escalation = 1
+    assert placed(run(m, [first], [host()])) == [("j", "h", (0,), 15 * GIB)]
+    first.mem_escalation = 2
+    assert placed(run(m, [first], [host()])) == [("j", "h", (0,), None)]
+
+
+def test_after_a_shared_oom_the_job_does_not_go_back_to_the_crowded_gpu() -> None:
+    m = manifest(spec("j", 10 * GIB), spec("other", 10 * GIB))
+    other = running("other", "h", [0], 10 * GIB)
+    job = JobState(id="j", phase="main", cmd="train", status=JobStatus.FAILED_OOM,
+                   retry_at=NOW, mem_escalation=1)
+    job.history.append(Attempt(n=1, host="h", gpus=[0], session="s", attempt_dir="d", log="l",
+                               estimate_mib=10 * GIB, shared=True,
+                               failure_class=FailureClass.CUDA_OOM))
+    d = run(m, [other, job], [host(used=(10 * GIB, 0))])
+    assert placed(d) == [("j", "h", (1,), 15 * GIB)]
+    # with only the crowded GPU, it waits rather than going straight back
+    d = run(m, [other, job], [host(used=(10 * GIB,))])
+    assert d.launches == []
+
+
+def test_auto_learns_from_the_family_and_the_first_runs_alone() -> None:
+    m = manifest(*(spec(f"j{i}", "auto") for i in range(3)))
+    d = run(m, waiting("j0", "j1", "j2"), [host(used=(0, 0))])
+    assert placed(d) == [("j0", "h", (0,), None)]
+    assert d.waiting["j1"].startswith("mem_mib auto: waiting for j0")
+    d = run(m, waiting("j1", "j2"), [host(used=(0, 0))], family_peak={"main": 18 * GIB})
+    estimate = learned_estimate(18 * GIB)
+    assert estimate == round(18 * GIB * 1.15 + 1024)
+    assert placed(d) == [("j1", "h", (0,), estimate), ("j2", "h", (0,), estimate)]
+
+
+def test_the_measured_first_of_a_family_shares_its_gpu_once_levelled() -> None:
+    m = manifest(*(spec(f"j{i}", "auto") for i in range(2)))
+    pioneer = running("j0", "h", [0], None)
+    levelled = {"j0": Usage(1, now={0: 18 * GIB}, peak=18 * GIB, grew_at=NOW - LEVEL_AFTER_S)}
+    d = run(m, [pioneer, *waiting("j1")], [host(used=(18 * GIB,))], usage=levelled,
+            family_peak={"main": 18 * GIB})
+    assert placed(d) == [("j1", "h", (0,), learned_estimate(18 * GIB))]
+
+
+def test_cpu_jobs_never_wait_behind_gpu_jobs_and_keep_to_max_cpu_jobs() -> None:
+    gpu_jobs = [spec(f"g{i}", None) for i in range(20)]
+    cpu_jobs = [spec(f"c{i}", None, gpus_per_job=0) for i in range(3)]
+    m = manifest(*gpu_jobs, *cpu_jobs)
+    busy = running("busy", "h", [0], None)
+    jobs = [busy, *waiting(*(s.id for s in gpu_jobs)), *waiting(*(s.id for s in cpu_jobs))]
+    d = run(m, jobs, [host(used=(0,), max_cpu_jobs=2)])
+    assert placed(d) == [("c0", "h", (), None), ("c1", "h", (), None)]
+
+
+def test_without_any_packing_key_the_scheduler_is_unchanged() -> None:
+    m = manifest(*(JobSpec(id=f"j{i}", phase="main", cmd="x") for i in range(3)))
+    jobs = waiting("j0", "j1", "j2")
+    hosts = [host(used=(0, 30 * GIB, 0))]
+    legacy = decide(m, jobs, hosts, now=NOW, paused=False, preconditions={})
+    assert [(x.job_id, x.gpus) for x in legacy.launches] == [("j0", (0,)), ("j1", (2,))]
+    assert placed(run(m, jobs, hosts)) == [("j0", "h", (0,), None), ("j1", "h", (2,), None)]
