@@ -23,8 +23,10 @@ def manifest(*specs: JobSpec, **kwargs: Any) -> Manifest:
 
 
 def host(name: str = "h", used: tuple[int, ...] = (0,), total: int = 80 * GIB,
-         **kwargs: Any) -> HostView:
-    gpus = tuple(GpuView(i, u, total) for i, u in enumerate(used))
+         others: tuple[int, ...] | None = None, **kwargs: Any) -> HostView:
+    """`others`: what processes not of our jobs hold on each GPU (default: all it uses)."""
+    foreign = used if others is None else others
+    gpus = tuple(GpuView(i, u, total, o) for i, (u, o) in enumerate(zip(used, foreign)))
     defaults: dict[str, Any] = {"usable": True, "allowed": None, "max_parallel": 64}
     defaults.update(kwargs)
     return HostView(name=name, gpus=gpus, **defaults)
@@ -75,7 +77,7 @@ def test_a_job_that_uses_more_than_its_estimate_holds_what_it_uses() -> None:
     m = manifest(spec("a", 10 * GIB), spec("b", 30 * GIB))
     a = running("a", "h", [0], 10 * GIB)
     usage = {"a": Usage(1, now={0: 60 * GIB}, peak=60 * GIB, grew_at=NOW)}
-    d = run(m, [a, *waiting("b")], [host(used=(60 * GIB,))], usage=usage)
+    d = run(m, [a, *waiting("b")], [host(used=(60 * GIB,), others=(0,))], usage=usage)
     assert d.launches == []  # 80 - 60 - 1 = 19 GiB left
 
 
@@ -83,10 +85,11 @@ def test_once_levelled_off_a_job_holds_what_it_showed_not_its_estimate() -> None
     m = manifest(spec("a", 40 * GIB), spec("b", 40 * GIB))
     a = running("a", "h", [0], 40 * GIB)
     settling = {"a": Usage(1, now={0: 20 * GIB}, peak=20 * GIB, grew_at=NOW - 1)}
-    assert run(m, [a, *waiting("b")], [host(used=(20 * GIB,))], usage=settling).launches == []
+    view = host(used=(20 * GIB,), others=(0,))
+    assert run(m, [a, *waiting("b")], [view], usage=settling).launches == []
     levelled = {"a": Usage(1, now={0: 20 * GIB}, peak=20 * GIB,
                            grew_at=NOW - LEVEL_AFTER_S)}
-    d = run(m, [a, *waiting("b")], [host(used=(20 * GIB,))], usage=levelled)
+    d = run(m, [a, *waiting("b")], [view], usage=levelled)
     assert placed(d) == [("b", "h", (0,), 40 * GIB)]
 
 
@@ -95,15 +98,6 @@ def test_someone_elses_memory_is_subtracted_not_a_reason_to_skip_the_gpu() -> No
     d = run(m, waiting("a", "b"), [host(used=(30 * GIB,))])
     assert placed(d) == [("a", "h", (0,), 30 * GIB)]  # 80 - 30 others - 1 margin = 49
     assert d.waiting["b"] == "h GPU 0 has 19.0 GiB free of 80; needs 30.0"
-
-
-def test_our_own_usage_is_not_counted_twice_as_someone_elses() -> None:
-    m = manifest(spec("a", 20 * GIB), spec("b", 20 * GIB))
-    a = running("a", "h", [0], 20 * GIB)
-    usage = {"a": Usage(1, now={0: 20 * GIB}, peak=20 * GIB, grew_at=NOW)}
-    # the GPU reads 30: 20 of them are a's, 10 someone else's
-    d = run(m, [a, *waiting("b")], [host(used=(30 * GIB,))], usage=usage)
-    assert placed(d) == [("b", "h", (0,), 20 * GIB)]  # 80 - 10 - 20 - 1 = 49 left
 
 
 def test_best_fit_fills_a_shared_gpu_before_an_empty_one() -> None:
@@ -167,10 +161,10 @@ def test_after_a_shared_oom_the_job_does_not_go_back_to_the_crowded_gpu() -> Non
     job.history.append(Attempt(n=1, host="h", gpus=[0], session="s", attempt_dir="d", log="l",
                                estimate_mib=10 * GIB, shared=True,
                                failure_class=FailureClass.CUDA_OOM))
-    d = run(m, [other, job], [host(used=(10 * GIB, 0))])
+    d = run(m, [other, job], [host(used=(10 * GIB, 0), others=(0, 0))])
     assert placed(d) == [("j", "h", (1,), 15 * GIB)]
     # with only the crowded GPU, it waits rather than going straight back
-    d = run(m, [other, job], [host(used=(10 * GIB,))])
+    d = run(m, [other, job], [host(used=(10 * GIB,), others=(0,))])
     assert d.launches == []
 
 
@@ -189,7 +183,7 @@ def test_the_measured_first_of_a_family_shares_its_gpu_once_levelled() -> None:
     m = manifest(*(spec(f"j{i}", "auto") for i in range(2)))
     pioneer = running("j0", "h", [0], None)
     levelled = {"j0": Usage(1, now={0: 18 * GIB}, peak=18 * GIB, grew_at=NOW - LEVEL_AFTER_S)}
-    d = run(m, [pioneer, *waiting("j1")], [host(used=(18 * GIB,))], usage=levelled,
+    d = run(m, [pioneer, *waiting("j1")], [host(used=(18 * GIB,), others=(0,))], usage=levelled,
             family_peak={"main": 18 * GIB})
     assert placed(d) == [("j1", "h", (0,), learned_estimate(18 * GIB))]
 

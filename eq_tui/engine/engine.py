@@ -271,8 +271,8 @@ class Engine:
         results = await self.observation.probe(requests)
         async with self.lock:
             self.observation.apply(requests, results)
-            self.memory.observe(probed)
             await self.reconciler.judge(probed, requests, starting)
+            self.memory.observe(probed)  # after judging: an attempt that ended settles now
             await self.stall.check(probed)
             self.leftovers.check(probed)
             self.gpu_health.check(probed)

@@ -55,6 +55,8 @@ class MemoryBook:
         self.ctx = ctx
         self.usage: dict[str, Usage] = {}
         self.family_peak: dict[str, int] = {}
+        # host -> GPU -> what processes that are not our running jobs' hold, by the last probe
+        self.others: dict[str, dict[int, int]] = {}
         self._families_read = False
         self._uses_key = -1
         self._uses = False
@@ -72,19 +74,24 @@ class MemoryBook:
             snap = record.snapshot if record is not None else None
             if snap is None or not snap.ok:
                 continue
+            ours: dict[int, int] = {}
             for ref in attempts.get(name, []):
                 job = ctx.ledger.jobs.get(ref.key)
                 if job is not None:
-                    self._measure(job, snap, now)
+                    for gpu, mib in self._measure(job, snap, now).items():
+                        ours[gpu] = ours.get(gpu, 0) + mib
+            self.others[name] = {gpu.index: max(0, gpu.memory_used_mib - ours.get(gpu.index, 0))
+                                 for gpu in snap.gpus if gpu.memory_used_mib is not None}
         for job_id in [j for j in self.usage if j not in ctx.ledger.jobs
                        or not ctx.ledger.jobs[j].status.is_active]:
             self._settle(job_id)
 
-    def _measure(self, job: JobState, snap: HostSnapshot, now: float) -> None:
+    def _measure(self, job: JobState, snap: HostSnapshot, now: float) -> dict[int, int]:
+        """What the attempt's processes use on each GPU, by this probe."""
         current = job.current
         probe = snap.attempts.get(job.id)
         if current is None or probe is None or probe.pgid is None:
-            return
+            return {}
         usage = self.usage.get(job.id)
         if usage is None or usage.attempt != current.n:
             usage = self.usage[job.id] = Usage(current.n, peak=current.peak_mib or 0,
@@ -108,6 +115,7 @@ class MemoryBook:
                 self.ctx.ledger.changed(job)
         if usage.peak > 0 and now - usage.grew_at >= LEVEL_AFTER_S:
             self._learn(job, usage.peak)
+        return used
 
     def _settle(self, job_id: str) -> None:
         """An attempt ended: its peak, whole, is what its family learns from."""

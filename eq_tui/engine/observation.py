@@ -153,7 +153,8 @@ class Observation:
 
     def host_views(self, probed: set[str] | None,
                    readings: Readings | None = None) -> list[HostView]:
-        return host_views(self.ctx.hosts, probed, readings)
+        others = self.memory.others if self.memory is not None else None
+        return host_views(self.ctx.hosts, probed, readings, others)
 
     # ---- what the first probes found -------------------------------------------------------
 
@@ -187,12 +188,14 @@ def _all_met(job_id: str, count: int, snaps: Iterable[HostSnapshot]) -> bool:
 
 
 def host_views(hosts: Mapping[str, HostRecord], probed: set[str] | None,
-               readings: Readings | None = None) -> list[HostView]:
+               readings: Readings | None = None,
+               others: Mapping[str, Mapping[int, int]] | None = None) -> list[HostView]:
     """What decide() may use. With `probed`, a host not probed this tick takes no launch,
     except on the GPUs in `readings` (a watcher's fresh reading; its others count as
-    unknown)."""
+    unknown). `others`: host -> GPU -> memory of processes not our jobs' (last probe)."""
     views = []
     for name, record in hosts.items():
+        foreign = (others or {}).get(name, {})
         snap = record.snapshot
         fresh = (readings or {}).get(name)
         usable = (snap is not None and snap.ok and record.stopped is None
@@ -200,11 +203,11 @@ def host_views(hosts: Mapping[str, HostRecord], probed: set[str] | None,
         if snap is None:
             gpus: tuple[GpuView, ...] = ()
         elif probed is None or name in probed or fresh is None:
-            gpus = tuple(GpuView(g.index, g.memory_used_mib, g.memory_total_mib)
-                         for g in snap.gpus)
+            gpus = tuple(GpuView(g.index, g.memory_used_mib, g.memory_total_mib,
+                                 foreign.get(g.index)) for g in snap.gpus)
         else:
-            gpus = tuple(GpuView(g.index, fresh.get(g.index), g.memory_total_mib)
-                         for g in snap.gpus)
+            gpus = tuple(GpuView(g.index, fresh.get(g.index), g.memory_total_mib,
+                                 foreign.get(g.index)) for g in snap.gpus)
         views.append(HostView(
             name=name, usable=usable, gpus=gpus, allowed=record.allowed,
             max_parallel=record.spec.max_parallel if record.spec else 8,

@@ -1,7 +1,8 @@
 """Placement by memory: several jobs to a GPU where their memory fits, CPU-only jobs beside.
 
 A GPU has room for a job when the job's memory fits in what is left: its total, minus what
-other people's processes use (what the GPU reads, less what our jobs there use now), minus what
+other people's processes use (what the GPU reads, less what our jobs there use, both from one
+probe: a watcher's fresher reading of the total alone would mix two moments), minus what
 each of our jobs there holds (memory.py: a job that has not allocated yet holds its whole
 estimate), minus `gpu_margin_mib`. Someone else's memory is subtracted, never a reason by
 itself to skip a GPU. Best fit: the fullest GPU that still fits, so whole GPUs stay free for
@@ -37,17 +38,16 @@ class Room:
 
     index: int
     total: int | None
-    used: int | None
-    ours_now: int = 0  # what our jobs there use now (measured)
+    used: int | None  # the latest reading (for a job that wants the GPU alone)
+    others: int | None  # what processes not of our jobs hold (one probe's reading)
     holds: int = 0  # what our jobs that share it hold
     jobs: int = 0  # our jobs on it
     alone: bool = False  # a job of ours has it alone
 
     def left(self, margin: int) -> int | None:
-        if self.total is None or self.used is None:
+        if self.total is None or self.others is None:
             return None
-        others = max(0, self.used - self.ours_now)
-        return self.total - others - self.holds - margin
+        return self.total - self.others - self.holds - margin
 
 
 def _gib(mib: int) -> str:
@@ -64,7 +64,8 @@ class MemoryPlacer:
         self.rooms: dict[str, dict[int, Room]] = {}
         for host in self.hosts:
             self.rooms[host.name] = {
-                gpu.index: Room(gpu.index, gpu.memory_total_mib, gpu.memory_used_mib)
+                gpu.index: Room(gpu.index, gpu.memory_total_mib, gpu.memory_used_mib,
+                                gpu.others_mib)
                 for gpu in host.gpus
                 if (host.allowed is None or gpu.index in host.allowed)
                 and gpu.index not in host.quarantined}
@@ -85,7 +86,6 @@ class MemoryPlacer:
                 if room is None:
                     continue
                 room.jobs += 1
-                room.ours_now += hold.now.get(gpu, 0)
                 if hold.mib is None:
                     room.alone = True
                 else:

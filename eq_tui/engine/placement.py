@@ -40,6 +40,9 @@ class GpuView:
     index: int
     memory_used_mib: int | None
     memory_total_mib: int | None = None
+    # what processes that are not our running jobs' hold, from the same probe as the reading
+    # (None: not known, e.g. no probe of the host yet)
+    others_mib: int | None = None
 
 
 @dataclass(frozen=True)
