@@ -47,7 +47,8 @@ acting on a running queue (through its engine's control socket; --json, --help o
   eq-tui edit RUN_DIR JOB... [--set KEY=VALUE] [-- NEW COMMAND...]
                                a job that is not running; a finished one runs again
   eq-tui clone RUN_DIR JOB [--id NEW] [--set KEY=VALUE] [-- COMMAND...]
-  eq-tui add RUN_DIR --id ID [--phase P] [--gpus N] [--priority N] -- COMMAND...
+  eq-tui add RUN_DIR --id ID [--phase P] [--gpus N] [--mem MIB|auto] [--exclusive]
+             [--priority N] -- COMMAND...
   eq-tui reload RUN_DIR [--dry-run]    read the manifest file again (waiting jobs only)
   these exit 0 done, 1 a job could not be acted on, 2 bad usage, 3 no engine runs there
   eq-tui notify-test MANIFEST  send one test message to every notify: target (exit 1 if one

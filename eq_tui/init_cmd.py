@@ -163,7 +163,9 @@ def render(command: str, hosts: list[str], conda: str | None, project: str | Non
                    "machine\n")
     out.append("# gpus: all                           # or [0, 1, 2, 3]: the GPUs jobs may use\n"
                "# max_parallel: 8                     # jobs at once per host\n"
-               "# gpus_per_job: 1\n"
+               "# gpus_per_job: 1                     # 0: a CPU-only job\n"
+               "# mem_mib: auto                       # peak MiB per GPU (or auto): jobs that "
+               "fit share a GPU\n"
                "# launcher: screen                    # or tmux\n"
                "oom_retry: {delay: 120, max_attempts: 3}   # CUDA OOMs wait, then retry\n")
     if grid.variables:

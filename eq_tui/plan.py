@@ -22,7 +22,7 @@ from eq_tui.engine.store import RunDir
 from eq_tui.hosts.base import PreflightFinding
 from eq_tui.manifest.model import Manifest
 from eq_tui.manifest.secrets import warnings as secret_warnings
-from eq_tui.plan_existing import PlannedJob, existing_plan
+from eq_tui.plan_existing import PlannedJob, existing_plan, placement
 
 
 def first_wave(manifest: Manifest) -> dict[str, str]:
@@ -39,7 +39,7 @@ def first_wave(manifest: Manifest) -> dict[str, str]:
     # where jobs go once every secret is there (a missing one is a warning of its own)
     decision = decide(dataclasses.replace(manifest, env={}), jobs, views, now=0.0, paused=False,
                       preconditions={s.id: True for s in manifest.jobs})
-    return {x.job_id: f"{x.host}:{','.join(map(str, x.gpus))}" for x in decision.launches}
+    return {x.job_id: placement(x.host, x.gpus) for x in decision.launches}
 
 
 async def _preflight(manifest: Manifest, ssh_config: str | None) -> list[PreflightFinding]:

@@ -4,6 +4,7 @@ add, change or retire. Reads the state; writes nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,10 +68,15 @@ def _merge(manifest: Manifest, saved: dict[str, Any]) -> tuple[
     return merged, retired
 
 
+def placement(host: str, gpus: Sequence[int]) -> str:
+    """`box:0,1`, or `box:cpu` for a job that takes no GPU."""
+    return f"{host}:{','.join(map(str, gpus)) or 'cpu'}"
+
+
 def _running(job: JobState) -> str:
     if not job.status.is_active or job.host is None:
         return ""
-    return f"{job.host}:{','.join(map(str, job.gpus))}"
+    return placement(job.host, job.gpus)
 
 
 def existing_plan(manifest: Manifest, saved: dict[str, Any]) -> list[PlannedJob]:
@@ -83,7 +89,7 @@ def existing_plan(manifest: Manifest, saved: dict[str, Any]) -> list[PlannedJob]
     paused = bool(saved.get("paused"))
     decision = decide(manifest, jobs, _views(manifest, held), now=float("inf"), paused=paused,
                       preconditions={job.id: True for job in jobs}, limits=limits)
-    placed = {x.job_id: f"{x.host}:{','.join(map(str, x.gpus))}" for x in decision.launches}
+    placed = {x.job_id: placement(x.host, x.gpus) for x in decision.launches}
     plan = []
     for job, shown, note in merged:
         where = _running(job) or placed.get(job.id, "")

@@ -79,7 +79,13 @@ def build_verb_parser(verb: str) -> argparse.ArgumentParser:
     if verb == "add":
         parser.add_argument("--id", required=True, help="the new job's id")
         parser.add_argument("--phase", help="its phase (default: the only phase)")
-        parser.add_argument("--gpus", type=int, help="GPUs it needs (default: the manifest's)")
+        parser.add_argument("--gpus", type=int, help="GPUs it needs, 0 for a CPU-only job "
+                                                      "(default: the manifest's)")
+        parser.add_argument("--mem", metavar="MIB|auto",
+                            help="its peak GPU memory per GPU in MiB, or auto: jobs that fit "
+                                 "share a GPU (default: the manifest's mem_mib)")
+        parser.add_argument("--exclusive", action="store_true", default=None,
+                            help="its GPUs alone, shared with no job")
     if verb in ("clone", "add"):
         parser.add_argument("--priority", type=int, help="its priority (default: the source's "
                                                          "or 0)")
@@ -164,11 +170,24 @@ def _args(verb: str, options: argparse.Namespace, cmd: str | None) -> dict[str, 
             args["phase"] = options.phase
         if options.gpus is not None:
             args["gpus_per_job"] = options.gpus
+        if options.mem is not None:
+            args["mem_mib"] = _mem_mib(options.mem)
+        if options.exclusive is not None:
+            args["exclusive"] = True
     if verb == "priority":
         args.update(_priority(options.value))
     if verb == "reload":
         args["dry_run"] = options.dry_run
     return args
+
+
+def _mem_mib(value: str) -> int | str:
+    if value == "auto":
+        return value
+    if not value.isdigit() or int(value) < 1:
+        raise UsageError(f"eq-tui add: --mem must be a whole number of MiB (e.g. 18000) or "
+                         f"auto, not {value!r}")
+    return int(value)
 
 
 def _priority(value: str) -> dict[str, int]:

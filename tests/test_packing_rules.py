@@ -26,7 +26,8 @@ def host(name: str = "h", used: tuple[int, ...] = (0,), total: int = 80 * GIB,
          others: tuple[int, ...] | None = None, **kwargs: Any) -> HostView:
     """`others`: what processes not of our jobs hold on each GPU (default: all it uses)."""
     foreign = used if others is None else others
-    gpus = tuple(GpuView(i, u, total, o) for i, (u, o) in enumerate(zip(used, foreign)))
+    gpus = tuple(GpuView(i, u, total, o)
+                 for i, (u, o) in enumerate(zip(used, foreign, strict=True)))
     defaults: dict[str, Any] = {"usable": True, "allowed": None, "max_parallel": 64}
     defaults.update(kwargs)
     return HostView(name=name, gpus=gpus, **defaults)

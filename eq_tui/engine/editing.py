@@ -12,7 +12,7 @@ from eq_tui.engine.cmd_args import ArgError, apply_sets
 from eq_tui.engine.command_result import result
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.events import JobAdded, JobEdited
-from eq_tui.engine.job_specs import spec_to_json
+from eq_tui.engine.job_specs import sharing_args, spec_to_json
 from eq_tui.engine.model import JobState, JobStatus
 from eq_tui.engine.naming import ID_PATTERN
 from eq_tui.engine.reload import reload_manifest
@@ -131,7 +131,12 @@ class Editing:
         priority = args.get("priority", source.priority)
         if not isinstance(priority, int):
             return result(error=f"priority must be a whole number, not {priority!r}")
-        new_spec = replace(spec, id=new_id, cmd=cmd, priority=priority)
+        sharing = sharing_args(args, spec.gpus_per_job, spec.mem_mib, spec.exclusive)
+        if isinstance(sharing, str):
+            return result(error=sharing)
+        # the clone keeps its source's family: it learns memory from the same siblings
+        new_spec = replace(spec, id=new_id, cmd=cmd, priority=priority, mem_mib=sharing[0],
+                           exclusive=sharing[1])
         self._add(new_spec, "clone", str(args.get("by") or ""), source=source.id)
         return result({new_id: "ok"}, detail={"job": new_id, "source": source.id})
 
@@ -153,15 +158,19 @@ class Editing:
         if problem is None and phase not in phases:
             problem = (f"give a phase: {', '.join(phases)}" if phase is None else
                        f"no phase {phase!r} here (phases: {', '.join(phases)})")
-        if problem is None and (not isinstance(gpus, int) or not 1 <= gpus <= 64):
-            problem = f"gpus_per_job must be a whole number from 1 to 64, not {gpus!r}"
+        if problem is None and (isinstance(gpus, bool) or not isinstance(gpus, int)
+                                or not 0 <= gpus <= 64):
+            problem = f"gpus_per_job must be a whole number from 0 to 64, not {gpus!r}"
         if problem is None and not isinstance(priority, int):
             problem = f"priority must be a whole number, not {priority!r}"
-        if problem is not None:
-            return result(error=problem)
+        sharing = sharing_args(args, gpus, manifest.mem_mib, manifest.exclusive) \
+            if problem is None else problem
+        if isinstance(sharing, str):
+            return result(error=sharing)
         spec = JobSpec(id=str(job_id), phase=str(phase), cmd=str(args["cmd"]),
                        output_check=args.get("output_check") or None, gpus_per_job=gpus,
-                       priority=priority)
+                       priority=priority, mem_mib=sharing[0], exclusive=sharing[1],
+                       family=str(phase))
         self._add(spec, "added", str(args.get("by") or ""))
         return result({spec.id: "ok"}, detail={"job": spec.id, "phase": spec.phase})
 

@@ -4,10 +4,12 @@ manifest."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
-from typing import Any
+from dataclasses import asdict, fields, replace
+from typing import Any, Literal
 
-from eq_tui.manifest.model import JobSpec, Precondition
+from eq_tui.manifest.model import JobSpec, MetricsSpec, Precondition
+
+_METRICS_FIELDS = frozenset(f.name for f in fields(MetricsSpec))
 
 
 def spec_to_json(spec: JobSpec) -> dict[str, Any]:
@@ -15,16 +17,62 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
 
 
 def spec_from_json(data: dict[str, Any]) -> JobSpec:
+    """Every field of spec_to_json's; a record written before a field existed gets its
+    default (and the family of its phase)."""
+    metrics = data.get("metrics")
+    stall_after = data.get("stall_after")
+    gpus = data.get("gpus_per_job")
     return JobSpec(
         id=str(data["id"]), phase=str(data["phase"]), cmd=str(data["cmd"]),
         output_check=data.get("output_check"),
         preconditions=tuple(Precondition(type=p.get("type", "checkpoint_exists"),
                                          path=str(p["path"]))
                             for p in data.get("preconditions") or ()),
-        gpus_per_job=int(data.get("gpus_per_job") or 1),
-        priority=int(data.get("priority") or 0))
+        gpus_per_job=1 if gpus is None else int(gpus),
+        metrics=MetricsSpec(**{k: v for k, v in metrics.items() if k in _METRICS_FIELDS})
+        if isinstance(metrics, dict) else None,
+        params=tuple((str(key), str(value)) for key, value in data.get("params") or ()),
+        priority=int(data.get("priority") or 0),
+        stall_after=None if stall_after is None else float(stall_after),
+        on_stall=str(data.get("on_stall") or "alert"),
+        mem_mib=mem_mib_from_json(data.get("mem_mib")),
+        exclusive=data.get("exclusive") is True,
+        family=str(data.get("family") or ""))
+
+
+def mem_mib_from_json(value: Any) -> int | Literal["auto"] | None:
+    if value == "auto":
+        return "auto"
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    return None
 
 
 def same_definition(a: JobSpec, b: JobSpec) -> bool:
-    """Whether a reload changes what the job runs (its priority is compared apart)."""
+    """Whether a reload changes what the job runs or how it is placed (mem_mib, exclusive,
+    its GPUs); its priority is compared apart."""
     return replace(a, priority=0) == replace(b, priority=0)
+
+
+def sharing_args(args: dict[str, Any], gpus: int, mem_mib: int | Literal["auto"] | None,
+                 exclusive: bool) -> tuple[int | Literal["auto"] | None, bool] | str:
+    """The `mem_mib` and `exclusive` of a job added or cloned at run time: those in `args`
+    over the given ones (the manifest's top level, or the clone's source), or why not. As in
+    the manifest, a job with no GPU drops the inherited ones and refuses its own."""
+    own_mem, own_exclusive = "mem_mib" in args, "exclusive" in args
+    if own_mem:
+        mem_mib = mem_mib_from_json(args["mem_mib"])
+        if mem_mib is None:
+            return ("mem_mib must be a whole number of MiB (e.g. 18000) or auto, not "
+                    f"{args['mem_mib']!r}")
+    if own_exclusive:
+        if not isinstance(args["exclusive"], bool):
+            return f"exclusive must be true or false, not {args['exclusive']!r}"
+        exclusive = args["exclusive"]
+    if gpus > 0:
+        return mem_mib, exclusive
+    if own_mem:
+        return "mem_mib: GPU memory for a job that takes no GPU (gpus_per_job 0)"
+    if own_exclusive and exclusive:
+        return "exclusive: exclusive GPUs for a job that takes no GPU (gpus_per_job 0)"
+    return None, False

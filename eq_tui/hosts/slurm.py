@@ -2,13 +2,14 @@
 (a local subprocess, or an ssh login node).
 
 Slurm owns placement. The engine sees `max_parallel` virtual GPU slots (always free), so it
-hands this host at most that many jobs at once; each becomes `sbatch --gres=gpu:N` and Slurm
-sets CUDA_VISIBLE_DEVICES on the node. The attempt directory (shared between the login node and
-the compute nodes) holds the same files as on other hosts — log, pid, pgid, start, exit, cmd,
-run.sh — plus `slurm_job_id`. Job names are the engine's session names, so a job is found again
-by name after an engine crash and never submitted twice. The same round trip that asks squeue
-lists the partition's nodes (GPUs allocated / total, our jobs on them) for the GPU grid, at most
-every NODES_EVERY_S.
+hands this host at most that many jobs at once; each becomes `sbatch --gres=gpu:N` (no --gres
+for a job launched with no GPU: gpus_per_job 0) and Slurm sets CUDA_VISIBLE_DEVICES on the
+node; mem_mib and max_jobs_per_gpu change nothing here. The attempt directory (shared between
+the login node and the compute nodes) holds the same files as on other hosts — log, pid, pgid,
+start, exit, cmd, run.sh — plus `slurm_job_id`. Job names are the engine's session names, so a
+job is found again by name after an engine crash and never submitted twice. The same round trip
+that asks squeue lists the partition's nodes (GPUs allocated / total, our jobs on them) for the
+GPU grid, at most every NODES_EVERY_S.
 """
 
 from __future__ import annotations
@@ -66,7 +67,9 @@ EXIT_RECORD_GRACE_S = 90.0
 def sbatch_options(spec: SlurmSpec, gpus: int) -> list[str]:
     # --no-requeue: retries are eq-tui's (a new attempt, its own name and dir); a job Slurm
     # requeued by itself would run twice beside the attempt eq-tui starts when it sees it lost.
-    options = [f"--gres=gpu:{gpus}", "--no-requeue"]
+    # a CPU-only job (launched with no GPU) asks for none: no --gres line at all
+    options = [f"--gres=gpu:{gpus}"] if gpus > 0 else []
+    options.append("--no-requeue")
     for flag, value in (("--partition", spec.partition), ("--account", spec.account),
                         ("--qos", spec.qos), ("--time", spec.time), ("--mem", spec.mem)):
         if value:
@@ -237,7 +240,7 @@ class SlurmHost:
         files_request = replace(request, env=env)
         stdin = launch_stdin(files_request)
         args = [request.session, request.attempt_dir,
-                *sbatch_options(self.spec, max(1, len(request.gpus)))]
+                *sbatch_options(self.spec, len(request.gpus))]
         result = await self.runner.run(script("slurm_submit.sh"), args, stdin=stdin, timeout=60)
         if result.returncode != 0:
             message = result.stderr.decode(errors="replace").strip()

@@ -1,13 +1,16 @@
-"""The `ssh:` seed form, the `hosts:` list, or one local host; with top-level GPU defaults."""
+"""The `ssh:` seed form, the `hosts:` list, or one local host; with top-level defaults (`gpus`,
+`max_parallel`, `max_jobs_per_gpu`, `max_cpu_jobs`)."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 from typing import Any
 
 from eq_tui.manifest import schema
 from eq_tui.manifest.model import HostSpec, SimulateSpec, SlurmSpec
 from eq_tui.manifest.schema import Context
+from eq_tui.manifest.sharing import HostLimits, parse_host_limits
 from eq_tui.manifest.ssh_target import FORMS, parse_ssh_target
 from eq_tui.manifest.yaml_lines import Path_
 
@@ -15,6 +18,7 @@ from eq_tui.manifest.yaml_lines import Path_
 def parse_hosts(ctx: Context, top: dict[str, Any]) -> tuple[HostSpec, ...]:
     default_gpus = gpu_list(ctx, top["gpus"], ("gpus",)) if "gpus" in top else None
     default_parallel = ctx.integer(top.get("max_parallel", 8), ("max_parallel",), minimum=1)
+    limits = parse_host_limits(ctx, top, (), HostLimits())
     if "ssh" in top and "hosts" in top:
         ctx.fail("give either 'ssh' (one host) or 'hosts' (a list), not both", ("hosts",))
     if "ssh" in top:
@@ -23,16 +27,17 @@ def parse_hosts(ctx: Context, top: dict[str, Any]) -> tuple[HostSpec, ...]:
         assert parsed is not None  # _ssh_target checked it
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", parsed.host).strip("-") or "host"
         return (HostSpec(name=name, ssh=target, gpus=default_gpus,
-                         max_parallel=default_parallel),)
+                         max_parallel=default_parallel, **asdict(limits)),)
     if "hosts" not in top:
-        return (HostSpec(name="local", gpus=default_gpus, max_parallel=default_parallel),)
+        return (HostSpec(name="local", gpus=default_gpus, max_parallel=default_parallel,
+                         **asdict(limits)),)
     raw_hosts = ctx.list_of(top["hosts"], ("hosts",))
     if not raw_hosts:
         ctx.fail("the host list is empty", ("hosts",))
     hosts: list[HostSpec] = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(raw_hosts):
-        host = _host(ctx, raw, ("hosts", i), default_gpus, default_parallel)
+        host = _host(ctx, raw, ("hosts", i), default_gpus, default_parallel, limits)
         if host.name in seen:
             ctx.fail(f"host name {host.name!r} is used twice (also hosts[{seen[host.name]}])",
                      ("hosts", i, "name"))
@@ -72,7 +77,7 @@ def _ssh_target(ctx: Context, value: Any, path: Path_) -> str:
 
 
 def _host(ctx: Context, raw: Any, path: Path_, default_gpus: tuple[int, ...] | None,
-          default_parallel: int) -> HostSpec:
+          default_parallel: int, default_limits: HostLimits) -> HostSpec:
     host = ctx.mapping(raw, path)
     ctx.check_keys(host, schema.HOST_KEYS, path)
     if "name" not in host:
@@ -101,7 +106,8 @@ def _host(ctx: Context, raw: Any, path: Path_, default_gpus: tuple[int, ...] | N
         slurm=_slurm(ctx, host["slurm"], (*path, "slurm")) if host.get("slurm") is not None
         else None,
         log_dir=ctx.string(host["log_dir"], (*path, "log_dir"))
-        if host.get("log_dir") is not None else None)
+        if host.get("log_dir") is not None else None,
+        **asdict(parse_host_limits(ctx, host, path, default_limits)))
 
 
 def _simulate(ctx: Context, raw: Any, path: Path_) -> SimulateSpec:

@@ -1,10 +1,12 @@
 """Jobs of one scope (the top level or a phase): explicit `jobs`, then `grid` x `template`.
 
-A scope's defaults (`default_cmd`, `args`, `preconditions`, `output_check`, `gpus_per_job`)
-are inherited from the parent scope and overridden key by key; `args` merge, a job's own
-`preconditions` replace the scope's. A job's command is its `cmd` (else the scope's
-`default_cmd`) followed by the rendered args. Variables: the grid point, then the job's
-scalar args (after their own substitution); a grid value wins over an arg of the same name.
+A scope's defaults (`default_cmd`, `args`, `preconditions`, `output_check`, `gpus_per_job`,
+`mem_mib`, `exclusive`, ...) are inherited from the parent scope and overridden key by key;
+`args` merge, a job's own `preconditions` replace the scope's. A job's command is its `cmd`
+(else the scope's `default_cmd`) followed by the rendered args. Variables: the grid point,
+then the job's scalar args (after their own substitution); a grid value wins over an arg of
+the same name. A job's family (whose runs `mem_mib: auto` learns from) is `<phase>/template`
+for a grid's jobs, else its phase.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from eq_tui.manifest.ids import ID_PATTERN
 from eq_tui.manifest.model import JobSpec, MetricsSpec, Precondition
 from eq_tui.manifest.results_keys import parse_metrics
 from eq_tui.manifest.schema import Context
+from eq_tui.manifest.sharing import Sharing, for_gpus, parse_sharing
 from eq_tui.manifest.watch import parse_on_stall, parse_stall_after
 from eq_tui.manifest.yaml_lines import Path_
 
@@ -64,6 +67,7 @@ class Scope:
     priority: int = 0
     stall_after: float | None = None
     on_stall: str = "alert"
+    sharing: Sharing = field(default_factory=Sharing)
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ def parse_scope(ctx: Context, raw: dict[str, Any], path: Path_, parent: Scope) -
     if raw.get("gpus_per_job") is not None:
         scope.gpus_per_job_path = (*path, "gpus_per_job")
         scope.gpus_per_job = ctx.integer(raw["gpus_per_job"], scope.gpus_per_job_path,
-                                         minimum=1)
+                                         minimum=0)
     if raw.get("metrics") is not None:
         scope.metrics_path = (*path, "metrics")
         scope.metrics = parse_metrics(ctx, raw["metrics"], scope.metrics_path)
@@ -96,6 +100,7 @@ def parse_scope(ctx: Context, raw: dict[str, Any], path: Path_, parent: Scope) -
         scope.priority = ctx.integer(raw["priority"], (*path, "priority"))
     scope.stall_after = parse_stall_after(ctx, raw, path, scope.stall_after)
     scope.on_stall = parse_on_stall(ctx, raw, path, scope.on_stall)
+    scope.sharing = parse_sharing(ctx, raw, path, scope.sharing)
     return scope
 
 
@@ -188,7 +193,8 @@ class JobMaker:
                 item_path: Path_ = (*path, "jobs", i)
                 entry = ctx.mapping(item, item_path)
                 origin = Origin(item_path, ctx.origin(item_path))
-                jobs.append(self.make_job(entry, item_path, origin, scope, phase, {}))
+                jobs.append(self.make_job(entry, item_path, origin, scope, phase, {},
+                                          family=phase))
         if raw.get("template") is not None and raw.get("grid") is None:
             ctx.fail("'template' needs a 'grid' to expand", (*path, "template"))
         if raw.get("grid") is not None:
@@ -207,11 +213,12 @@ class JobMaker:
         for point in grid_points(grid):
             origin = Origin(grid_path, f"grid point {describe_point(point)} of "
                                        f"{ctx.origin(grid_path)}")
-            jobs.append(self.make_job(template, template_path, origin, scope, phase, point))
+            jobs.append(self.make_job(template, template_path, origin, scope, phase, point,
+                                      family=f"{phase}/template"))
         return jobs
 
     def make_job(self, entry: dict[str, Any], path: Path_, origin: Origin, scope: Scope,
-                 phase: str, point: dict[str, str]) -> JobSpec:
+                 phase: str, point: dict[str, str], *, family: str) -> JobSpec:
         ctx = self.ctx
         ctx.check_keys(entry, schema.JOB_KEYS, path)
         args = dict(scope.args)
@@ -226,10 +233,12 @@ class JobMaker:
         if entry.get("preconditions") is not None:
             preconditions = parse_preconditions(ctx, entry["preconditions"],
                                                 (*path, "preconditions"))
-        gpus_per_job = scope.gpus_per_job
+        gpus_per_job, gpus_path = scope.gpus_per_job, scope.gpus_per_job_path
         if entry.get("gpus_per_job") is not None:
-            gpus_per_job = ctx.integer(entry["gpus_per_job"], (*path, "gpus_per_job"),
-                                       minimum=1)
+            gpus_path = (*path, "gpus_per_job")
+            gpus_per_job = ctx.integer(entry["gpus_per_job"], gpus_path, minimum=0)
+        sharing = for_gpus(ctx, parse_sharing(ctx, entry, path, scope.sharing), gpus_per_job,
+                           gpus_path)
         priority = scope.priority
         if entry.get("priority") is not None:
             priority = ctx.integer(entry["priority"], (*path, "priority"))
@@ -245,7 +254,8 @@ class JobMaker:
             metrics=self._metrics(entry, path, scope, variables, point),
             params=tuple(point.items()),
             stall_after=parse_stall_after(ctx, entry, path, scope.stall_after),
-            on_stall=parse_on_stall(ctx, entry, path, scope.on_stall))
+            on_stall=parse_on_stall(ctx, entry, path, scope.on_stall),
+            mem_mib=sharing.mem_mib, exclusive=sharing.exclusive, family=family)
 
     def _metrics(self, entry: dict[str, Any], path: Path_, scope: Scope,
                  variables: dict[str, str], point: dict[str, str]) -> MetricsSpec | None:

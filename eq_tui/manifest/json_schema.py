@@ -56,6 +56,13 @@ _GPUS = _doc({"anyOf": [{"const": "all"}, {"type": "array", "minItems": 1, "uniq
              "GPU indices this host may use, or \"all\".", default="all",
              examples=[[0, 1, 2, 3], "all"])
 _MAX_PARALLEL = _doc(_int(1), "At most this many jobs at once on a host.", default=8)
+_HOST_LIMITS = {
+    "max_jobs_per_gpu": _doc(_nullable(_int(1)), "At most this many jobs share one GPU of a "
+                             "host (default: only their mem_mib limits it; nothing on Slurm "
+                             "hosts)."),
+    "max_cpu_jobs": _doc(_nullable(_int(0)), "At most this many CPU-only jobs (gpus_per_job: "
+                         "0) at once on a host (default: half its cores)."),
+}
 _SCALAR = {"type": ["string", "number", "boolean"]}
 
 _SIMULATE = _obj({
@@ -77,7 +84,8 @@ _SLURM = _obj({
     "cpus_per_task": _doc(_nullable(_int(1)), "sbatch --cpus-per-task."),
     "sbatch_args": _doc(_nullable({"type": "array", "items": _TEXT}),
                         "More sbatch arguments, one per item."),
-}, description="A Slurm cluster: jobs are submitted with sbatch --gres=gpu:N.")
+}, description="A Slurm cluster: jobs are submitted with sbatch --gres=gpu:N (none for a "
+               "CPU-only job).")
 
 _HOST = _obj({
     "name": _doc(_IDENT, "The host's name in the UI, the state and the session names."),
@@ -89,6 +97,7 @@ _HOST = _obj({
     "slurm": _doc(_nullable({"$ref": "#/$defs/slurm"}), "A Slurm cluster."),
     "log_dir": _doc(_nullable({"type": "string"}),
                     "Where attempt logs live on the host (default chosen by the host)."),
+    **_HOST_LIMITS,
 }, required=("name",), description="One machine: ssh, simulate or slurm; none of them: this "
                                    "machine.")
 
@@ -110,7 +119,18 @@ _PRECONDITIONS = _doc(_nullable({"type": "array", "items": {"$ref": "#/$defs/pre
                       "pending.")
 _OUTPUT_CHECK = _doc(_nullable({"type": "string"}),
                      "A glob on the host that must match for the job to count as completed.")
-_GPUS_PER_JOB = _doc(_nullable(_int(1)), "GPUs each job gets (on one host).", default=1)
+_GPUS_PER_JOB = _doc(_nullable(_int(0)), "GPUs each job gets (on one host); 0: a CPU-only "
+                     "job.", default=1)
+_SHARING = {
+    "mem_mib": _doc(_nullable({"anyOf": [_int(1), {"const": "auto"}]}),
+                    "The job's peak GPU memory per GPU in MiB, or auto (learned from the runs "
+                    "of its siblings: the same template or phase); jobs whose mem_mib fit share "
+                    "a GPU. Default: none, the job has its GPUs to itself. Nothing on Slurm "
+                    "hosts.", examples=[18000, "auto"]),
+    "exclusive": _doc(_nullable({"type": "boolean"}),
+                      "The job wants its GPUs alone, even where others would fit beside it.",
+                      default=False),
+}
 
 _METRICS = _obj({
     "json": _doc({"type": "string", "minLength": 1}, "A JSON file: every numeric leaf, with "
@@ -171,6 +191,7 @@ _JOB_FIELDS = {
     "output_check": _OUTPUT_CHECK,
     "preconditions": _PRECONDITIONS,
     "gpus_per_job": _GPUS_PER_JOB,
+    **_SHARING,
     "metrics": _METRICS_REF,
     "priority": _PRIORITY,
     **_STALL,
@@ -193,6 +214,7 @@ _SCOPE = {
     "preconditions": _PRECONDITIONS,
     "output_check": _OUTPUT_CHECK,
     "gpus_per_job": _GPUS_PER_JOB,
+    **_SHARING,
     "jobs": _doc(_nullable({"type": "array", "items": {"$ref": "#/$defs/job"}}),
                  "Explicit jobs."),
     "grid": _GRID,
@@ -261,8 +283,11 @@ _TOP = {
                   "The machines to run on (default: this machine)."),
     "gpus": _GPUS,
     "max_parallel": _MAX_PARALLEL,
+    **_HOST_LIMITS,
     "gpu_free_threshold_mib": _doc(_int(1), "A GPU is free when its used memory is below "
                                             "this.", default=500),
+    "gpu_margin_mib": _doc(_int(0), "Memory (MiB) kept free on every GPU that jobs share.",
+                           default=1024),
     "launcher": _doc({"enum": ["screen", "tmux"]}, "What runs each job's detached session.",
                      default="screen"),
     "waves": _doc({"enum": ["rolling", "strict"]}, "rolling: a GPU takes its next job as soon "

@@ -7,8 +7,9 @@ Semantics worth knowing:
   product in key order, the last key varying fastest). A template without `id` names its
   jobs from the grid point (`N64_seed42`); a template without a grid is an error.
 - With `phases`, jobs live in the phases: top-level `jobs`/`grid`/`template` are an error,
-  while top-level `default_cmd`, `args`, `preconditions`, `output_check` and `gpus_per_job`
-  are defaults every phase inherits. Without `phases`, every job is in phase `main`.
+  while top-level `default_cmd`, `args`, `preconditions`, `output_check`, `gpus_per_job`,
+  `mem_mib`, `exclusive` (and the other job keys) are defaults every phase inherits. Without
+  `phases`, every job is in phase `main`.
 - `${var}` takes the grid point, then the job's own args (args themselves see only the grid
   point). `${GPU}`, `${RUN_DIR}`, `${ATTEMPT}` and `${JOB_ID}` are left for launch time; `$$`
   writes a literal `$`. In commands a substituted value is shell-quoted when it needs it.
@@ -16,7 +17,10 @@ Semantics worth knowing:
   null drop it, a list gives `--key a b`. Numbers keep the text written (`0.10` stays `0.10`).
 - Without `project`, the file's stem (made a valid id) names the project.
 - `ssh:` (one host, named after its host part) and `hosts:` are exclusive; with neither, one
-  local host named `local`. Top-level `gpus` and `max_parallel` are defaults for hosts.
+  local host named `local`. Top-level `gpus`, `max_parallel`, `max_jobs_per_gpu` and
+  `max_cpu_jobs` are defaults for hosts.
+- `gpus_per_job: 0` is a CPU-only job; `mem_mib` or `exclusive: true` for one is an error
+  (sharing.py).
 - Every error is a ManifestError naming the file, line and key path (exit code 2).
 """
 
@@ -47,6 +51,7 @@ from eq_tui.manifest.settings import (
     parse_oom_retry,
     parse_project,
 )
+from eq_tui.manifest.sharing import for_gpus, parse_margin
 from eq_tui.manifest.watch import parse_notify
 from eq_tui.manifest.yaml_lines import load_with_lines
 
@@ -84,6 +89,8 @@ def _build(ctx: Context, data: Any) -> Manifest:
     project = parse_project(ctx, top)
     hosts = parse_hosts(ctx, top)
     top_scope = parse_scope(ctx, top, (), Scope())
+    top_sharing = for_gpus(ctx, top_scope.sharing, top_scope.gpus_per_job,
+                           top_scope.gpus_per_job_path)
     maker = JobMaker(ctx)
     results = parse_results(ctx, top, (), ResultsSpec())
     phases, jobs = _phases_and_jobs(ctx, top, maker, top_scope, results)
@@ -97,6 +104,8 @@ def _build(ctx: Context, data: Any) -> Manifest:
         gpu_free_threshold_mib=ctx.integer(top.get("gpu_free_threshold_mib", 500),
                                            ("gpu_free_threshold_mib",), minimum=1),
         gpus_per_job=top_scope.gpus_per_job,
+        mem_mib=top_sharing.mem_mib, exclusive=top_sharing.exclusive,
+        gpu_margin_mib=parse_margin(ctx, top),
         launcher=ctx.choice(top.get("launcher", "screen"), ("screen", "tmux"),
                             ("launcher",)),  # type: ignore[arg-type]
         waves=ctx.choice(top.get("waves", "rolling"), ("rolling", "strict"),

@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 Launcher = Literal["screen", "tmux"]
+MemMib = int | Literal["auto"]  # a job's peak GPU memory per GPU; "auto": learned from siblings
 Waves = Literal["rolling", "strict"]
 OnDependencyFailure = Literal["block", "run"]
 
@@ -42,7 +43,7 @@ class HostSpec:
     simulate: SimulateSpec | None = None
     slurm: SlurmSpec | None = None
     log_dir: str | None = None  # where attempt logs live on the host (default chosen by the host)
-    max_jobs_per_gpu: int | None = None  # None: only memory limits how many share a GPU
+    max_jobs_per_gpu: int | None = None  # None: only memory limits how many jobs share a GPU
     max_cpu_jobs: int | None = None  # CPU-only jobs at once; None: half the host's cores
 
     @property
@@ -134,9 +135,13 @@ class JobSpec:
     priority: int = 0  # higher launches first; ties in manifest order
     stall_after: float | None = None  # seconds; None: the default window; 0: never stalled
     on_stall: str = "alert"  # alert | restart | kill
-    mem_mib: int | Literal["auto"] | None = None  # peak GPU memory per GPU; None: a GPU alone
-    exclusive: bool = False  # wants its GPUs alone even with mem_mib
-    family: str = ""  # jobs that learn memory from each other (phase, or phase/template)
+    mem_mib: int | Literal["auto"] | None = None  # None: not given, its GPUs are its own
+    exclusive: bool = False  # wants its GPUs alone even when others would fit beside it
+    family: str = ""  # jobs that learn memory from each other: "<phase>/template" or the phase
+
+    def __post_init__(self) -> None:
+        if not self.family:  # specs built in code (tests, run-time adds) get their phase's
+            object.__setattr__(self, "family", self.phase)
 
 
 @dataclass(frozen=True)
@@ -171,8 +176,10 @@ class Manifest:
     env: dict[str, EnvVar] = field(default_factory=dict)
     hosts: tuple[HostSpec, ...] = (HostSpec(name="local"),)
     gpu_free_threshold_mib: int = 500
-    gpu_margin_mib: int = 1024  # kept free on every GPU that jobs share
     gpus_per_job: int = 1
+    mem_mib: int | Literal["auto"] | None = None  # the top level's (a job added at run time's)
+    exclusive: bool = False  # the top level's
+    gpu_margin_mib: int = 1024  # memory kept free on every shared GPU
     launcher: Launcher = "screen"
     waves: Waves = "rolling"
     oom_retry: OomRetry = field(default_factory=OomRetry)
