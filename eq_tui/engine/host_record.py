@@ -42,10 +42,10 @@ class HostRecord:
 
     @property
     def max_cpu_jobs(self) -> int:
-        """CPU-only jobs at once: the manifest's, else half the cores (0 until counted)."""
+        """CPU-only jobs at once: the manifest's, else half the cores (1 until counted)."""
         if self.spec is not None and self.spec.max_cpu_jobs is not None:
             return self.spec.max_cpu_jobs
-        return max(1, self.cores // 2) if self.cores else 0
+        return max(1, self.cores // 2) if self.cores else 1
 
     @property
     def kind(self) -> str:

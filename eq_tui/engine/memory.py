@@ -41,6 +41,27 @@ class Usage:
     mark: int = 0  # its peak then
 
 
+def others_by_gpu(snap: HostSnapshot, ours: Mapping[int, int]) -> dict[int, int]:
+    """GPU -> what is not our running jobs': the processes not ours, plus what no process
+    accounts for (the driver's, a container's we cannot see). The GPU's reading and its process
+    list are two queries a moment apart, so the reading less ours could miss someone else's
+    memory when one of our jobs allocated in between; counted this way it never does."""
+    index = {gpu.uuid: gpu.index for gpu in snap.gpus}
+    listed: dict[int, int] = {}
+    for process in snap.processes:
+        gpu = index.get(process.gpu_uuid)
+        if gpu is not None and process.used_mib is not None:
+            listed[gpu] = listed.get(gpu, 0) + process.used_mib
+    others = {}
+    for gpu in snap.gpus:
+        if gpu.memory_used_mib is None:
+            continue
+        theirs = listed.get(gpu.index, 0) - ours.get(gpu.index, 0)
+        unaccounted = max(0, gpu.memory_used_mib - listed.get(gpu.index, 0))
+        others[gpu.index] = max(0, theirs) + unaccounted
+    return others
+
+
 def learned_estimate(peak_mib: int) -> int:
     return math.ceil(peak_mib * HEADROOM + HEADROOM_MIB)
 
@@ -80,8 +101,7 @@ class MemoryBook:
                 if job is not None:
                     for gpu, mib in self._measure(job, snap, now).items():
                         ours[gpu] = ours.get(gpu, 0) + mib
-            self.others[name] = {gpu.index: max(0, gpu.memory_used_mib - ours.get(gpu.index, 0))
-                                 for gpu in snap.gpus if gpu.memory_used_mib is not None}
+            self.others[name] = others_by_gpu(snap, ours)
         for job_id in [j for j in self.usage if j not in ctx.ledger.jobs
                        or not ctx.ledger.jobs[j].status.is_active]:
             self._settle(job_id)
