@@ -49,16 +49,16 @@ def others_by_gpu(snap: HostSnapshot, ours: Mapping[int, int]) -> dict[int, int]
     index = {gpu.uuid: gpu.index for gpu in snap.gpus}
     listed: dict[int, int] = {}
     for process in snap.processes:
-        gpu = index.get(process.gpu_uuid)
-        if gpu is not None and process.used_mib is not None:
-            listed[gpu] = listed.get(gpu, 0) + process.used_mib
+        at = index.get(process.gpu_uuid)
+        if at is not None and process.used_mib is not None:
+            listed[at] = listed.get(at, 0) + process.used_mib
     others = {}
-    for gpu in snap.gpus:
-        if gpu.memory_used_mib is None:
+    for reading in snap.gpus:
+        if reading.memory_used_mib is None:
             continue
-        theirs = listed.get(gpu.index, 0) - ours.get(gpu.index, 0)
-        unaccounted = max(0, gpu.memory_used_mib - listed.get(gpu.index, 0))
-        others[gpu.index] = max(0, theirs) + unaccounted
+        theirs = listed.get(reading.index, 0) - ours.get(reading.index, 0)
+        unaccounted = max(0, reading.memory_used_mib - listed.get(reading.index, 0))
+        others[reading.index] = max(0, theirs) + unaccounted
     return others
 
 
