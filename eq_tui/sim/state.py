@@ -131,8 +131,9 @@ def set_gpu_health(state_dir: str | os.PathLike[str], *, ecc: Mapping[int, int] 
 
 
 def hold_memory(state_dir: str | os.PathLike[str], pid: int, gpu: int, mib: int) -> None:
-    """Make a running process (e.g. someone else's) hold `mib` on a sim GPU until it exits."""
-    path = Path(state_dir) / "procs" / f"{pid}.json"
+    """Make a running process (e.g. someone else's) hold `mib` on a sim GPU until it exits
+    (called once per GPU for a process on several)."""
+    path = Path(state_dir) / "procs" / f"{pid}-{gpu}.json"  # bin/_simcore.py record_path
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps({"pid": pid, "gpu": gpu, "mib": mib, "linger_until": None}))
     os.replace(tmp, path)
