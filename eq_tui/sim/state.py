@@ -25,7 +25,7 @@ RUNS = "runs.jsonl"
 @dataclass(frozen=True)
 class RunInterval:
     """One fake-train attempt that held memory on `gpu` from `start` to `end` (its exit), and
-    until `released` when its memory lingered."""
+    until `released` when its memory lingered. A job on several GPUs has one per GPU."""
 
     job: str
     attempt: int
@@ -151,16 +151,16 @@ def read_runs(state_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 def run_intervals(runs: Iterable[Mapping[str, Any]],
                   unmatched_end: float = math.inf) -> list[RunInterval]:
-    """Pair start and end events by pid. A start with no end yet (still running, or killed by
-    someone with SIGKILL) lasts until `unmatched_end`."""
+    """Pair start and end events by pid, an interval per GPU the start names. A start with no
+    end yet (still running, or killed by someone with SIGKILL) lasts until `unmatched_end`."""
     open_starts: dict[int, Mapping[str, Any]] = {}
     intervals: list[RunInterval] = []
 
     def close(start: Mapping[str, Any], end: float, released: float, code: int | None) -> None:
-        intervals.append(RunInterval(
-            job=str(start["job"]), attempt=int(start["attempt"]), pid=int(start["pid"]),
-            gpu=int(start["gpu"]), start=float(start["t"]), end=end, released=released,
-            exit=code))
+        for gpu in start.get("gpus") or [start["gpu"]]:
+            intervals.append(RunInterval(
+                job=str(start["job"]), attempt=int(start["attempt"]), pid=int(start["pid"]),
+                gpu=int(gpu), start=float(start["t"]), end=end, released=released, exit=code))
 
     for event in runs:
         kind, pid = event.get("event"), int(event.get("pid", -1))
