@@ -165,7 +165,7 @@ def test_linger_keeps_memory_after_exit_then_drops(sim: Sim) -> None:
     assert int(sim.gpus()[0][5]) == 0, "lingering memory computes nothing"
     wait_until(lambda: sim.used(0) == 0, timeout=5)
     assert sim.apps() == []
-    assert not (sim.state / "procs" / f"{pids[0]}.json").exists()
+    assert list((sim.state / "procs").glob(f"{pids[0]}-*.json")) == []
 
 
 def test_linger_from_config(sim: Sim) -> None:
@@ -374,7 +374,8 @@ def test_sim_bin_dir_has_executables() -> None:
 def test_the_shell_fast_path_answers_exactly_as_the_python_stand_in(tmp_path: Path) -> None:
     """nvidia-smi answers the probe's two queries in sh/awk; _nvidia_smi.py defines the
     behaviour. Same state, same answers: running, lingering and expired records on several
-    GPUs, a base allocation, every field the fast path knows."""
+    GPUs, one process on two GPUs, a legacy record name, a base allocation, every field the
+    fast path knows."""
     state = tmp_path / "state"
     init_sim_state(state, host="fast", gpus=3, memory_mib=16000, base_mib=7)
     procs = state / "procs"
@@ -384,14 +385,17 @@ def test_the_shell_fast_path_answers_exactly_as_the_python_stand_in(tmp_path: Pa
         now = time.time()
         records = [
             {"pid": os.getpid(), "gpu": 2, "mib": 3000, "linger_until": None},
+            {"pid": os.getpid(), "gpu": 0, "mib": 2900, "linger_until": None},
             {"pid": sleeper.pid, "gpu": 2, "mib": 500, "linger_until": None},
             {"pid": 3_999_001, "gpu": 0, "mib": 1200, "linger_until": now + 300},  # lingering
             {"pid": 3_999_002, "gpu": 1, "mib": 900, "linger_until": now - 5},  # released
             {"pid": 3_999_003, "gpu": 1, "mib": 800, "linger_until": None},  # gone
         ]
         for record in records:
-            (procs / f"{record['pid']}.json").write_text(
-                json.dumps({**record, "job": "j 1", "attempt": 1}))
+            (procs / f"{record['pid']}-{record['gpu']}.json").write_text(
+                json.dumps({**record, "peak_mib": 9000, "job": "j 1", "attempt": 1}))
+        (procs / "3999004.json").write_text(json.dumps(  # the layout before one file per GPU
+            {"pid": 3_999_004, "gpu": 1, "mib": 700, "linger_until": now + 300}))
         env = {**os.environ, "EQ_SIM_STATE": str(state)}
         queries = ["--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu",
                    "--query-gpu=memory.used,index", "--query-gpu=gpu_name, gpu_uuid",

@@ -25,7 +25,7 @@ RUNS = "runs.jsonl"
 @dataclass(frozen=True)
 class RunInterval:
     """One fake-train attempt that held memory on `gpu` from `start` to `end` (its exit), and
-    until `released` when its memory lingered."""
+    until `released` when its memory lingered. A job on several GPUs has one per GPU."""
 
     job: str
     attempt: int
@@ -131,8 +131,9 @@ def set_gpu_health(state_dir: str | os.PathLike[str], *, ecc: Mapping[int, int] 
 
 
 def hold_memory(state_dir: str | os.PathLike[str], pid: int, gpu: int, mib: int) -> None:
-    """Make a running process (e.g. someone else's) hold `mib` on a sim GPU until it exits."""
-    path = Path(state_dir) / "procs" / f"{pid}.json"
+    """Make a running process (e.g. someone else's) hold `mib` on a sim GPU until it exits
+    (called once per GPU for a process on several)."""
+    path = Path(state_dir) / "procs" / f"{pid}-{gpu}.json"  # bin/_simcore.py record_path
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps({"pid": pid, "gpu": gpu, "mib": mib, "linger_until": None}))
     os.replace(tmp, path)
@@ -150,16 +151,16 @@ def read_runs(state_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 def run_intervals(runs: Iterable[Mapping[str, Any]],
                   unmatched_end: float = math.inf) -> list[RunInterval]:
-    """Pair start and end events by pid. A start with no end yet (still running, or killed by
-    someone with SIGKILL) lasts until `unmatched_end`."""
+    """Pair start and end events by pid, an interval per GPU the start names. A start with no
+    end yet (still running, or killed by someone with SIGKILL) lasts until `unmatched_end`."""
     open_starts: dict[int, Mapping[str, Any]] = {}
     intervals: list[RunInterval] = []
 
     def close(start: Mapping[str, Any], end: float, released: float, code: int | None) -> None:
-        intervals.append(RunInterval(
-            job=str(start["job"]), attempt=int(start["attempt"]), pid=int(start["pid"]),
-            gpu=int(start["gpu"]), start=float(start["t"]), end=end, released=released,
-            exit=code))
+        for gpu in start.get("gpus") or [start["gpu"]]:
+            intervals.append(RunInterval(
+                job=str(start["job"]), attempt=int(start["attempt"]), pid=int(start["pid"]),
+                gpu=int(gpu), start=float(start["t"]), end=end, released=released, exit=code))
 
     for event in runs:
         kind, pid = event.get("event"), int(event.get("pid", -1))

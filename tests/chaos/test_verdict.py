@@ -102,6 +102,16 @@ def test_a_stuck_class_needs_its_failure_on_a_host() -> None:
     assert stuck_proof("a", oom, "cuda_oom") is None
 
 
+def test_an_oom_during_the_ramp_ends_its_own_run_and_is_no_launch_of_its_own() -> None:
+    ramp_oom = {"event": "oom", "job": "a", "attempt": 1, "pid": 1, "gpu": 0, "t": 12,
+                "during": "ramp", "held_mib": 9000, "asked_mib": 700}
+    runs = host_runs("h", [start("a", 10, pid=1), ramp_oom, end("a", 12.01, pid=1, code=1)],
+                     [], 100)
+    assert [(r.job, r.oom, r.exit, r.end) for r in runs] == [("a", True, 1, 12.01)]
+    assert duplicates(runs) == [] and gpu_overlaps(runs, released=True)[0] == []
+    assert stuck_proof("a", runs, "cuda_oom") is None
+
+
 def test_a_fault_counts_only_with_its_trace() -> None:
     down = {"type": "host_state_changed", "host": "alpha", "state": "down", "at": 12.0,
             "reason": "connection lost"}

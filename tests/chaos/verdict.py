@@ -33,9 +33,10 @@ EXPLAINS = {
 
 @dataclass(frozen=True)
 class Run:
-    """One process of ours on one GPU, as its host recorded it. An OOM is a run that ended
-    where it started. A start with no end record ended at the reboot that killed it, or
-    (nothing explains its end) holds its GPU until the check."""
+    """One process of ours on one GPU, as its host recorded it. An OOM at start is a run that
+    ended where it started; one during its ramp (`fake-train --ramp`) marks the run it ended.
+    A start with no end record ended at the reboot that killed it, or (nothing explains its
+    end) holds its GPU until the check."""
 
     host: str
     job: str
@@ -111,6 +112,7 @@ def host_runs(host: str, records: Iterable[Mapping[str, Any]], reboots: Iterable
     reboot_times = sorted(reboots)
     runs: list[Run] = []
     open_starts: dict[tuple[int, str, int], Mapping[str, Any]] = {}
+    ran_out: set[tuple[int, str, int]] = set()
 
     def key(rec: Mapping[str, Any]) -> tuple[int, str, int]:
         return int(rec["pid"]), str(rec["job"]), int(rec["attempt"])
@@ -127,6 +129,8 @@ def host_runs(host: str, records: Iterable[Mapping[str, Any]], reboots: Iterable
         kind = rec.get("event")
         if kind == "start":
             open_starts[key(rec)] = rec
+        elif kind == "oom" and rec.get("during") == "ramp":
+            ran_out.add(key(rec))
         elif kind == "oom":
             t = float(rec["t"])
             runs.append(make(rec, t, t, 1, oom=True))
@@ -135,7 +139,7 @@ def host_runs(host: str, records: Iterable[Mapping[str, Any]], reboots: Iterable
             end = float(rec["t"])
             linger = rec.get("linger_until")
             released = max(end, float(linger)) if linger is not None else end
-            runs.append(make(start, end, released, rec.get("exit")))
+            runs.append(make(start, end, released, rec.get("exit"), oom=key(rec) in ran_out))
     for rec in open_starts.values():
         t = float(rec["t"])
         reboot = next((r for r in reboot_times if r >= t), None)

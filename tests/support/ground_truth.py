@@ -1,8 +1,8 @@
 """What ran, as the hosts recorded it: the fake jobs' own runs.jsonl, never the engine's history.
 
 A "launch" here is a fake-train process that reached its GPU: a `start` record (it claimed its
-memory) or an `oom` record (it tried and was refused). Tests that promise "nothing launched
-twice" count these.
+memory) or an `oom` record (it tried and was refused) — not an `oom` during its ramp, which
+follows that process's own `start`. Tests that promise "nothing launched twice" count these.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ def launches(state_dirs: Iterable[Path], *, since: float = 0.0,
     counts: Counter[tuple[str, int]] = Counter()
     for state_dir in state_dirs:
         for record in read_runs(state_dir):
-            if record.get("event") not in LAUNCH_EVENTS or float(record["t"]) < since:
+            if record.get("event") not in LAUNCH_EVENTS or float(record["t"]) < since \
+                    or record.get("during") == "ramp":
                 continue
             job = str(record.get("job"))
             if jobs is None or job in jobs:

@@ -7,8 +7,17 @@ State directory layout (named by $EQ_SIM_STATE):
     config.json     {"host", "gpus", "memory_mib", "model", "linger_s", "base_mib", "quirk",
                      "foreign": [{"gpu", "mib"}], "ecc": {"0": n}, "pending_pages": [i],
                      "vanished": [i]}
-    procs/<pid>.json  {"pid", "gpu", "mib", "linger_until": float|null, "util": int|null, ...}
-    runs.jsonl      append-only start/end/oom events from fake-train
+    procs/<pid>-<gpu>.json
+                    what one process holds on one GPU (a process on several GPUs has a file for
+                    each, so nvidia-smi lists a row per (pid, GPU) as the real one does):
+                    {"pid", "gpu", "mib", ..., "linger_until": float|null, "util": int|null}.
+                    Readers take pid, gpu and mib from the content, never the name, and "pid",
+                    "gpu", "mib" come first (the shell nvidia-smi reads the first match of each).
+                    "mib" is what the process holds now: a ramping fake-train rewrites it
+                    (atomically) as it grows. A legacy procs/<pid>.json is read the same way.
+    runs.jsonl      append-only start/end/oom events from fake-train; an oom with
+                    "during": "ramp" follows that process's start (it had memory and was refused
+                    more), one with "during": "start" is a process that never got its memory
 """
 
 from __future__ import annotations
@@ -143,6 +152,13 @@ def used_mib(config: dict[str, Any], apps: list[ComputeApp], gpu: int) -> int:
     return int(config["base_mib"]) + sum(a.mib for a in apps if a.gpu == gpu)
 
 
+def room_mib(config: dict[str, Any], apps: list[ComputeApp], gpu: int, pid: int) -> int:
+    """What process `pid` may hold on `gpu` in all: the total less the base and everyone
+    else's memory (live, lingering or foreign), whatever `pid` holds there now."""
+    others = [a for a in apps if a.pid != pid or a.foreign]
+    return int(config["memory_mib"]) - used_mib(config, others, gpu)
+
+
 def utilization(apps: list[ComputeApp], gpu: int) -> int:
     """Busy (90-99 %, stable per pid) while a running process is on the GPU; lingering memory
     alone computes nothing."""
@@ -153,13 +169,25 @@ def utilization(apps: list[ComputeApp], gpu: int) -> int:
     return max((a.util or 0 for a in running), default=0)
 
 
+def record_path(state_dir: Path, pid: int, gpu: int) -> Path:
+    """Where what `pid` holds on `gpu` is recorded."""
+    return state_dir / "procs" / f"{pid}-{gpu}.json"
+
+
+def record_paths(state_dir: Path, pid: int) -> list[Path]:
+    """Every record of one process: one per GPU it holds memory on."""
+    procs = state_dir / "procs"
+    legacy = procs / f"{pid}.json"
+    return sorted(procs.glob(f"{pid}-*.json")) + ([legacy] if legacy.exists() else [])
+
+
 def set_process_util(state_dir: Path, pid: int, util: int | None) -> None:
-    """A process's own utilisation (0 for a hung one); None: busy as usual."""
-    path = state_dir / "procs" / f"{pid}.json"
-    rec = _read_json(path)
-    if isinstance(rec, dict):
-        (state_dir / "util_set").touch()  # the fast nvidia-smi leaves such records to Python
-        write_json_atomic(path, {**rec, "util": util})
+    """A process's own utilisation on all its GPUs (0 for a hung one); None: busy as usual."""
+    for path in record_paths(state_dir, pid):
+        rec = _read_json(path)
+        if isinstance(rec, dict):
+            (state_dir / "util_set").touch()  # the fast nvidia-smi leaves such records to Python
+            write_json_atomic(path, {**rec, "util": util})
 
 
 def health(config: dict[str, Any], gpu: int) -> tuple[int, bool]:
