@@ -169,11 +169,10 @@ def test_after_a_shared_oom_the_job_does_not_go_back_to_the_crowded_gpu() -> Non
     assert d.launches == []
 
 
-def test_auto_learns_from_the_family_and_the_first_runs_alone() -> None:
+def test_auto_runs_alone_until_its_family_is_measured_then_packs() -> None:
     m = manifest(*(spec(f"j{i}", "auto") for i in range(3)))
     d = run(m, waiting("j0", "j1", "j2"), [host(used=(0, 0))])
-    assert placed(d) == [("j0", "h", (0,), None)]
-    assert d.waiting["j1"].startswith("mem_mib auto: waiting for j0")
+    assert placed(d) == [("j0", "h", (0,), None), ("j1", "h", (1,), None)]
     d = run(m, waiting("j1", "j2"), [host(used=(0, 0))], family_peak={"main": 18 * GIB})
     estimate = learned_estimate(18 * GIB)
     assert estimate == round(18 * GIB * 1.15 + 1024)

@@ -9,8 +9,9 @@ that has not touched CUDA yet still holds its full estimate, so two jobs never r
 memory at start-up.
 
 `mem_mib: auto` learns from the job's family (the same template, or phase): the largest peak
-seen x HEADROOM + HEADROOM_MIB. Until one of the family has been measured, one of them runs
-alone; once it levels off its GPU is shared too.
+seen x HEADROOM + HEADROOM_MIB. Until one of the family has been measured, they run one to a
+GPU, alone; once one has levelled off (or ended), the family packs, and the GPUs of those
+running alone are shared too.
 """
 
 from __future__ import annotations
@@ -213,9 +214,8 @@ class MemoryPlan:
             return Hold(shown, now)  # the family's first, measured: its GPU is shared now
         return Hold(None, now)
 
-    def need(self, job: JobState, spec: JobSpec, pioneers: dict[str, str]) -> Need:
-        """What a waiting job asks for. `pioneers`: family -> the job measuring it now (one
-        per family; the caller's, updated as jobs are placed)."""
+    def need(self, job: JobState, spec: JobSpec) -> Need:
+        """What a waiting job asks for."""
         if spec.gpus_per_job == 0:
             return CPU
         if spec.mem_mib is None or spec.exclusive or job.mem_escalation >= 2:
@@ -224,23 +224,10 @@ class MemoryPlan:
             own = max((a.peak_mib or 0 for a in job.history), default=0)
             known = max(own, self.family_peak.get(spec.family, 0))
             if not known:
-                pioneer = pioneers.get(spec.family)
-                if pioneer is not None and pioneer != job.id:
-                    return Need(wait=f"mem_mib auto: waiting for {pioneer} to show how much "
-                                     "memory this family needs")
-                return ALONE
+                return ALONE  # until one of its family has shown what it needs
             base = learned_estimate(known)
         else:
             base = spec.mem_mib
         if job.mem_escalation >= 1:
             base = math.ceil(base * ESCALATION)
         return Need(mib=base)
-
-    def pioneers(self, active: Iterable[JobState]) -> dict[str, str]:
-        """family -> an active `auto` job of a family not measured yet (it runs alone)."""
-        found: dict[str, str] = {}
-        for job in active:
-            spec = self.specs.get(job.id)
-            if spec is not None and spec.mem_mib == "auto" and spec.family not in self.family_peak:
-                found.setdefault(spec.family, job.id)
-        return found

@@ -12,7 +12,7 @@ ours is and the memory reads below the free threshold, as when nothing shares.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -27,9 +27,7 @@ MAX_SHARED_GUESS = 8
 class MemoryPlan(Protocol):
     def hold(self, job: JobState) -> Hold: ...
 
-    def need(self, job: JobState, spec: JobSpec, pioneers: dict[str, str]) -> Need: ...
-
-    def pioneers(self, active: Iterable[JobState]) -> dict[str, str]: ...
+    def need(self, job: JobState, spec: JobSpec) -> Need: ...
 
 
 @dataclass
@@ -95,7 +93,6 @@ class MemoryPlacer:
         self.cpu_left = {h.name: max(0, h.max_cpu_jobs - cpu_jobs.get(h.name, 0))
                          for h in self.hosts}
         self.cap = {h.name: h.max_jobs_per_gpu for h in self.hosts}
-        self.pioneers = plan.pioneers(active)
         self.specs = specs
         self.gpu_seat = _GpuSeat(self)
         self.cpu_seat = _CpuSeat(self)
@@ -129,9 +126,7 @@ class MemoryPlacer:
         return total
 
     def place_gpu(self, job: JobState, spec: JobSpec) -> Launch | str:
-        need = self.plan.need(job, spec, self.pioneers)
-        if need.wait is not None:
-            return need.wait
+        need = self.plan.need(job, spec)
         if need.mib is None:
             free = {h.name: self.free_alone(h.name) for h in self.hosts}
             placed = place_alone(job, spec.gpus_per_job, self.hosts, free, self.slots)
@@ -143,8 +138,6 @@ class MemoryPlacer:
                 room.jobs += 1
                 room.alone = True
             self.slots[host] -= 1
-            if spec.mem_mib == "auto":
-                self.pioneers.setdefault(spec.family, job.id)
             return Launch(job.id, host, gpus)
         return self._place_shared(job, spec.gpus_per_job, need.mib)
 

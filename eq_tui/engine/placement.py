@@ -24,11 +24,10 @@ class Hold:
 @dataclass(frozen=True)
 class Need:
     """What a waiting job asks for: `mib` per GPU on a shared GPU, or GPUs alone (mib None);
-    `cpu`: no GPU at all; `wait`: it cannot be placed yet, and why."""
+    `cpu`: no GPU at all."""
 
     mib: int | None = None
     cpu: bool = False
-    wait: str | None = None
 
 
 ALONE = Need()
