@@ -95,7 +95,7 @@ class Editing:
         job.cmd = new
         spec = ctx.ledger.specs.get(job.id)
         if spec is not None:
-            ctx.ledger.specs[job.id] = replace(spec, cmd=new)
+            ctx.ledger.set_spec(job.id, replace(spec, cmd=new))
         if job.spec is not None:
             job.spec = {**job.spec, "cmd": new}
         job.edits.append({"kind": "edit", "at": now, "by": by, "old": old, "new": new,

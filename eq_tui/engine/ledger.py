@@ -34,6 +34,7 @@ class Ledger:
         self._on_release = on_release
         self._output_pattern = output_pattern
         self._version = 0  # counts job changes; what is built from the jobs keys on it
+        self.specs_version = 0  # counts changes of `specs` (set_spec, add_job, reconcile)
         self._attempts_cache: tuple[tuple[int, int, int], dict[str, list[AttemptRef]]] | None \
             = None
         self._output_checks_cache: tuple[tuple[int, int, int], list[PathCheck]] | None = None
@@ -99,8 +100,13 @@ class Ledger:
     def add_job(self, job: JobState, spec: JobSpec) -> None:
         """A job made while the queue runs (added, cloned, reloaded), after the others."""
         self.jobs[job.id] = job
-        self.specs[job.id] = spec
+        self.set_spec(job.id, spec)
         self.changed(job)
+
+    def set_spec(self, job_id: str, spec: JobSpec) -> None:
+        """A job's definition changed (edited, reloaded) or was made."""
+        self.specs[job_id] = spec
+        self.specs_version += 1
 
     def retire_job(self, job_id: str, by: str) -> JobState:
         """A waiting job a reload removed: kept in `retired` for its history."""
@@ -139,6 +145,7 @@ class Ledger:
         person and whose command changed is retried (returned: the fix is the person's word)."""
         ordered: dict[str, JobState] = {}
         self.specs = dict(self.manifest.job_specs)
+        self.specs_version += 1
         reopened: list[JobState] = []
         for spec in self.manifest.jobs:
             job = self.jobs.pop(spec.id, None)
@@ -187,11 +194,6 @@ class Ledger:
         self.bus.alert("info", why, job=job.id)
 
     # ---- reads -----------------------------------------------------------------------------
-
-    @property
-    def version(self) -> int:
-        """Changes with every change to a job (or to which jobs there are)."""
-        return self._version
 
     def all_finished(self) -> bool:
         return all(job.status.is_finished for job in self.jobs.values())

@@ -175,8 +175,8 @@ class MemoryBook:
         None when every job takes its GPUs alone, as without these keys (the scheduler's fast
         path)."""
         ledger = self.ctx.ledger
-        if self._uses_key != ledger.version:
-            self._uses_key = ledger.version
+        if self._uses_key != ledger.specs_version:
+            self._uses_key = ledger.specs_version
             self._uses = uses_memory_placement(ledger.specs.values())
         if not self._uses:
             return None

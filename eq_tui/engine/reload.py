@@ -129,7 +129,7 @@ def _restored(saved: dict[str, Any] | None, spec: JobSpec) -> JobState | None:
 
 def _update(ctx: RunContext, job: JobState, spec: JobSpec, by: str, now: float) -> None:
     old = job.cmd
-    ctx.ledger.specs[job.id] = spec
+    ctx.ledger.set_spec(job.id, spec)
     job.phase = spec.phase
     if not job.priority_set:
         job.priority = spec.priority
