@@ -4,33 +4,16 @@ says something while the first 64 jobs run, before any has finished."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from statistics import fmean
 from typing import Any
 
+from eq_tui.engine import progress_fraction
 from eq_tui.tui.progress import completed_duration
 from eq_tui.tui.run_view import RunView
 
 ALL = ""  # the key of the mean over every phase
-_PROGRESS = re.compile(r"(?<![\d.])(\d+)\s*/\s*(\d+)(?![\d.])|(?<![\d.])(\d+(?:\.\d+)?)\s*%")
-
-
-def job_fraction(line: str) -> float | None:
-    """How far a job says it is, from the last `a/b` or `n%` on its last log line."""
-    found = None
-    for match in _PROGRESS.finditer(line):
-        if match.group(3) is not None:
-            fraction = float(match.group(3)) / 100
-        else:
-            done, total = int(match.group(1)), int(match.group(2))
-            if total <= 0 or done > total:
-                continue
-            fraction = done / total
-        if 0 < fraction <= 1:
-            found = fraction
-    return found
 
 
 def phase_means(completed: Iterable[Mapping[str, Any]]) -> dict[str, float]:
@@ -57,7 +40,7 @@ def estimate_eta(running: Iterable[Mapping[str, Any]], waiting: Iterable[str],
         phase = str(job.get("phase") or "")
         started = job.get("started")
         elapsed = now - float(started) if started is not None else 0.0
-        fraction = job_fraction(str(job.get("last_line") or ""))
+        fraction = progress_fraction(str(job.get("last_line") or ""))
         if fraction and elapsed > 0:
             total: float | None = elapsed / fraction
             by_progress.setdefault(phase, []).append(elapsed / fraction)
