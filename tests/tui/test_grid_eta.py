@@ -7,7 +7,7 @@ from eq_tui.engine.events import JobUpdated
 from eq_tui.tui.eta import ALL, estimate_eta, view_eta
 from eq_tui.tui.grid_plan import full_height, plan_grid
 from eq_tui.tui.host_line import gpu_totals, host_line, line_widths
-from eq_tui.tui.layout import room_for
+from eq_tui.tui.layout import LAST_LINE_MIN, fit_table, room_for
 from eq_tui.tui.rows import where_width
 from eq_tui.tui.run_view import RunView
 from tests.tui.fake_client import T0, attempt, gpu, job, sample_snapshot
@@ -55,6 +55,20 @@ def test_the_room_leaves_the_table_a_third_and_a_small_screen_its_own_layout() -
     assert small.small and small.header_height == 1 and small.bottom_height == 0
     assert room_for(80, 24, small.toggled_logs()).logs_tab
     assert not room_for(160, 48, small.toggled_logs()).logs_tab  # a tab only when small
+
+
+def test_the_progress_column_shows_where_it_fits_and_the_last_log_line_makes_room() -> None:
+    widths = [("mark", 1), ("id", 24), ("phase", 10), ("status", 10), ("progress", 16),
+              ("priority", 4), ("where", 12), ("attempt", 5), ("duration", 8), ("failure", 12)]
+    # 80 columns: id, phase, status and progress fit (the rest scrolls); 160: all of it, the
+    # last log line narrowed to fit; 240: all of it at full width
+    fits = {width: fit_table(width, widths, 50) for width in (80, 100, 160, 240)}
+    assert all(fit.progress for fit in fits.values())
+    assert [fits[w].last_line for w in (80, 100, 160, 240)] == [50, 50, 32, 50]
+    with_project = [*widths[:2], ("project", 12), *widths[2:]]
+    assert not fit_table(80, with_project, 50).progress  # it would end past the screen
+    assert fit_table(100, with_project, 50).progress
+    assert fit_table(160 - 32 + LAST_LINE_MIN - 1, widths, 50).last_line == 50  # too narrow
 
 
 def test_the_host_gpu_column_fits_the_longest_host_name() -> None:
