@@ -172,8 +172,9 @@ class PaceBook:
 
 
 def _median(values: list[float], count: int, skip: int) -> float | None:
-    """The median of sorted `values` without the one at index `skip` (none when skip is past
-    the `count` kept); None with fewer than MIN_SIBLINGS."""
+    """The median of sorted `values` less the one at index `skip` (a job's own figure; none is
+    left out when skip == len(values)), `count` being how many remain; None with fewer than
+    MIN_SIBLINGS."""
     if count < MIN_SIBLINGS:
         return None
 
