@@ -1,7 +1,8 @@
 """The engine and its public surface. Front ends import from here only: the front-end contract
 (EngineClient and the typed snapshot, job record and command result), the events, job
-statuses, the shared reducer (ProjectState), and — lazily, since it pulls in the hosts — the
-Engine and its control socket."""
+statuses, the shared reducer (ProjectState), progress out of a log line and a running job's
+pace (PaceBook), and — lazily, since it pulls in the hosts — the Engine and its control
+socket."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ from eq_tui.engine.events import (
     event_from_json,
 )
 from eq_tui.engine.model import FailureClass, JobState, JobStatus
+from eq_tui.engine.pace import Pace, PaceBook, completed_duration
+from eq_tui.engine.progress_line import progress_fraction
 from eq_tui.engine.view import Applied, ProjectState
 
 if TYPE_CHECKING:
@@ -54,8 +57,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "COMMANDS", "Alert", "Applied", "CommandResult", "ControlClient", "Engine", "EngineClient",
     "Event", "FailureClass", "GpuView", "HostEntry", "HostProbed", "HostStateChanged",
-    "JobRecord", "JobState", "JobStateChanged", "JobStatus", "JobUpdated", "NodeView",
-    "PhaseHeld", "PhaseReleased", "PreflightReported", "ProjectState", "QueueFinished",
-    "QueuePaused", "Snapshot",
-    "event_from_json", "serve_control",
+    "JobRecord", "JobState", "JobStateChanged", "JobStatus", "JobUpdated", "NodeView", "Pace",
+    "PaceBook", "PhaseHeld", "PhaseReleased", "PreflightReported", "ProjectState",
+    "QueueFinished", "QueuePaused", "Snapshot",
+    "completed_duration", "event_from_json", "progress_fraction", "serve_control",
 ]

@@ -2,12 +2,12 @@
 
 A job is stalled when, over its window, at least two of these hold: its log has not grown,
 every GPU it holds is under IDLE_UTIL_PCT utilisation, its progress (`epoch 3/10`,
-`step 1200/5000`, tqdm's `45%|`) has not advanced while its log grew (a job that shows no
-progress never has this sign). A known hang line (an NCCL watchdog timeout) marks it
-stalled at once. The window is the job's `stall_after`, else max(DEFAULT_FLOOR_S, 3 x the
-longest gap between log growths seen so far). Each tick, `check` reads this tick's probes:
-the facts come from the probe (log size, GPU utilisation, last log line), the times from the
-engine's clock.
+`step 1200/5000`, tqdm's `45%|`, read by progress_line.py) has not advanced while its log grew
+(a job that shows no progress never has this sign). A known hang line (an NCCL watchdog
+timeout) marks it stalled at once. The window is the job's `stall_after`, else
+max(DEFAULT_FLOOR_S, 3 x the longest gap between log growths seen so far). Each tick, `check`
+reads this tick's probes: the facts come from the probe (log size, GPU utilisation, last log
+line), the times from the engine's clock.
 
 on_stall: `alert` marks the job and says so; `restart` and `kill` also act once it has been
 stalled for another window (at once on a hang line): restart requeues it as failure class
@@ -25,6 +25,7 @@ from eq_tui.engine.durations import format_duration
 from eq_tui.engine.events import JobStalled
 from eq_tui.engine.judge import Verdict
 from eq_tui.engine.model import FailureClass, JobState, JobStatus
+from eq_tui.engine.progress_line import progress_fraction
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import AttemptProbe, HostSnapshot
 
@@ -33,19 +34,6 @@ DEFAULT_FLOOR_S = 600.0
 STALL_RETRIES = 2  # restarts after a stall before the job waits for a person
 HANG_LINE = re.compile(r"Watchdog caught collective operation timeout|Timeout\(ms\)=\d+"
                        r"|NCCL watchdog", re.IGNORECASE)
-_PROGRESS = re.compile(r"\b(?:epoch|step|iter(?:ation)?|batch)\s*[:=]?\s*(\d+)\s*/\s*(\d+)"
-                       r"|(\d{1,3})%\|", re.IGNORECASE)
-
-
-def progress_of(line: str) -> float | None:
-    """How far a log line says the job is, as a number that grows as it advances."""
-    found = None
-    for match in _PROGRESS.finditer(line):
-        if match.group(3) is not None:
-            found = float(match.group(3))
-        else:
-            found = float(match.group(1)) / max(1.0, float(match.group(2)))
-    return found
 
 
 @dataclass
@@ -73,7 +61,7 @@ class Track:
         self.size = max(self.size, probe.log_size)
         if not utils or any(u is None or u >= IDLE_UTIL_PCT for u in utils):
             self.busy_at = now  # unknown utilisation never counts as idle
-        progress = progress_of(probe.last_line)
+        progress = progress_fraction(probe.last_line)
         if progress is not None and (self.progress is None or progress > self.progress):
             self.progressed_at = now
             self.progress = progress

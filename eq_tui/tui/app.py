@@ -156,6 +156,7 @@ class EqTuiApp(LivingQueueActions, App[int]):
         bottom.styles.height = "1fr" if room.logs_tab else room.bottom_height
         self.table.display = self.grid.display = not room.logs_tab
         self.run_header.compact = room.small
+        self.table.fit_to(width)
         self.grid.fit_to(width, room.grid_budget, small=room.small)
         self.run_header.show(self.view, self.clock())
 
@@ -204,7 +205,7 @@ class EqTuiApp(LivingQueueActions, App[int]):
                 if isinstance(screen, JobDetailsScreen) and screen.key in changes.jobs:
                     found = self.view.job(screen.key)
                     if found is not None:
-                        screen.show_job(found[1])
+                        screen.show_job(found[1], self.view.pace(screen.key, now))
             if changes.hosts:
                 self.grid.show(self.view, changes.hosts)
             if changes.header or changes.jobs or changes.alerts:
@@ -222,6 +223,9 @@ class EqTuiApp(LivingQueueActions, App[int]):
             self.table.apply(self.view.keys_with_status("running", "launching"), now)
             self.run_header.show(self.view, now)
             self.retry_pane.show(self.view, now)
+            screen = self.screen
+            if isinstance(screen, JobDetailsScreen) and screen.pace is not None:
+                screen.show_pace(self.view.pace(screen.key, now))
 
     # ---- selection, log and details ----------------------------------------------------------
 
@@ -252,8 +256,10 @@ class EqTuiApp(LivingQueueActions, App[int]):
         if found is None:
             return
         project, job = found
-        self.push_screen(JobDetailsScreen(row_key(project.project, str(job["id"])), job,
-                                          max_attempts=project.max_attempts, fetch=self.tail))
+        key = row_key(project.project, str(job["id"]))
+        pace = self.view.pace(key, self.clock())
+        self.push_screen(JobDetailsScreen(key, job, max_attempts=project.max_attempts,
+                                          fetch=self.tail, pace=pace))
 
     def action_attempt(self, delta: int) -> None:
         self.log_pane.step_attempt(delta)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
-from eq_tui.tui.eta import EtaCache
+from eq_tui.tui.eta import view_eta
 from eq_tui.tui.palette import status_markup_style
 from eq_tui.tui.progress import Progress, ordered_counts
 from eq_tui.tui.rows import format_duration
@@ -65,7 +65,6 @@ class RunHeader(Static):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.compact = False
-        self._eta = EtaCache()
 
     def show(self, view: RunView, now: float) -> None:
-        self.update(header_content(view, now, self._eta.eta(view, now), compact=self.compact))
+        self.update(header_content(view, now, view_eta(view, now), compact=self.compact))

@@ -17,31 +17,34 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from eq_tui.tui.filters import JobFilter
+from eq_tui.tui.layout import TableFit, column_plan
 from eq_tui.tui.live_metrics import LiveMetrics
 from eq_tui.tui.palette import status_rich_styles
 from eq_tui.tui.rows import (
     COLUMN_KEYS,
     COLUMNS,
     EDITED_MARK,
+    LAST_LINE_WIDTH,
     Cells,
     changed_columns,
     job_cells,
     sort_value,
-    where_width,
 )
-from eq_tui.tui.run_view import RunView
+from eq_tui.tui.run_view import Job, ProjectView, RunView
 
 RESORT_DELAY_S = 0.3
 FIRST_ROWS = 200  # more than any screen shows
 LOAD_CHUNK = 500
 MARK_COLUMN = "mark"
 MARK = "●"
-STATUS_INDEX = next(i for i, c in enumerate(COLUMNS) if c.key == "status")
-PROJECT_INDEX = next(i for i, c in enumerate(COLUMNS) if c.key == "project")
-# needs a person, then waiting to retry, then running: what must be seen is at the top
+STATUS_INDEX = COLUMN_KEYS.index("status")
+PROJECT_INDEX = COLUMN_KEYS.index("project")
+PROGRESS_INDEX = COLUMN_KEYS.index("progress")
+# needs a person, then waiting to retry, then running (stalled and slow ones are running jobs
+# whose status cell says more): what must be seen is at the top
 ACTIVE_FIRST = {name: rank for rank, names in enumerate((
-    ("stuck", "blocked"), ("failed_oom",), ("running", "launching"), ("pending",),
-    ("killed",), ("completed",))) for name in names}
+    ("stuck", "blocked"), ("failed_oom",), ("running", "stalled", "slow", "launching"),
+    ("pending",), ("killed",), ("completed",))) for name in names}
 
 
 class JobTable(DataTable[Any]):
@@ -92,26 +95,36 @@ class JobTable(DataTable[Any]):
         self._sort_timer: Timer | None = None
         self._pending: dict[str, Cells] = {}  # rows still to add after the first frame
         self._loading = False
+        self.screen_width = 0  # the app's, for fit_table (0: the app's size at setup)
+        self._fit = TableFit(progress=True, last_line=LAST_LINE_WIDTH)
 
     # ---- building --------------------------------------------------------------------------
 
     def setup(self, view: RunView, now: float) -> None:
-        """Columns (a project column only with several projects) and every row."""
+        """Columns (a project column only with several projects, the progress column where it
+        fits: layout.fit_table) and every row."""
         self._view = view
-        multi = len(view.projects) > 1
-        self._columns = [i for i, c in enumerate(COLUMNS) if (multi or c.key != "project")
-                         and (self.metric or c.key != "metric")]
+        screen = self.screen_width or self.app.size.width
+        columns, widths, self._fit = column_plan(view, self.metric, screen)
+        self._columns = [i for i in columns if self._fit.progress or i != PROGRESS_INDEX]
+        widths["last_line"] = self._fit.last_line
         self.clear(columns=True)
         self.add_column(" ", key=MARK_COLUMN, width=1)
-        hosts = [name for project in view.projects.values() for name in project.hosts]
         for i in self._columns:
             column = COLUMNS[i]
             label = self.metric if column.key == "metric" and self.metric else column.label
-            width = where_width(hosts) if column.key == "where" else column.width
-            self.add_column(label, key=column.key, width=width)
+            self.add_column(label, key=column.key, width=widths[column.key])
         self.refresh_styles()
         self._title()
         self.rebuild(now)
+
+    def fit_to(self, screen_width: int) -> None:
+        """The columns for a screen this wide; the table is set up again only when they
+        change (the last log line narrower or wider, the progress column in or out)."""
+        self.screen_width = screen_width
+        view = self._view
+        if view is not None and column_plan(view, self.metric, screen_width)[2] != self._fit:
+            self.setup(view, self._now)
 
     def refresh_styles(self) -> None:
         self._styles = status_rich_styles(self.app)
@@ -129,11 +142,7 @@ class JobTable(DataTable[Any]):
             self._order.setdefault(key, len(self._order))
             if not self.job_filter.matches(job, project.project):
                 continue
-            self.live.observe(key, job)
-            cells = job_cells(job, project=project.project, now=now,
-                              max_attempts=project.max_attempts,
-                              metric=self.live.cell(key, job, self.metric))
-            self._cells[key] = cells
+            cells = self._cells[key] = self._job_cells(key, project, job, now)
             rows.append((key, cells))
         # the rows a screen shows first, in their order; the rest follow a chunk per frame,
         # so that 5,000 jobs do not hold the first frame back (DataTable measures every cell)
@@ -191,10 +200,7 @@ class JobTable(DataTable[Any]):
                     if self._pending.pop(key, None) is None:
                         self.remove_row(key)
                 continue
-            self.live.observe(key, job)
-            cells = job_cells(job, project=project.project, now=now,
-                              max_attempts=project.max_attempts,
-                              metric=self.live.cell(key, job, self.metric))
+            cells = self._job_cells(key, project, job, now)
             old = self._cells.get(key)
             self._cells[key] = cells
             if key in self._pending:  # not in the table yet: it goes in as it is now
@@ -205,28 +211,36 @@ class JobTable(DataTable[Any]):
                 self.add_row(*self._row_cells(key, cells), key=key)
                 resort = True
                 continue
-            for index in changed_columns(old, cells):
+            changed = changed_columns(old, cells)
+            if "slow" in (old[STATUS_INDEX], cells[STATUS_INDEX]) and \
+                    PROGRESS_INDEX not in changed:
+                changed.append(PROGRESS_INDEX)  # its style follows the status
+            for index in changed:
                 if index in self._columns:
                     self.update_cell(key, COLUMNS[index].key, self._cell_text(index, cells))
             resort = resort or moves(self.sort_column, old, cells)
         if resort and self._sort_timer is None:
             # at most one sort per RESORT_DELAY_S, however many ticks move rows meanwhile
-            self._sort_timer = self.set_timer(RESORT_DELAY_S, self._sort_later)
-
-    def _sort_later(self) -> None:
-        self._sort_timer = None
-        cursor = self.cursor_key
-        self._apply_sort()
-        self.move_to(cursor)
+            self._sort_timer = self.set_timer(RESORT_DELAY_S, self._resort)
 
     def _row_cells(self, key: str, cells: Cells) -> list[Any]:
         return [MARK if key in self.marked else " ",
                 *(self._cell_text(i, cells) for i in self._columns)]
 
+    def _job_cells(self, key: str, project: ProjectView, job: Job, now: float) -> Cells:
+        assert self._view is not None
+        self.live.observe(key, job)
+        return job_cells(job, project=project.project, now=now,
+                         max_attempts=project.max_attempts,
+                         metric=self.live.cell(key, job, self.metric),
+                         pace=self._view.pace(key, now), last_width=self._fit.last_line)
+
     def _cell_text(self, index: int, cells: Cells) -> Text:
         value = cells[index]
         if index == STATUS_INDEX:
             return Text(value, style=self._styles.get(value, ""), end="")
+        if index == PROGRESS_INDEX and cells[STATUS_INDEX] == "slow":
+            return Text(value, style=self._styles["slow"], end="", no_wrap=True)
         return Text(value, end="", no_wrap=True)
 
     # ---- cursor and marks ------------------------------------------------------------------
@@ -304,6 +318,11 @@ class JobTable(DataTable[Any]):
         self._resort()
 
     def _resort(self) -> None:
+        """Sort now, the cursor staying on its row (also the sort a tick's changes asked for,
+        RESORT_DELAY_S later: one sort now makes a pending one needless)."""
+        if self._sort_timer is not None:
+            self._sort_timer.stop()
+            self._sort_timer = None
         cursor = self.cursor_key
         self._apply_sort()
         self.move_to(cursor)

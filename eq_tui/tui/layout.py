@@ -7,6 +7,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from eq_tui.tui.rows import COLUMN_KEYS, COLUMNS, LAST_LINE_WIDTH, where_width
+
+if TYPE_CHECKING:
+    from eq_tui.tui.run_view import RunView
 
 SMALL_WIDTH = 100
 SMALL_HEIGHT = 30
@@ -42,3 +48,44 @@ def room_for(width: int, height: int, previous: Room = Room()) -> Room:
         grid = max(3, height - header - FOOTER - bottom - table)
     return replace(previous, size=(width, height), small=small, header_height=header,
                    bottom_height=bottom, grid_budget=grid, logs_tab=previous.logs_tab and small)
+
+
+TABLE_CHROME = 4  # the job table's border and its vertical scrollbar
+CELL_PADDING = 2
+LAST_LINE_MIN = 24  # narrower than this, the last log line keeps its width and scrolls
+
+
+@dataclass(frozen=True)
+class TableFit:
+    progress: bool  # the progress column is shown
+    last_line: int  # the last log line's width
+
+
+def fit_table(screen_width: int, widths: list[tuple[str, int]], last_line_max: int) -> TableFit:
+    """Which columns the job table shows at this width: the progress column (it comes right
+    after the status) only where it fits on the screen, and the last log line narrowed, down to
+    LAST_LINE_MIN, so that it fits too. `widths`: every column in order but the last log line,
+    the mark column first."""
+    room = screen_width - TABLE_CHROME
+    keys = [key for key, _ in widths]
+    through = keys.index("progress") + 1 if "progress" in keys else 0
+    progress = sum(width + CELL_PADDING for _, width in widths[:through]) <= room
+    used = sum(width + CELL_PADDING for key, width in widths if progress or key != "progress")
+    left = room - used - CELL_PADDING
+    return TableFit(progress=progress,
+                    last_line=min(last_line_max, left) if left >= LAST_LINE_MIN
+                    else last_line_max)
+
+
+def column_plan(view: RunView, metric: str | None,
+                screen_width: int) -> tuple[list[int], dict[str, int], TableFit]:
+    """The job table's columns that may show (a project column only with several projects, the
+    metric column once `m` picks one), their widths, and what fits on the screen."""
+    multi = len(view.projects) > 1
+    columns = [i for i, c in enumerate(COLUMNS) if (multi or c.key != "project")
+               and (metric or c.key != "metric")]
+    hosts = [name for project in view.projects.values() for name in project.hosts]
+    widths = {c.key: where_width(hosts) if c.key == "where" else c.width or 0 for c in COLUMNS}
+    fixed = [("mark", 1), *((COLUMN_KEYS[i], widths[COLUMN_KEYS[i]]) for i in columns
+                            if COLUMN_KEYS[i] != "last_line")]
+    return columns, widths, fit_table(screen_width, fixed, LAST_LINE_WIDTH)

@@ -15,6 +15,7 @@ from textual.color import Color, ColorParseError
 STATUS_VARIABLE = {
     "running": "primary",
     "stalled": "error",  # running, but hang detection says it is stuck
+    "slow": "warning",  # running, but far slower than its phase siblings
     "launching": "accent",
     "pending": "",
     "completed": "success",
@@ -43,7 +44,7 @@ def status_rich_styles(app: App[Any]) -> dict[str, Style]:
             continue
         try:
             styles[status] = Style(color=Color.parse(value).rich_color,
-                                   bold=status in ("stuck", "failed_oom", "stalled"))
+                                   bold=status in ("stuck", "failed_oom", "stalled", "slow"))
         except ColorParseError:
             styles[status] = Style()
     return styles

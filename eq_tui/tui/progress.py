@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from eq_tui.engine import completed_duration
+
 FINISHED = frozenset({"completed", "stuck", "killed", "blocked"})
 STATUS_DISPLAY_ORDER = ("running", "launching", "pending", "held", "failed_oom", "completed",
                         "stuck", "blocked", "killed")
@@ -23,14 +25,6 @@ class Progress:
     @property
     def fraction(self) -> float:
         return self.completed / self.total if self.total else 0.0
-
-
-def completed_duration(job: Mapping[str, Any]) -> float | None:
-    """How long a completed job ran, for the ETA; None for any other job."""
-    started, ended = job.get("started"), job.get("ended")
-    if job.get("status") != "completed" or started is None or ended is None:
-        return None
-    return float(ended) - float(started)
 
 
 def estimate(counts: Mapping[str, int], completed_durations: Iterable[float],

@@ -6,9 +6,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eq_tui.engine.durations import format_duration
+from eq_tui.engine import Pace, progress_fraction
+from eq_tui.engine.durations import format_duration, format_short
 
 LAST_LINE_WIDTH = 50
+PROGRESS_WIDTH = 16  # "100% █████ 3h10m"
+BAR_WIDTH = 5
+BAR_EIGHTHS = " ▏▎▍▌▋▊▉█"
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("project", "project", 12),
     Column("phase", "phase", 10),
     Column("status", "status", 10),
+    Column("progress", "progress", PROGRESS_WIDTH),  # running jobs that print their progress
     Column("priority", "pri", 4),
     Column("where", "host:gpu", 12),
     Column("attempt", "try", 5),
@@ -108,10 +113,28 @@ def stalled(job: Mapping[str, Any]) -> bool:
     return job.get("status") == "running" and job.get("stalled_since") is not None
 
 
+def progress_bar(fraction: float, width: int = BAR_WIDTH) -> str:
+    """A bar of `width` cells, to an eighth of a cell (the rest shaded, as the GPU bars)."""
+    eighths = max(0, min(width * 8, int(fraction * width * 8)))
+    full, part = divmod(eighths, 8)
+    return ("█" * full + (BAR_EIGHTHS[part] if part else "")).ljust(width, "░")
+
+
+def progress_text(pace: Pace | None) -> str:
+    """`45% ██▎░░ 12m`: how far a running job says it is, and how long it has left."""
+    if pace is None:
+        return ""
+    eta = format_short(pace.remaining_s)
+    return f"{int(pace.fraction * 100):>3}% {progress_bar(pace.fraction)}{' ' + eta if eta else ''}"
+
+
 def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts: int,
-              metric: str = "") -> Cells:
-    """The row's plain-text cells, in COLUMNS order (`metric`: the metric column's text). A
-    stalled job reads `stalled`, with how long its log has been silent ahead of its last line."""
+              metric: str = "", pace: Pace | None = None,
+              last_width: int = LAST_LINE_WIDTH) -> Cells:
+    """The row's plain-text cells, in COLUMNS order (`metric`: the metric column's text;
+    `pace`: a running job's progress, from the run view). A stalled job reads `stalled`, with
+    how long its log has been silent ahead of its last line; a running job far slower than its
+    phase siblings reads `slow`."""
     last = job.get("last_line") or job.get("reason") or ""
     priority = int(job.get("priority") or 0)
     status = str(job.get("status", ""))
@@ -119,17 +142,20 @@ def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts:
         status = "stalled"
         silent = job.get("silent_since") or job.get("stalled_since") or now
         last = f"silent {format_duration(now - float(silent))} · {last}"
+    elif status == "running" and pace is not None and pace.slow:
+        status = "slow"
     return (
         str(job.get("id", "")) + (EDITED_MARK if edited(job) else ""),
         project,
         str(job.get("phase", "")),
         status,
+        progress_text(pace),
         str(priority) if priority else "",
         where(job),
         attempt_text(job, max_attempts),
         format_duration(job_duration(job, now)),
         failure_class(job),
-        single_line(str(last)),
+        single_line(str(last), last_width),
         metric,
     )
 
@@ -167,4 +193,8 @@ def sort_value(column: str, job: Mapping[str, Any], now: float,
         return (failure_class(job) or "~", job_id)
     if column == "last_line":
         return (str(job.get("last_line") or ""), job_id)
+    if column == "progress":
+        fraction = progress_fraction(str(job.get("last_line") or "")) \
+            if job.get("status") in LIVE_STATUSES else None
+        return (-1.0 if fraction is None else fraction, job_id)
     return (str(job.get(column, "")), job_id)

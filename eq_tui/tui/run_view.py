@@ -5,16 +5,17 @@ Pure (no Textual): `apply` folds one event in and says what changed, so widgets 
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from eq_tui.engine import Event, JobRecord, ProjectState
+from eq_tui.engine import Event, JobRecord, Pace, PaceBook, ProjectState
 from eq_tui.tui.progress import Progress, completed_duration, estimate
-from eq_tui.tui.rows import row_key
+from eq_tui.tui.rows import row_key, split_row_key
 
 MAX_ALERTS = 50
+WAITING = frozenset({"pending", "failed_oom"})
 Job = JobRecord
 ProjectView = ProjectState  # the engine's reducer holds each project's picture
 
@@ -45,6 +46,10 @@ class RunView:
         self.alerts: deque[dict[str, Any]] = deque(maxlen=MAX_ALERTS)
         self._by_status: dict[str, set[str]] = {}
         self._completed_durations: dict[str, float] = {}
+        # kept as records change, for the header's ETA and each running job's pace: one
+        # group per project and phase
+        self.paces = PaceBook()
+        self.waiting_by_group: Counter[str] = Counter()
 
     # ---- loading ---------------------------------------------------------------------------
 
@@ -54,6 +59,8 @@ class RunView:
         if old is not None:
             for job_id, job in old.jobs.items():
                 self._unindex(row_key(view.project, job_id), job)
+                if job_id not in view.jobs:
+                    self.paces.update(row_key(view.project, job_id), "", None)
         self.projects[view.project] = view
         for job_id, job in view.jobs.items():
             self._index(row_key(view.project, job_id), job)
@@ -73,8 +80,10 @@ class RunView:
             key = row_key(event.project, job_id)
             if old is not None:
                 self._unindex(key, old)
-            if job_id in view.jobs:  # else retired by a reload: its row goes
+            if job_id in view.jobs:
                 self._index(key, view.jobs[job_id])
+            else:  # retired by a reload: its row goes
+                self.paces.update(key, "", None)
             changes.jobs.add(key)
         changes.hosts = {row_key(event.project, host) for host in applied.hosts}
         if applied.alert is not None:
@@ -113,20 +122,33 @@ class RunView:
     def progress(self, now: float) -> Progress:
         """Counts and ETA without walking every job: the running ones only."""
         counts = {status: len(keys) for status, keys in self._by_status.items() if keys}
-        running_elapsed = []
-        for key in self.keys_with_status("running", "launching"):
-            found = self.job(key)
-            started = found[1].get("started") if found else None
-            if started is not None:
-                running_elapsed.append(now - float(started))
+        running_elapsed = [now - started for _, started, _ in self.paces.running()
+                           if started is not None]
         return estimate(counts, self._completed_durations.values(), running_elapsed)
 
+    def pace(self, key: str, now: float) -> Pace | None:
+        """A running job's progress, ETA and whether it is slow beside its phase (PaceBook)."""
+        return self.paces.pace(key, now)
+
     def _index(self, key: str, job: Mapping[str, Any]) -> None:
-        self._by_status.setdefault(str(job.get("status")), set()).add(key)
+        status = str(job.get("status"))
+        self._by_status.setdefault(status, set()).add(key)
         duration = completed_duration(job)
         if duration is not None:
             self._completed_durations[key] = duration
+        group = phase_group(key, job)
+        if status in WAITING:
+            self.waiting_by_group[group] += 1
+        self.paces.update(key, group, job)
 
     def _unindex(self, key: str, job: Mapping[str, Any]) -> None:
-        self._by_status.get(str(job.get("status")), set()).discard(key)
+        status = str(job.get("status"))
+        self._by_status.get(status, set()).discard(key)
         self._completed_durations.pop(key, None)
+        if status in WAITING:
+            self.waiting_by_group[phase_group(key, job)] -= 1
+
+
+def phase_group(key: str, job: Mapping[str, Any]) -> str:
+    """A job's project and phase: the jobs it is measured against."""
+    return row_key(split_row_key(key)[0], str(job.get("phase") or ""))

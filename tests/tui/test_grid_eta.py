@@ -3,12 +3,14 @@ pane gets, the ETA."""
 
 from __future__ import annotations
 
-from eq_tui.tui.eta import estimate_eta, job_fraction, phase_means
+from eq_tui.engine.events import JobUpdated
+from eq_tui.tui.eta import ALL, estimate_eta, view_eta
 from eq_tui.tui.grid_plan import full_height, plan_grid
 from eq_tui.tui.host_line import gpu_totals, host_line, line_widths
-from eq_tui.tui.layout import room_for
+from eq_tui.tui.layout import LAST_LINE_MIN, fit_table, room_for
 from eq_tui.tui.rows import where_width
-from tests.tui.fake_client import T0, attempt, gpu, job
+from eq_tui.tui.run_view import RunView
+from tests.tui.fake_client import T0, attempt, gpu, job, sample_snapshot
 
 
 def test_panels_wrap_into_rows_of_a_readable_width_and_go_compact_when_they_do_not_fit() -> None:
@@ -55,6 +57,20 @@ def test_the_room_leaves_the_table_a_third_and_a_small_screen_its_own_layout() -
     assert not room_for(160, 48, small.toggled_logs()).logs_tab  # a tab only when small
 
 
+def test_the_progress_column_shows_where_it_fits_and_the_last_log_line_makes_room() -> None:
+    widths = [("mark", 1), ("id", 24), ("phase", 10), ("status", 10), ("progress", 16),
+              ("priority", 4), ("where", 12), ("attempt", 5), ("duration", 8), ("failure", 12)]
+    # 80 columns: id, phase, status and progress fit (the rest scrolls); 160: all of it, the
+    # last log line narrowed to fit; 240: all of it at full width
+    fits = {width: fit_table(width, widths, 50) for width in (80, 100, 160, 240)}
+    assert all(fit.progress for fit in fits.values())
+    assert [fits[w].last_line for w in (80, 100, 160, 240)] == [50, 50, 32, 50]
+    with_project = [*widths[:2], ("project", 12), *widths[2:]]
+    assert not fit_table(80, with_project, 50).progress  # it would end past the screen
+    assert fit_table(100, with_project, 50).progress
+    assert fit_table(160 - 32 + LAST_LINE_MIN - 1, widths, 50).last_line == 50  # too narrow
+
+
 def test_the_host_gpu_column_fits_the_longest_host_name() -> None:
     assert where_width(["a"]) == 12
     assert where_width(["gpu-node-01"]) == len("gpu-node-01:0,1")
@@ -62,22 +78,30 @@ def test_the_host_gpu_column_fits_the_longest_host_name() -> None:
 
 
 def test_eta_from_printed_progress_before_any_job_finished_then_from_phase_durations() -> None:
-    assert job_fraction("epoch 3/6 loss 0.412") == 0.5
-    assert job_fraction("step 50% done, 12.0/24.0 GiB") == 0.5
-    assert job_fraction("loss 0.412") is None
-    assert job_fraction("epoch 7/6") is None
-    running = [job(f"r{i}", "running", history=[attempt(1, "h", i, T0 - 60)],
-                   last_line="epoch 1/4") for i in range(4)]
-    waiting = ["train"] * 4
     # each running job is a quarter done after 60 s: 180 s left each; 4 more of 240 s on 4 slots
-    assert estimate_eta(running, waiting, {}, T0) == 180 + 240
-    assert estimate_eta([job("r", "running", history=[attempt(1, "h", 0, T0 - 60)])],
-                        waiting, {}, T0) is None  # nothing to go on yet
-    done = [job("c1", "completed", phase="train", history=[attempt(1, "h", 0, T0 - 100, T0)]),
-            job("c2", "completed", phase="eval", history=[attempt(1, "h", 0, T0 - 10, T0)])]
-    means = phase_means(done)
-    assert means == {"train": 100, "eval": 10, "": 55}
-    quiet = [job("r", "running", phase="train", history=[attempt(1, "h", 0, T0 - 40)])]
+    running = [("train", 60.0, 0.25)] * 4
+    assert estimate_eta(running, {"train": 4}, {}) == 180 + 240
+    assert estimate_eta([("train", 60.0, None)], {"train": 4}, {}) is None  # nothing to go on
+    means = {"train": 100.0, "eval": 10.0, ALL: 55.0}
     # 60 s left of a train job, then an eval job of 10 s, on the one slot
-    assert estimate_eta(quiet, ["eval"], means, T0) == 70
-    assert estimate_eta([], [], means, T0) == 0
+    assert estimate_eta([("train", 40.0, None)], {"eval": 1}, means) == 70
+    assert estimate_eta([], {}, means) == 0
+    assert estimate_eta([], {"eval": 0}, means) == 0  # a phase whose waiting jobs all left
+
+
+def test_the_views_eta_follows_the_records_as_they_change() -> None:
+    view = RunView()
+    snapshot = sample_snapshot()
+    snapshot["jobs"] = [
+        job("c1", "completed", history=[attempt(1, "h", 0, T0 - 100, T0)]),
+        job("c2", "completed", phase="eval", history=[attempt(1, "h", 0, T0 - 10, T0)]),
+        job("r", "running", history=[attempt(1, "h", 1, T0 - 40)]),
+        job("w", "pending", phase="eval")]
+    view.load_snapshot(snapshot)
+    assert view_eta(view, T0) == 70  # as above: 60 s of train left, then 10 s of eval
+    record = dict(view.projects["demo"].jobs["r"], last_line="epoch 1/2")
+    view.apply(JobUpdated(project="demo", at=T0, job="r", state=record))
+    assert view_eta(view, T0) == 50  # halfway after 40 s: 40 s left, then 10 s of eval
+    view.apply(JobUpdated(project="demo", at=T0, job="w",
+                          state=dict(view.projects["demo"].jobs["w"], status="held")))
+    assert view_eta(view, T0) == 40

@@ -214,3 +214,30 @@ def test_a_stalled_job_reads_stalled_with_how_long_it_has_been_silent() -> None:
     assert cells["last_line"].startswith("silent 12m05s · epoch 3/6")
     done = {**record, "status": "completed"}
     assert cells_by_column(done)["status"] == "completed"
+
+
+def test_a_running_job_with_progress_shows_it_with_its_eta_and_slow_when_far_behind() -> None:
+    view = RunView()
+    snapshot = sample_snapshot()
+    snapshot["jobs"] = [
+        job("c1", "completed", history=[attempt(1, "h", 0, T0 - 700, T0 - 600)]),
+        job("c2", "completed", history=[attempt(1, "h", 1, T0 - 700, T0 - 580)]),
+        job("r", "running", history=[attempt(1, "h", 2, T0 - 100)], last_line="epoch 1/4"),
+        job("q", "running", history=[attempt(1, "h", 3, T0 - 100)], last_line="loading")]
+    view.load_snapshot(snapshot)
+
+    def cells(job_id: str) -> dict[str, str]:
+        found = view.job(f"demo/{job_id}")
+        assert found is not None
+        return dict(zip(COLUMN_KEYS, job_cells(found[1], project="demo", now=T0,
+                                               max_attempts=3,
+                                               pace=view.pace(f"demo/{job_id}", T0)),
+                        strict=True))
+
+    # a quarter after 100 s: 300 s left, 400 s in all beside its siblings' 100 s and 120 s
+    assert (cells("r")["status"], cells("r")["progress"]) == ("slow", " 25% █▎░░░ 5m")
+    assert (cells("q")["status"], cells("q")["progress"]) == ("running", "")
+    assert cells("c1")["progress"] == ""
+    record = dict(view.projects["demo"].jobs["r"], last_line="epoch 3/4")
+    view.apply(JobUpdated(project="demo", at=T0, job="r", state=record))
+    assert (cells("r")["status"], cells("r")["progress"]) == ("running", " 75% ███▊░ 33s")

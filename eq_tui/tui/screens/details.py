@@ -15,9 +15,12 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Log, Static
 from textual.worker import Worker
 
+from eq_tui.engine import Pace
+from eq_tui.engine.durations import format_short
+from eq_tui.engine.pace import SLOW_FACTOR
 from eq_tui.tui.log_pane import MAX_LOG_LINES, TAIL_LINES, TailFetcher, sanitise
 from eq_tui.tui.palette import status_markup_style
-from eq_tui.tui.rows import attempt_text, format_duration, where
+from eq_tui.tui.rows import attempt_text, format_duration, progress_bar, where
 
 ATTEMPT_COLUMNS = ("#", "host:gpu", "start", "end", "time", "exit", "failure", "log")
 
@@ -26,7 +29,25 @@ def clock_text(stamp: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(stamp)) if stamp is not None else ""
 
 
-def job_summary(job: Mapping[str, Any], max_attempts: int) -> Content:
+def pace_lines(pace: Pace) -> list[Content]:
+    """How far it is and when it should end; why it is flagged slow, with the figures."""
+    projected = format_short(pace.projected_s, "-")
+    lines = [Content.assemble(
+        ("progress ", "dim"), f"{int(pace.fraction * 100)}% ",  # as the table: never 100% early
+        (progress_bar(pace.fraction, 10), "$success"),
+        ("  ETA ", "dim"), (format_short(pace.remaining_s, "-"), "bold"),
+        ("  running ", "dim"), format_short(pace.elapsed_s), ("  projected ", "dim"), projected,
+        ("  siblings' median ", "dim"), format_short(pace.siblings_median_s, "-"),
+        (f" ({pace.siblings} siblings)", "dim"))]
+    if pace.slow:
+        lines.append(Content.assemble(
+            ("slow ", "bold $warning"),
+            f"projected {projected}, siblings' median {format_short(pace.siblings_median_s)}",
+            (f" (more than {SLOW_FACTOR:g}x; shown only, nothing is done to it)", "dim")))
+    return lines
+
+
+def job_summary(job: Mapping[str, Any], max_attempts: int, pace: Pace | None = None) -> Content:
     status = str(job.get("status", ""))
     failure = job.get("failure") or {}
     lines = [
@@ -46,6 +67,8 @@ def job_summary(job: Mapping[str, Any], max_attempts: int) -> Content:
         lines.append(Content.assemble(("reason ", "dim"), str(job["reason"])))
     if job.get("retry_at"):
         lines.append(Content.assemble(("retry at ", "dim"), clock_text(job["retry_at"])))
+    if pace is not None:
+        lines.extend(pace_lines(pace))
     if status == "running" and job.get("stalled_since"):
         lines.append(Content.assemble(("stalled ", "dim"), ("since ", "$error"),
                                       clock_text(job["stalled_since"]), ("  log silent since ",
@@ -78,10 +101,11 @@ class JobDetailsScreen(Screen[None]):
     ]
 
     def __init__(self, key: str, job: Mapping[str, Any], *, max_attempts: int,
-                 fetch: TailFetcher) -> None:
+                 fetch: TailFetcher, pace: Pace | None = None) -> None:
         super().__init__()
         self.key = key
         self.job = dict(job)
+        self.pace = pace
         self.max_attempts = max_attempts
         self.fetch = fetch
         self.attempt: int | None = None
@@ -99,22 +123,28 @@ class JobDetailsScreen(Screen[None]):
         table = self.query_one("#attempts", DataTable)
         for label in ATTEMPT_COLUMNS:
             table.add_column(label, key=label)
-        self.show_job(self.job)
+        self.show_job(self.job, self.pace)
         history = self.job.get("history") or []
         if history:
             table.move_cursor(row=len(history) - 1)
             self.show_attempt(int(history[-1].get("n", len(history))))
         table.focus()
 
-    def show_job(self, job: Mapping[str, Any]) -> None:
+    def show_job(self, job: Mapping[str, Any], pace: Pace | None = None) -> None:
         """Redraw with the job's latest record (the app calls this on JobUpdated)."""
         self.job = dict(job)
-        self.query_one("#details-summary", Static).update(job_summary(job, self.max_attempts))
+        self.show_pace(pace)
         table = self.query_one("#attempts", DataTable)
         history = list(job.get("history") or [])
         table.clear()
         for attempt in history:
             table.add_row(*attempt_cells(attempt), key=str(attempt.get("n")))
+
+    def show_pace(self, pace: Pace | None) -> None:
+        """The summary again with the job's pace now (the app calls this every second)."""
+        self.pace = pace
+        self.query_one("#details-summary", Static).update(
+            job_summary(self.job, self.max_attempts, pace))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()

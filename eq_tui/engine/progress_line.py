@@ -1,0 +1,104 @@
+"""How far a job says it is, from one log line: the one parser of progress, for hang detection,
+the UI's progress column and ETAs. Pure.
+
+What it reads, the most specific first:
+
+- a progress bar: tqdm's `45%|████▌     | 450/1000 [00:10<00:12, 43.2it/s]` (its counts when
+  they are plain numbers, else its percentage) or Keras's `450/1000 [=====>....]`;
+- a labelled counter: `epoch 3/10`, `Epoch [3/10]`, `Epoch: 3/10`, `step 1200/5000`,
+  `iter 7 of 20`, `batch 5/50`;
+- a labelled percentage: `42% done`, `progress: 42%`.
+
+An epoch counter beside a bar or a step counter (`Epoch 3/10: 45%|…`, `Epoch [3/10], Step
+[120/500]`) is the outer loop: the bar counts within epoch 3, so the job is (2 + 0.45) / 10 of
+the way. A bare `a/b` or `n%` is not progress: dates (`2026/11/23`), paths (`run_3/10.ckpt`),
+`lr=1/3` and `GPU 45%` are what such numbers usually are.
+"""
+
+from __future__ import annotations
+
+import re
+
+_COUNT = r"\d+(?:\.\d+)?[kMGT]?"
+_BAR = re.compile(
+    # tqdm: `{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [...]`
+    r"(?<![\w.])(?P<pct>\d{1,3}(?:\.\d+)?)%\|[^|]*\|"
+    rf"(?:\s*(?P<n>{_COUNT})/(?P<total>{_COUNT})(?![\w/.]))?"
+    # Keras: ` 450/1000 [=====>....] - ETA: 12s`
+    r"|(?<![\w./])(?P<kn>\d+)/(?P<ktotal>\d+) \[[=>.]*\]")
+_COUNTER = re.compile(
+    r"(?<![\w/.=-])(?P<label>epoch|step|iter(?:ation)?|batch)s?\b\s*[:=#]?\s*[\[(]?\s*"
+    r"(?P<done>\d+)\s*(?:/|\bof\b)\s*(?P<total>\d+)\s*[\])]?(?![\w/]|\.\w)", re.IGNORECASE)
+_PERCENT = re.compile(
+    r"(?<![\w.])(?P<a>\d{1,3}(?:\.\d+)?)\s*%\s*(?:done|complete)"
+    r"|\b(?:progress|done|complete(?:d)?)\s*[:=]?\s*(?P<b>\d{1,3}(?:\.\d+)?)\s*%", re.IGNORECASE)
+_SCALE = {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+
+def progress_fraction(line: str) -> float | None:
+    """How far a log line says the job is, from 0 to 1; None when it says nothing of it."""
+    if "/" not in line and "%" not in line and "of" not in line:
+        return None  # most log lines: no regex run at all
+    bar = _last_bar(line)
+    epoch, finer = _counters(line)
+    inner = bar if bar is not None else finer
+    if epoch is not None and inner is not None:
+        done, total = epoch
+        return min(1.0, (max(done - 1, 0) + inner) / total) if done else inner / total
+    if inner is not None:
+        return inner
+    if epoch is not None:
+        return epoch[0] / epoch[1]
+    return _labelled_percent(line)
+
+
+def _last_bar(line: str) -> float | None:
+    found = None
+    for match in _BAR.finditer(line):
+        if match.group("pct") is not None:
+            fraction = _fraction(match.group("n"), match.group("total"))
+            if fraction is None:
+                percent = float(match.group("pct"))
+                fraction = percent / 100 if percent <= 100 else None
+        else:
+            fraction = _fraction(match.group("kn"), match.group("ktotal"))
+        if fraction is not None:
+            found = fraction
+    return found
+
+
+def _counters(line: str) -> tuple[tuple[int, int] | None, float | None]:
+    """The last epoch counter (done, total) and the last finer one (step, iter, batch) as a
+    fraction; a counter past its total is no progress."""
+    epoch: tuple[int, int] | None = None
+    finer: float | None = None
+    for match in _COUNTER.finditer(line):
+        done, total = int(match.group("done")), int(match.group("total"))
+        if total <= 0 or done > total:
+            continue
+        if match.group("label").lower() == "epoch":
+            epoch = (done, total)
+        else:
+            finer = done / total
+    return epoch, finer
+
+
+def _labelled_percent(line: str) -> float | None:
+    found = None
+    for match in _PERCENT.finditer(line):
+        percent = float(match.group("a") or match.group("b"))
+        if percent <= 100:
+            found = percent / 100
+    return found
+
+
+def _fraction(done: str | None, total: str | None) -> float | None:
+    if done is None or total is None:
+        return None
+    n, of = _number(done), _number(total)
+    return n / of if of > 0 and n <= of else None
+
+
+def _number(text: str) -> float:
+    scale = _SCALE.get(text[-1], 1.0)
+    return float(text[:-1] if scale != 1.0 else text) * scale
