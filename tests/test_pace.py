@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -107,3 +108,11 @@ def test_the_book_follows_each_record_as_it_changes() -> None:
     book.update("d", "train", running(HOUR, "epoch 1/2"))
     assert pace_of(book, "d").projected_s == pytest.approx(2 * HOUR)
     assert pace_of(book, "d", NOW + HOUR).projected_s == pytest.approx(4 * HOUR)
+
+
+def test_a_job_just_started_is_not_called_slow_on_its_first_percent() -> None:
+    early = Pace(fraction=0.01, elapsed_s=30, remaining_s=2970, projected_s=3000,
+                 siblings_median_s=600, siblings=4)
+    assert not early.slow  # 1 % after 30 s of start-up says little yet
+    assert replace(early, fraction=0.1, elapsed_s=300, projected_s=3000).slow
+    assert replace(early, elapsed_s=600, projected_s=60000).slow  # as long as its siblings

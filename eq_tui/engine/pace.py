@@ -6,7 +6,9 @@ A running job that prints progress f (`progress_line.py`) after running e second
 attempt's `started`) has e (1 - f) / f left and a projected total of e / f. It is slow when that
 projection is more than SLOW_FACTOR times the median of its siblings' figures — the durations
 of the completed jobs of its phase and the projections of its other running jobs — and at
-least MIN_SIBLINGS siblings have a figure. Slow is shown, never acted on.
+least MIN_SIBLINGS siblings have a figure, and its projection has something to stand on: it
+has come MIN_FRACTION of the way, or already run as long as its siblings' median (a job's first
+percent mostly measures its start-up). Slow is shown, never acted on.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from eq_tui.engine.progress_line import progress_fraction
 
 SLOW_FACTOR = 3.0
 MIN_SIBLINGS = 2
+MIN_FRACTION = 0.1
 ACTIVE_STATUSES = frozenset({"running", "launching"})
 
 
@@ -34,8 +37,10 @@ class Pace:
 
     @property
     def slow(self) -> bool:
-        return (self.projected_s is not None and self.siblings_median_s is not None
-                and self.projected_s > SLOW_FACTOR * self.siblings_median_s)
+        median = self.siblings_median_s
+        return (self.projected_s is not None and median is not None
+                and self.projected_s > SLOW_FACTOR * median
+                and (self.fraction >= MIN_FRACTION or self.elapsed_s >= median))
 
 
 def completed_duration(job: Mapping[str, Any]) -> float | None:
