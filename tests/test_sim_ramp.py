@@ -245,3 +245,36 @@ def test_hold_memory_on_two_gpus_keeps_both(sim: Sim) -> None:
 def test_a_negative_ramp_is_a_usage_error(sim: Sim) -> None:
     result = sim.train("--ramp", "-1")
     assert result.returncode == 2 and "--ramp" in result.stderr
+
+
+def test_a_ramp_whose_end_passed_between_two_steps_finishes_growing(sim: Sim) -> None:
+    """A process held up past its ramp's end between a step and the next (a loaded box) takes
+    the last step at once: found by bench/packing.py as `ValueError: sleep length must be
+    non-negative`."""
+    import importlib.machinery
+    import importlib.util
+    import time
+    from types import SimpleNamespace
+
+    loader = importlib.machinery.SourceFileLoader("fake_train", str(BIN / "fake-train"))
+    spec = importlib.util.spec_from_loader("fake_train", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(BIN))
+    try:
+        loader.exec_module(module)
+        config = {"host": "hostA", "gpus": 1, "memory_mib": 24576, "base_mib": 0,
+                  "foreign": [], "linger_s": 0.0}
+        memory = module.GpuMemory(sim.state, config, [0], {}, peak=6000, ramp_s=1.0,
+                                  linger=0.0, guard=module.SignalGuard())
+        memory.hold(512)
+        since = memory.since = 100.0
+        # pause's deadline, a step just before the ramp's end, then a wake-up after it
+        ticks = iter([since + 0.5, since + 0.99, since + 1.5])
+        module.time = SimpleNamespace(monotonic=lambda: next(ticks, since + 20.0),
+                                      sleep=time.sleep, time=time.time)
+        memory.pause(10.0)
+        assert memory.held == 6000
+        memory.release()
+    finally:
+        sys.path.remove(str(BIN))
