@@ -1,8 +1,8 @@
-"""A from_env secret through a detached engine, end to end: an engine started without it
+"""Secrets through a detached engine, end to end: an engine started without a from_env secret
 launches nothing and says why; the resume that `eq-tui attach --resume` performs, from an
-environment that has it, hands it over the start pipe; the job gets it; and the value is in
-no file of the run dir (state, manifest copy, events, summary, logs) nor on any process's
-command line."""
+environment that has it, hands it over the start pipe; the job gets it, and a secret written
+in the manifest too; and neither value is in any file of the run dir (state, manifest copy,
+events, summary, logs) nor on any process's command line."""
 
 from __future__ import annotations
 
@@ -26,9 +26,10 @@ cwd: {cwd}
 hosts: [{{name: sim, simulate: {{gpus: 1}}}}]
 env:
   TOKEN: {{from_env: EQ_E2E_TOKEN}}
+  EQ_E2E_INLINE: {{value: {inline}, secret: true}}
 jobs:
   - id: uses_it
-    cmd: 'printf %s "$TOKEN" | sha256sum | cut -c1-64 > got.sha && sleep 2'
+    cmd: 'printf %s "$TOKEN:$EQ_E2E_INLINE" | sha256sum | cut -c1-64 > got.sha && sleep 2'
     output_check: got.sha
 """
 
@@ -42,11 +43,10 @@ def job(run_dir: Path) -> dict[str, object]:
     return result
 
 
-def test_a_detached_engine_gets_the_secret_over_its_start_pipe_and_writes_it_nowhere(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    value = f"s3cret-{secrets.token_hex(8)}"
+def _started_without_the_secret(tmp_path: Path) -> tuple[Path, Path, str]:
+    inline = f"inl-{secrets.token_hex(8)}"
     manifest = tmp_path / "m.yaml"
-    manifest.write_text(MANIFEST.format(cwd=tmp_path))
+    manifest.write_text(MANIFEST.format(cwd=tmp_path, inline=inline))
     run_dir = tmp_path / "run"
     without = {k: v for k, v in os.environ.items() if k != "EQ_E2E_TOKEN"}
     started = subprocess.run([*EQ, str(manifest), "--detach", "--poll", "0.2", "--run-dir",
@@ -57,6 +57,25 @@ def test_a_detached_engine_gets_the_secret_over_its_start_pipe_and_writes_it_now
     poll(lambda: job(run_dir).get("reason") == "secret TOKEN not provided",
          "the job to wait for its secret")
     assert job(run_dir)["status"] == "pending"
+    return manifest, run_dir, inline
+
+
+def _check_nothing_holds(tmp_path: Path, manifest: Path, value: str, inline: str) -> None:
+    got = (tmp_path / "got.sha").read_text().strip()
+    assert got == hashlib.sha256(f"{value}:{inline}".encode()).hexdigest()  # the job had both
+    poll(lambda: (tmp_path / "run" / "summary.md").exists(), "the summary")
+    assert (tmp_path / "run" / "engine.log").exists()
+    assert (tmp_path / "run" / "events.jsonl").exists()
+    assert files_holding(tmp_path, value.encode()) == []
+    assert files_holding(tmp_path, inline.encode()) == [str(manifest)]  # only where written
+    for held in (value, inline):
+        assert command_lines_holding(held.encode()) == []
+
+
+def test_a_detached_engine_gets_the_secret_over_its_start_pipe_and_writes_it_nowhere(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    value = f"s3cret-{secrets.token_hex(8)}"
+    manifest, run_dir, inline = _started_without_the_secret(tmp_path)
     stopped = subprocess.run([*EQ, "stop", str(run_dir)], capture_output=True, text=True,
                              timeout=60)
     assert stopped.returncode == 0, stopped.stderr
@@ -72,11 +91,7 @@ def test_a_detached_engine_gets_the_secret_over_its_start_pipe_and_writes_it_now
     assert isinstance(offer, EngineNotRunning)
     offer.start()
     poll(lambda: job(run_dir).get("status") == "running", "the job to run")
-    assert command_lines_holding(value.encode()) == []
+    for held in (value, inline):
+        assert command_lines_holding(held.encode()) == []
     poll(lambda: job(run_dir).get("status") == "completed", "the job to complete")
-    got = (tmp_path / "got.sha").read_text().strip()
-    assert got == hashlib.sha256(value.encode()).hexdigest()  # the job had the value
-    poll(lambda: (run_dir / "summary.md").exists(), "the summary")
-    assert (run_dir / "engine.log").exists() and (run_dir / "events.jsonl").exists()
-    assert files_holding(tmp_path, value.encode()) == []
-    assert command_lines_holding(value.encode()) == []
+    _check_nothing_holds(tmp_path, manifest, value, inline)

@@ -129,9 +129,10 @@ def hand_over_bytes(values: Mapping[str, str]) -> bytes:
 
 def warnings(manifest: Manifest) -> list[str]:
     """What `--dry-run` and a start say about secrets."""
-    out = [f"env.{name}: a secret written in the manifest (value:) ends up wherever the "
-           f"manifest goes (git, --detach --on copies it to the host); read it with "
-           f"{{from_env: {name}}} or {{from_file: PATH}} instead"
+    out = [f"env.{name}: a secret written in the manifest (value:) goes wherever the file "
+           f"goes (git, backups); read it with {{from_env: {name}}} or {{from_file: PATH}} "
+           f"instead (--detach --on hands it over as ${name}, so a resume there needs "
+           f"${name} set)"
            for name in inline_secrets(manifest)]
     out += [_missing_text(manifest, name) for name in missing_secrets(manifest)]
     return out

@@ -14,6 +14,7 @@ from eq_tui import __version__
 from eq_tui.detach import FINISHED_MARK, RESUMING_MARK
 from eq_tui.errors import HostError, RunDirError
 from eq_tui.manifest.model import EnvVar
+from eq_tui.manifest.secret_copy import ManifestCopy, copy_without_secrets
 from eq_tui.manifest.secrets import SECRETS_STDIN_FLAG, hand_over_bytes, read_secret_file
 from eq_tui.manifest.ssh_target import parse_ssh_target
 from eq_tui.remote.link import RemoteLink, RemoteRunDir
@@ -79,12 +80,19 @@ async def find_eq_tui(link: RemoteLink, config_path: str | None) -> str:
     return lines[0]
 
 
-async def upload_manifest(link: RemoteLink, manifest: Path, project: str) -> str:
-    """Copies the manifest to ~/.eq-tui/runs/PROJECT/ on the host; returns that directory."""
+def manifest_copy(manifest: Path) -> ManifestCopy:
+    """What the host gets of the manifest: its bytes without the values of the secrets written
+    in it (those are handed over with the others, over the SSH channel)."""
     try:
         data = manifest.read_bytes()
     except OSError as exc:
         raise HostError(f"{manifest}: cannot read it to send it: {exc}") from None
+    return copy_without_secrets(data, str(manifest))
+
+
+async def upload_manifest(link: RemoteLink, manifest: Path, data: bytes, project: str) -> str:
+    """Writes `data` (the manifest's copy) to ~/.eq-tui/runs/PROJECT/ on the host under the
+    manifest's name; returns that directory."""
     result = await link.run(UPLOAD, [RUNS_DIR, project, manifest.name], stdin=data)
     if result.returncode != 0:
         raise HostError(f"{link.target}: cannot write ~/{RUNS_DIR}/{project}/{manifest.name}: "
