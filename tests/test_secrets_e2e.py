@@ -1,8 +1,9 @@
 """Secrets through a detached engine, end to end: an engine started without a from_env secret
-launches nothing and says why; the resume that `eq-tui attach --resume` performs, from an
-environment that has it, hands it over the start pipe; the job gets it, and a secret written
-in the manifest too; and neither value is in any file of the run dir (state, manifest copy,
-events, summary, logs) nor on any process's command line."""
+launches nothing and says why; `eq-tui attach --resume` from an environment that has it hands
+it over (the start pipe of an engine it starts, or the control socket of the engine already
+running, which then launches without a restart); the job gets it, and a secret written in the
+manifest too; and neither value is in any file of the run dir (state, manifest copy, events,
+summary, logs) nor on any process's command line."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.secret_search import command_lines_holding, files_holding, poll
+from tests.support.tmux_attach import eq_tui_in_tmux, needs_tmux, tmux, wait_for_screen
 
 pytestmark = pytest.mark.integration
 EQ = [sys.executable, "-m", "eq_tui"]
@@ -41,6 +43,13 @@ def job(run_dir: Path) -> dict[str, object]:
         return {}
     result: dict[str, object] = state["jobs"][0]
     return result
+
+
+def engine_pid(run_dir: Path) -> int | None:
+    try:
+        return int(json.loads((run_dir / "control.json").read_text())["pid"])
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def _started_without_the_secret(tmp_path: Path) -> tuple[Path, Path, str]:
@@ -94,4 +103,30 @@ def test_a_detached_engine_gets_the_secret_over_its_start_pipe_and_writes_it_now
     for held in (value, inline):
         assert command_lines_holding(held.encode()) == []
     poll(lambda: job(run_dir).get("status") == "completed", "the job to complete")
+    _check_nothing_holds(tmp_path, manifest, value, inline)
+
+
+@needs_tmux
+def test_attach_resume_hands_the_secret_to_the_running_engine_without_a_restart(
+        tmp_path: Path) -> None:
+    value = f"live-{secrets.token_hex(8)}"
+    manifest, run_dir, inline = _started_without_the_secret(tmp_path)
+    pid = engine_pid(run_dir)
+    assert pid is not None
+    with eq_tui_in_tmux(["attach", str(run_dir), "--resume"],
+                        {**os.environ, "EQ_E2E_TOKEN": value}) as socket:
+        poll(lambda: job(run_dir).get("status") == "running", "the job to run", 120)
+        assert engine_pid(run_dir) == pid  # the engine that waited runs it
+        for held in (value, inline):
+            assert command_lines_holding(held.encode()) == []
+        wait_for_screen(socket, lambda s: "uses_it" in s)
+        tmux(socket, "send-keys", "q")
+        wait_for_screen(socket, lambda s: "Quit (y)" in s)
+        tmux(socket, "send-keys", "y")
+        screen = wait_for_screen(socket, lambda s: "EXIT=" in s)
+    assert "EXIT=0" in screen
+    assert (f"handed the engine of {run_dir} the secrets it lacked: TOKEN"
+            in screen.replace("\n", ""))
+    poll(lambda: job(run_dir).get("status") == "completed", "the job to complete")
+    assert job(run_dir)["attempts"] == 1
     _check_nothing_holds(tmp_path, manifest, value, inline)

@@ -1,7 +1,8 @@
 """Secrets and an engine on a real sshd host: a from_env value and one written in the manifest
 (`value:` with `secret: true`) go over the SSH channel into the engine's memory, never into the
 manifest copy or run dir under the host's ~/.eq-tui nor onto a command line; an engine there
-without one launches nothing until a resume from an environment that has it."""
+without one launches nothing until `attach --resume` from an environment that has it: it
+starts a stopped engine with it, or hands it to the running one over the control socket."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from eq_tui.remote.target import RemoteTarget
 from tests.support.remote_eq import check_eq_tui_runs_there, install_eq_tui
 from tests.support.secret_search import command_lines_holding, files_holding, poll
 from tests.support.sshbed import USER, SshBed
+from tests.support.tmux_attach import eq_tui_in_tmux, needs_tmux, tmux, wait_for_screen
 
 pytestmark = pytest.mark.integration
 EQ = [sys.executable, "-m", "eq_tui"]
@@ -87,6 +89,13 @@ def _run_dir(project: str) -> Path:
     return HOME / ".eq-tui" / "runs" / project / "run"
 
 
+def _engine_pid(project: str) -> int | None:
+    try:
+        return int(json.loads((_run_dir(project) / "control.json").read_text())["pid"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def _check_nothing_holds(values: tuple[str, str], project: str) -> None:
     directory = HOME / ".eq-tui" / "runs" / project
     copy = (directory / "m.yaml").read_text()
@@ -147,4 +156,30 @@ def test_an_engine_without_its_secret_waits_until_a_resume_brings_it(
     asyncio.run(_resume_remote(RemoteTarget("gpu", str(_run_dir(project))),
                                str(bed.ssh_config)))
     poll(lambda: _job(project).get("status") == "completed", "the job to complete", 120)
+    _check_nothing_holds((value, inline), project)
+
+
+@needs_tmux
+def test_attach_resume_hands_the_secret_to_the_engine_running_there(
+        bed: SshBed, tmp_path: Path, project: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    value = f"handed-{secrets.token_hex(8)}"
+    inline = _started_without_the_secret(bed, tmp_path, project, monkeypatch)
+    pid = _engine_pid(project)
+    assert pid is not None
+    where = f"gpu:{_run_dir(project)}"
+    with eq_tui_in_tmux(["attach", where, "--resume", "--ssh-config", str(bed.ssh_config)],
+                        {**os.environ, "EQ_REMOTE_TOKEN": value}) as socket:
+        poll(lambda: _job(project).get("status") == "running", "the job to run", 120)
+        assert _engine_pid(project) == pid  # no restart: the engine that waited runs it
+        for held in (value, inline):
+            assert command_lines_holding(held.encode()) == []
+        wait_for_screen(socket, lambda s: "uses_it" in s)
+        tmux(socket, "send-keys", "q")
+        wait_for_screen(socket, lambda s: "Quit (y)" in s)
+        tmux(socket, "send-keys", "y")
+        screen = wait_for_screen(socket, lambda s: "EXIT=" in s).replace("\n", "")
+    assert "EXIT=0" in screen
+    assert f"handed the engine of {where} the secrets it lacked: TOKEN" in screen
+    poll(lambda: _job(project).get("status") == "completed", "the job to complete", 120)
+    assert _job(project)["attempts"] == 1
     _check_nothing_holds((value, inline), project)
