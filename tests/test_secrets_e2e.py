@@ -13,6 +13,7 @@ import os
 import secrets
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,13 @@ jobs:
     cmd: 'printf %s "$TOKEN:$EQ_E2E_INLINE" | sha256sum | cut -c1-64 > got.sha && sleep 2'
     output_check: got.sha
 """
+
+
+@pytest.fixture(autouse=True)
+def no_engine_left(tmp_path: Path) -> Iterator[None]:
+    """A test that fails leaves no engine waiting for its secret."""
+    yield
+    subprocess.run([*EQ, "stop", str(tmp_path / "run")], capture_output=True, timeout=60)
 
 
 def job(run_dir: Path) -> dict[str, object]:
