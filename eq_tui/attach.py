@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import posixpath
 import shlex
 import sys
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from eq_tui.engine.control import MAX_LINE, ControlClient, find_socket
 from eq_tui.engine.model import FINISHED, JobState
 from eq_tui.engine.reconnecting import Connector, ReconnectingClient, Streams
 from eq_tui.errors import RunDirError
+from eq_tui.manifest.secrets import values_here
 from eq_tui.remote.target import RemoteTarget, command_line, parse_target
 
 
@@ -68,13 +70,58 @@ async def run_attached(client: ControlClient, *, where: str, theme: str | None,
     return 0
 
 
+# ---- secrets an engine lacks -------------------------------------------------------------
+
+async def hand_over_secrets(client: ControlClient, saved: object, *, where: str,
+                            relative_to: str | None, config_path: str | None = None) -> None:
+    """`attach --resume` on a running engine: read here the secrets it lacks (as its run's
+    manifest.json, `saved`, says where they live) and hand them over the control stream, into
+    its memory; say which it got and which it still lacks."""
+    record = saved if isinstance(saved, dict) else {}
+    project, source = str(record.get("project") or ""), str(record.get("source") or "")
+    try:
+        answer = await client.provide_secrets({}, project)
+        if answer["error"] or not answer["missing"]:
+            if answer["error"]:
+                print(f"eq-tui: {where}: {answer['error']}", file=sys.stderr)
+            return
+        values, lacking = values_here(record.get("env"), source, relative_to=relative_to,
+                                      names=answer["missing"])
+        if values:
+            answer = await client.provide_secrets(values, project)
+    except RuntimeError as exc:  # an engine from before this request
+        print(f"eq-tui: the engine of {where} takes no secrets while it runs ({exc}); stop it "
+              f"and resume it from here", file=sys.stderr)
+        return
+    except ConnectionError as exc:
+        print(f"eq-tui: could not hand the engine of {where} its secrets ({exc})",
+              file=sys.stderr)
+        return
+    resume = f"`{command_line('attach', where, config_path)} --resume`"
+    if answer["given"]:
+        print(f"eq-tui: handed the engine of {where} the secrets it lacked: "
+              f"{', '.join(answer['given'])} (over its control socket, into its memory only)",
+              file=sys.stderr)
+    for name, why in answer["refused"].items():
+        print(f"eq-tui: the engine of {where} refused secret {name}: {why}", file=sys.stderr)
+    for name in answer["missing"]:
+        why = lacking.get(name, "not readable here")
+        print(f"eq-tui: the engine of {where} still lacks secret {name} ({why}); its jobs wait "
+              f"until {resume} runs where it is set", file=sys.stderr)
+
+
 # ---- local ---------------------------------------------------------------------------------
 
-def _local_source(run_dir: Path) -> str | None:
+def _saved_manifest(run_dir: Path) -> object:
     try:
-        source = json.loads((run_dir / "manifest.json").read_text())["source"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return json.loads((run_dir / "manifest.json").read_text())
+    except (OSError, ValueError):
         return None
+
+
+def _local_source(run_dir: Path) -> str | None:
+    saved = _saved_manifest(run_dir)
+    source = saved.get("source") if isinstance(saved, dict) else None
     return str(source) if source else None
 
 
@@ -117,20 +164,26 @@ def local_connector(run_dir: Path) -> Connector:
     return connect
 
 
-async def _attach_local(run_dir: Path, theme: str | None, config_path: str | None) -> int:
+async def _attach_local(run_dir: Path, theme: str | None, config_path: str | None,
+                        resume: bool) -> int:
     try:
         client = await ReconnectingClient.open(local_connector(run_dir), where=str(run_dir))
     except (OSError, ConnectionError, RuntimeError):
         client = None
     if client is None:
         raise _not_running_here(run_dir, config_path)
+    if resume:
+        source = _local_source(run_dir)
+        await hand_over_secrets(client, _saved_manifest(run_dir), where=str(run_dir),
+                                relative_to=str(Path(source).resolve().parent) if source
+                                else None)
     return await run_attached(client, where=str(run_dir), theme=theme)
 
 
 # ---- remote --------------------------------------------------------------------------------
 
-async def _attach_remote(target: RemoteTarget, theme: str | None,
-                         config_path: str | None) -> int:
+async def _attach_remote(target: RemoteTarget, theme: str | None, config_path: str | None,
+                         resume: bool) -> int:
     from eq_tui.remote.link import open_link
     from eq_tui.remote.status import saved_state
     from eq_tui.status import jobs_from_state
@@ -157,6 +210,10 @@ async def _attach_remote(target: RemoteTarget, theme: str | None,
                 f"(starts it on {target.host} in the background, from its manifest copy there)",
                 f"Start it now on {target.host}, in the background?",
                 lambda: asyncio.run(_resume_remote(target, config_path)))
+        if resume:
+            saved = await link.read_json(posixpath.join(located.path, "manifest.json"))
+            await hand_over_secrets(client, saved, where=str(located), relative_to=None,
+                                    config_path=config_path)
         return await run_attached(client, where=str(located), theme=theme,
                                   config_path=config_path)
     finally:
@@ -192,8 +249,8 @@ def attach(where: str, *, theme: str | None = None, resume: bool = False,
 
     def once() -> int:
         if target is not None:
-            return asyncio.run(_attach_remote(target, theme, config_path))
-        return asyncio.run(_attach_local(Path(where), theme, config_path))
+            return asyncio.run(_attach_remote(target, theme, config_path, resume))
+        return asyncio.run(_attach_local(Path(where), theme, config_path, resume))
 
     try:
         return once()

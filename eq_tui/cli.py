@@ -29,7 +29,8 @@ EPILOG = """\
 other commands (RUN_DIR may be HOST:RUN_DIR, a run dir on an ssh host; add --ssh-config PATH):
   eq-tui status RUN_DIR        counts by status, and the jobs that need a person
   eq-tui attach RUN_DIR        the UI on an engine that is already running (q detaches);
-                               --resume starts it in the background first if it is not running
+                               --resume starts it in the background first if it is not running,
+                               and hands a running one the secrets it lacks
   eq-tui stop RUN_DIR          stop a running engine (its jobs keep running)
   eq-tui results RUN_DIR       the results table: mean ± std over seeds per configuration
                                (--format table|csv|json|markdown|latex, --metric, --by)
@@ -134,7 +135,8 @@ def build_run_dir_parser(command: str, description: str) -> argparse.ArgumentPar
         parser.add_argument("--theme", metavar="NAME", help="UI theme")
         parser.add_argument("--resume", action="store_true",
                             help="if no engine is running there, start it in the background "
-                                 "first (from the manifest its run dir records)")
+                                 "first (from the manifest its run dir records); if one is, "
+                                 "hand it the secrets it lacks from this environment")
     return parser
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import secrets
 import stat
 from pathlib import Path
 
@@ -11,7 +13,10 @@ import pytest
 
 from eq_tui.engine.control import ControlClient, find_socket
 from eq_tui.engine.events import JobUpdated
+from eq_tui.engine.model import JobStatus
+from eq_tui.manifest.model import EnvVar
 from tests.support.engine_run import job, make_manifest, start_engine
+from tests.support.secret_search import files_holding
 
 pytestmark = pytest.mark.integration
 LONG_JOB = "fake-train --epochs 200 --epoch-seconds 0.2 --mem 1000"
@@ -72,3 +77,88 @@ async def test_snapshot_events_commands_two_clients_and_bad_requests(tmp_path: P
     finally:
         await run.stop()
     assert find_socket(tmp_path / "run") is None
+
+
+async def test_secrets_handed_to_a_running_engine_launch_its_waiting_jobs(
+        tmp_path: Path) -> None:
+    value = f"ctl-{secrets.token_hex(8)}"
+    cmd = 'printf %s "$TOKEN" | sha256sum | cut -c1-64 > got.sha'
+    manifest = make_manifest(
+        tmp_path, [job("uses_it", cmd, output_check="got.sha")], cwd=str(tmp_path),
+        env={"PLAIN": EnvVar("visible"), "INLINE": EnvVar("in-file", secret=True),
+             "TOKEN": EnvVar("", secret=True, from_env="EQ_CTL_TOKEN", provided=False)})
+    run = await start_engine(manifest, tmp_path / "run", exit_when_done=False)
+    try:
+        await run.wait_for(lambda: run.engine.jobs["uses_it"].reason ==
+                           "secret TOKEN not provided")
+        client = await ControlClient.connect(tmp_path / "run")
+        asked = await client.provide_secrets({}, "t")
+        assert asked == {"given": [], "refused": {}, "missing": ["TOKEN"], "error": None}
+        wrong = await client.provide_secrets({"TOKEN": value}, "other")
+        assert wrong["error"] == "this engine runs project 't', not 'other'; nothing taken"
+        assert wrong["given"] == [] and wrong["missing"] == ["TOKEN"]
+        assert run.engine.jobs["uses_it"].status == JobStatus.PENDING
+        answer = await client.provide_secrets(
+            {"TOKEN": value, "PLAIN": "x", "INLINE": "x", "NOPE": "x"}, "t")
+        assert answer["given"] == ["TOKEN"] and answer["missing"] == [] and \
+            answer["error"] is None
+        assert answer["refused"] == {
+            "PLAIN": "project 't' declares no secret PLAIN",
+            "INLINE": "already provided: the engine keeps the value it has (stop it and "
+                      "resume it to change that)",
+            "NOPE": "project 't' declares no secret NOPE"}
+        again = await client.provide_secrets({"TOKEN": "other"}, "t")
+        assert again["given"] == [] and "already provided" in again["refused"]["TOKEN"]
+        await run.wait_for(lambda: run.engine.jobs["uses_it"].status == JobStatus.COMPLETED)
+        got = (tmp_path / "got.sha").read_text().strip()
+        assert got == hashlib.sha256(value.encode()).hexdigest()  # not "other"
+        bad = await _raw(find_socket(tmp_path / "run") or tmp_path)
+        bad[1].write(b'{"op": "secrets", "id": 3, "project": "t", "values": {"A": 1}}\n')
+        await bad[1].drain()
+        assert (await _read_json(bad[0]))["error"] == "values must map names to strings"
+        bad[1].close()
+        await client.close()
+    finally:
+        await run.stop()
+    assert files_holding(tmp_path / "run", value.encode()) == []
+    assert any("secrets handed over the control socket: TOKEN" in line
+               for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines())
+
+
+async def test_attach_resume_says_which_secrets_it_handed_over_and_which_are_missing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from eq_tui.attach import hand_over_secrets
+
+    value = f"ctl-{secrets.token_hex(8)}"
+    manifest = make_manifest(
+        tmp_path, [job("uses_it", LONG_JOB)],
+        env={"TOKEN": EnvVar("", secret=True, from_env="EQ_CTL_TOKEN", provided=False),
+             "KEY": EnvVar("", secret=True, from_file="key.txt", provided=False)})
+    run = await start_engine(manifest, tmp_path / "run", exit_when_done=False)
+    try:
+        client = await ControlClient.connect(tmp_path / "run")
+        saved = json.loads((tmp_path / "run" / "manifest.json").read_text())
+        monkeypatch.setenv("EQ_CTL_TOKEN", value)
+        await hand_over_secrets(client, saved, where="RUN", relative_to=str(tmp_path))
+        said = capsys.readouterr().err.splitlines()
+        assert said == [
+            "eq-tui: handed the engine of RUN the secrets it lacked: TOKEN (over its control "
+            "socket, into its memory only)",
+            f"eq-tui: the engine of RUN still lacks secret KEY ({tmp_path / 'key.txt'} does "
+            f"not exist); its jobs wait until `eq-tui attach RUN --resume` runs where it is "
+            f"set"]
+        assert run.engine.jobs["uses_it"].status == JobStatus.PENDING
+        await run.wait_for(lambda: run.engine.jobs["uses_it"].reason ==
+                           "secret KEY not provided")
+        (tmp_path / "key.txt").write_text("k\n")
+        (tmp_path / "key.txt").chmod(0o600)
+        await hand_over_secrets(client, saved, where="RUN", relative_to=str(tmp_path))
+        assert "secrets it lacked: KEY" in capsys.readouterr().err
+        await run.wait_for(lambda: run.engine.jobs["uses_it"].status == JobStatus.RUNNING)
+        await hand_over_secrets(client, saved, where="RUN", relative_to=str(tmp_path))
+        assert capsys.readouterr().err == ""  # nothing missing: nothing to say
+        assert (await client.command("kill", ["uses_it"]))["ok"]
+        await client.close()
+    finally:
+        await run.stop()

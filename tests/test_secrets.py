@@ -13,6 +13,7 @@ from eq_tui.engine.model import JobState, JobStatus
 from eq_tui.engine.scheduler import GpuView, HostView, decide
 from eq_tui.errors import ManifestError
 from eq_tui.manifest.loader import load_manifest, load_manifest_text
+from eq_tui.manifest.secret_copy import copy_without_secrets
 from eq_tui.manifest.secrets import (
     handed_over,
     missing_secrets,
@@ -141,3 +142,53 @@ def test_a_secret_file_under_home_is_read_from_this_users_home(
                                           "jobs: [{id: a, cmd: x}]\n", str(tmp_path / "m.yaml")))
     assert manifest.env["W"].value == VALUE
     assert manifest.to_json()["env"]["W"] == {"from_file": "~/.wandb", "secret": True}
+
+
+INLINE = """\
+project: s  # the secret is {value}-flow
+env:
+  PLAIN: visible
+  FLOW: {{value: {value}-flow, secret: true}}
+  BLOCK:
+    secret: true
+    value: |
+      {value}-block
+      second line
+  ALSO: {{"value": "{value}-quoted", "secret": true}}
+jobs: [{{id: a1, cmd: "true"}}]
+"""
+
+
+def test_the_copy_for_a_host_holds_no_inline_secret_and_keeps_every_other_line(
+        tmp_path: Path) -> None:
+    text = INLINE.format(value="inl").replace("# the secret is inl-flow", "# a comment")
+    copy = copy_without_secrets(text.encode(), str(tmp_path / "m.yaml"))
+    assert copy.values == {"FLOW": "inl-flow", "BLOCK": "inl-block\nsecond line\n",
+                           "ALSO": "inl-quoted"}
+    written = copy.data.decode()
+    assert "inl" not in written
+    before, after = text.splitlines(), written.splitlines()
+    assert len(before) == len(after)
+    changed = [n for n, (old, new) in enumerate(zip(before, after, strict=True), 1)
+               if old != new]
+    assert changed == [4, 7, 8, 9, 10]  # the value lines; the block's now blank
+    assert after[3] == '  FLOW: {"from_env": "FLOW", secret: true}'
+    assert after[6] == '    "from_env": "BLOCK"' and after[7:9] == ["", ""]
+    loaded = load_manifest_text(written, str(tmp_path / "m.yaml"))
+    assert {name: var.from_env for name, var in loaded.env.items()} == {
+        "PLAIN": None, "FLOW": "FLOW", "BLOCK": "BLOCK", "ALSO": "ALSO"}
+    plain = MANIFEST.encode()
+    assert copy_without_secrets(plain, "m.yaml").data is plain  # nothing to take out
+
+
+def test_a_copy_that_would_still_hold_the_value_is_refused() -> None:
+    text = INLINE.format(value="inl")  # the comment on line 1 holds it too
+    with pytest.raises(ManifestError) as caught:
+        copy_without_secrets(text.encode(), "m.yaml")
+    assert str(caught.value).startswith("m.yaml:4: env.FLOW: this secret's value cannot be "
+                                        "left out of the manifest copy")
+    assert "also written elsewhere in the file" in str(caught.value)
+    shared = ("env:\n  A: &v {value: k, secret: true}\n  B: *v\n"
+              "jobs: [{id: a, cmd: x}]\n")
+    with pytest.raises(ManifestError, match="anchor"):
+        copy_without_secrets(shared.encode(), "m.yaml")

@@ -148,6 +148,15 @@ class CommandResult(TypedDict):
     duplicate: NotRequired[bool]  # a command id seen before: the first one's result
 
 
+class SecretsAnswer(TypedDict):
+    """An engine's answer to secrets handed to it while it runs (names only, never values)."""
+
+    given: list[str]           # taken: kept in the engine's memory, never written
+    refused: dict[str, str]    # name -> why (not a secret of this manifest, already provided)
+    missing: list[str]         # the secrets it still lacks: no job launches until it has them
+    error: str | None          # the whole hand-over refused (another project's engine)
+
+
 class EngineClient(Protocol):
     @property
     def project(self) -> str: ...

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from eq_tui.engine.client import CommandResult
+from eq_tui.engine.client import CommandResult, SecretsAnswer
 from eq_tui.engine.command_result import result
 from eq_tui.engine.editing import Editing
 from eq_tui.engine.events import QueuePaused
@@ -14,6 +14,7 @@ from eq_tui.engine.gpu_health import release as release_gpu
 from eq_tui.engine.holds import Holds
 from eq_tui.engine.model import FailureClass, JobState, JobStatus
 from eq_tui.errors import HostError
+from eq_tui.manifest.secrets import take_secrets
 
 if TYPE_CHECKING:
     from eq_tui.engine.engine import Engine
@@ -131,6 +132,24 @@ class Commands:
     async def _shutdown(self) -> CommandResult:
         self.engine.request_stop()
         return result()
+
+    # ---- secrets, handed over while the engine runs -----------------------------------------
+
+    async def take_secrets(self, values: dict[str, str], project: str) -> SecretsAnswer:
+        """Not a logged command: its values must never reach the state file's command log."""
+        async with self.engine.lock:
+            taken = take_secrets(self.ctx.manifest, values, project)
+            self.ctx.manifest = taken.manifest
+            if taken.given:
+                still = (f"; still missing: {', '.join(taken.missing)}" if taken.missing
+                         else "; nothing missing now")
+                self.ctx.bus.alert("info", f"secrets handed over the control socket: "
+                                           f"{', '.join(taken.given)} (kept in memory only)"
+                                           f"{still}")
+        if taken.given:
+            self.engine.wake()
+        return {"given": taken.given, "refused": taken.refused, "missing": taken.missing,
+                "error": taken.error}
 
     # ---- jobs ------------------------------------------------------------------------------
 

@@ -8,6 +8,9 @@ Requests (one JSON object per line, `id` echoed in the reply):
                                                    -> {"type": "reply", "id": 2, "result": {...}}
     {"op": "tail", "id": 3, "job": "a", "attempt": null, "lines": 200}
                                                    -> {"type": "reply", "id": 3, "result": [...]}
+    {"op": "secrets", "id": 4, "project": "p", "values": {"WANDB_API_KEY": "..."}}
+                                                   -> {"type": "reply", "id": 4, "result":
+                                                       {"given", "refused", "missing", "error"}}
 A malformed request gets {"type": "error", "id": ..., "error": "..."} and the connection stays.
 The socket lives in the run dir (mode 0600); when that path is too long for a Unix socket it
 lives in a private temp dir and `control.json` in the run dir says where.
@@ -26,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from eq_tui.engine.client import CommandResult, EngineClient, Snapshot
+from eq_tui.engine.client import CommandResult, EngineClient, SecretsAnswer, Snapshot
 from eq_tui.engine.events import Event, Fanout, event_from_json
 from eq_tui.engine.view import ProjectState
 
@@ -54,7 +57,7 @@ def find_socket(run_dir: Path) -> Path | None:
 
 
 class ControlServer:
-    def __init__(self, engine: EngineClient, run_dir: Path) -> None:
+    def __init__(self, engine: Served, run_dir: Path) -> None:
         self.engine = engine
         self.run_dir = Path(run_dir)
         self.path = socket_path_for(self.run_dir)
@@ -150,6 +153,15 @@ class ControlServer:
                             int(attempt) if attempt is not None else None,
                             max(1, min(5000, int(request.get("lines", 200)))))
                         await send({"type": "reply", "id": request_id, "result": lines})
+                    elif op == "secrets":
+                        values = request.get("values") or {}
+                        if not isinstance(values, dict) or not all(
+                                isinstance(k, str) and isinstance(v, str)
+                                for k, v in values.items()):
+                            raise ValueError("values must map names to strings")
+                        taken = await self.engine.provide_secrets(
+                            values, str(request.get("project")))
+                        await send({"type": "reply", "id": request_id, "result": taken})
                     else:
                         raise ValueError(f"unknown op {op!r}")
                 except (ValueError, TypeError) as exc:
@@ -305,6 +317,13 @@ class ControlClient:
                                                  "attempt": attempt, "lines": lines})
         return result
 
+    async def provide_secrets(self, values: dict[str, str], project: str) -> SecretsAnswer:
+        """Hands secrets the engine lacks to it (an empty `values` asks which it lacks); they
+        travel on this stream only."""
+        answer: SecretsAnswer = await self._request({"op": "secrets", "project": project,
+                                                     "values": values})
+        return answer
+
     async def wait_closed(self) -> None:
         """Returns once the engine's stream has ended: it stopped, or the connection dropped."""
         if self._listener is not None:
@@ -321,6 +340,8 @@ class ControlClient:
 
 class Served(EngineClient, Protocol):
     def close_with(self, closer: Callable[[], Awaitable[None]]) -> None: ...
+
+    async def provide_secrets(self, values: dict[str, str], project: str) -> SecretsAnswer: ...
 
 
 async def serve_control(engine: Served, run_dir: Path) -> ControlServer:

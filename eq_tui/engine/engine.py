@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from eq_tui.engine.bus import Bus
-from eq_tui.engine.client import CommandResult, Snapshot
+from eq_tui.engine.client import CommandResult, SecretsAnswer, Snapshot
 from eq_tui.engine.commands import Commands
 from eq_tui.engine.context import RunContext, output_pattern
 from eq_tui.engine.events import Event, QueueFinished
@@ -56,7 +56,6 @@ class Engine:
     def __init__(self, manifest: Manifest, run_dir: Path, hosts: dict[str, Host], *,
                  poll: float = 2.0, clock: Callable[[], float] = time.time,
                  exit_when_done: bool = False, watch: bool = True) -> None:
-        self.manifest = manifest
         self.hosts = hosts
         self.exit_when_done = exit_when_done
         self.finished = False
@@ -99,6 +98,11 @@ class Engine:
         self._summary_task: asyncio.Task[None] | None = None
 
     # ---- what front ends, tests and benchmarks read ----------------------------------------
+
+    @property
+    def manifest(self) -> Manifest:
+        """The run's manifest, with the secrets handed over so far (`provide_secrets`)."""
+        return self.ctx.manifest
 
     @property
     def project(self) -> str:
@@ -372,6 +376,11 @@ class Engine:
                       args: dict[str, Any] | None = None,
                       command_id: str | None = None) -> CommandResult:
         return await self.commands.run(name, job_ids, args, command_id)
+
+    async def provide_secrets(self, values: dict[str, str], project: str) -> SecretsAnswer:
+        """Secrets it lacks, handed over its control socket: kept in memory only; the jobs
+        waiting for them launch at the next tick."""
+        return await self.commands.take_secrets(values, project)
 
     async def tail(self, job_id: str, attempt: int | None = None, lines: int = 200) -> list[str]:
         job = self.jobs.get(job_id)

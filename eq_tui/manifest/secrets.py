@@ -4,8 +4,9 @@ The loader only records where a secret comes from; `resolve` fills in the values
 can see: first those handed over by whoever started it (the start pipe of a detached engine,
 the SSH channel of a remote one), then its own environment, then the file. A secret that is
 nowhere is not an error: the engine launches no job until it has it (`missing_secrets`, the
-scheduler's waiting reason), so an engine restarted without it waits for a resume that
-brings it. Values travel only in memory and on pipes: never in a file or on a command line.
+scheduler's waiting reason), so an engine restarted without it waits for `attach --resume`
+to hand it over its control socket (`take_secrets`). Values travel only in memory and on
+pipes: never in a file or on a command line.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -111,6 +113,33 @@ def read_secret_file(source: str, name: str, var: EnvVar, *,
                             key_path=key_path) from None
 
 
+def values_here(env: object, source: str, *, relative_to: str | None = None,
+                names: Collection[str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """The values this process has of the from_env/from_file secrets a run's manifest.json
+    names in `env` (only `names` when given), and why each other one is not here. A from_file
+    path is read as written: `~` is this user's home, a relative path is relative to
+    `relative_to`, else to the current directory."""
+    values: dict[str, str] = {}
+    lacking: dict[str, str] = {}
+    for name, entry in env.items() if isinstance(env, dict) else ():
+        if not isinstance(entry, dict) or (names is not None and name not in names):
+            continue
+        if isinstance(entry.get("from_env"), str):
+            value = os.environ.get(entry["from_env"])
+            where = f"${entry['from_env']} is not set here"
+        elif isinstance(entry.get("from_file"), str):
+            var = EnvVar(value="", secret=True, from_file=entry["from_file"])
+            value = read_secret_file(source, str(name), var, relative_to=relative_to)
+            where = f"{secret_file_path(entry['from_file'], relative_to)} does not exist"
+        else:
+            continue
+        if value is None:
+            lacking[str(name)] = where
+        else:
+            values[str(name)] = value
+    return values, lacking
+
+
 def read_handed_over(stream: IO[str]) -> dict[str, str]:
     """{NAME: value} as JSON, from the pipe the starter writes and closes."""
     try:
@@ -129,9 +158,10 @@ def hand_over_bytes(values: Mapping[str, str]) -> bytes:
 
 def warnings(manifest: Manifest) -> list[str]:
     """What `--dry-run` and a start say about secrets."""
-    out = [f"env.{name}: a secret written in the manifest (value:) ends up wherever the "
-           f"manifest goes (git, --detach --on copies it to the host); read it with "
-           f"{{from_env: {name}}} or {{from_file: PATH}} instead"
+    out = [f"env.{name}: a secret written in the manifest (value:) goes wherever the file "
+           f"goes (git, backups); read it with {{from_env: {name}}} or {{from_file: PATH}} "
+           f"instead (--detach --on hands it over as ${name}, so a resume there needs "
+           f"${name} set)"
            for name in inline_secrets(manifest)]
     out += [_missing_text(manifest, name) for name in missing_secrets(manifest)]
     return out
@@ -140,9 +170,45 @@ def warnings(manifest: Manifest) -> list[str]:
 def _missing_text(manifest: Manifest, name: str) -> str:
     var = manifest.env[name]
     where = f"${var.from_env} is not set" if var.from_env else f"{var.from_file} does not exist"
-    return (f"secret {name} not provided ({where}): no job launches until its engine runs "
-            f"with it (`eq-tui stop RUN_DIR`, then `eq-tui attach RUN_DIR --resume` from an "
-            f"environment that has it)")
+    return (f"secret {name} not provided ({where}): no job launches until its engine has it "
+            f"(`eq-tui attach RUN_DIR --resume` from an environment that has it hands it to "
+            f"the running engine)")
+
+
+@dataclass(frozen=True)
+class Taken:
+    """What an engine made of secrets handed to it while it runs."""
+
+    manifest: Manifest                      # with the values it took
+    given: list[str]
+    refused: dict[str, str]                 # name -> why
+    missing: list[str]                      # still lacking after this
+    error: str | None = None
+
+
+def take_secrets(manifest: Manifest, values: Mapping[str, str], project: str) -> Taken:
+    """The manifest with the values of secrets it declares (from_env, from_file or `secret:
+    true`) and still lacks; any other name, or a secret it has already, is refused, and the
+    whole hand-over is refused when it was meant for another project."""
+    if project != manifest.project:
+        why = f"this engine runs project {manifest.project!r}, not {project!r}"
+        return Taken(manifest, [], dict.fromkeys(values, why), missing_secrets(manifest),
+                     error=f"{why}; nothing taken")
+    env = dict(manifest.env)
+    given: list[str] = []
+    refused: dict[str, str] = {}
+    for name, value in values.items():
+        var = env.get(name)
+        if var is None or not var.secret:
+            refused[name] = f"project {manifest.project!r} declares no secret {name}"
+        elif var.provided:
+            refused[name] = ("already provided: the engine keeps the value it has (stop it "
+                             "and resume it to change that)")
+        else:
+            env[name] = dataclasses.replace(var, value=value, provided=True)
+            given.append(name)
+    taken = dataclasses.replace(manifest, env=env)
+    return Taken(taken, given, refused, missing_secrets(taken))
 
 
 def load_for_run(manifests: list[Manifest], *, from_stdin: bool,

@@ -10,23 +10,30 @@ from pathlib import Path
 
 from eq_tui.detach import FINISHED_MARK, RESUMING_MARK
 from eq_tui.errors import RunDirError
+from eq_tui.manifest.secret_copy import ManifestCopy
 from eq_tui.remote.link import open_link
-from eq_tui.remote.start import find_eq_tui, how_to_reach, start_engine, upload_manifest
+from eq_tui.remote.start import (
+    find_eq_tui,
+    how_to_reach,
+    manifest_copy,
+    start_engine,
+    upload_manifest,
+)
 from eq_tui.remote.target import RemoteTarget
 
 
 async def _start_on_host(host: str, manifests: list[tuple[Path, str]], run_dir: str | None,
                          extra: list[str], config_path: str | None,
-                         secrets: list[dict[str, str]]) -> int:
+                         secrets: list[dict[str, str]], copies: list[ManifestCopy]) -> int:
     link = await open_link(host, config_path)
     codes = [0]
     try:
         eq_tui = await find_eq_tui(link, config_path)
-        for (path, project), values in zip(manifests, secrets, strict=True):
-            directory = await upload_manifest(link, path, project)
+        for (path, project), values, copy in zip(manifests, secrets, copies, strict=True):
+            directory = await upload_manifest(link, path, copy.data, project)
             remote_run = run_dir or posixpath.join(directory, "run")
             started = await start_engine(link, eq_tui, posixpath.join(directory, path.name),
-                                         remote_run, extra, values)
+                                         remote_run, extra, {**values, **copy.values})
             if started.finished:
                 codes.append(started.exit_code)
                 print(f"{FINISHED_MARK} the run in {host}:{started.finished}: nothing to run "
@@ -60,7 +67,10 @@ def start_on_host(host: str, manifests: list[tuple[Path, str]], *, run_dir: str 
                   poll: float | None, fresh: bool, config_path: str | None,
                   secrets: list[dict[str, str]] | None = None) -> int:
     """manifests: (local path, project) pairs, already validated here; secrets: per manifest,
-    the from_env/from_file values read here, sent over the SSH channel to the engine there."""
+    the from_env/from_file values read here, sent over the SSH channel to the engine there
+    with those written in the manifest (its copy there holds none)."""
     extra = (["--poll", str(poll)] if poll is not None else []) + (["--fresh"] if fresh else [])
     handed = secrets if secrets is not None else [{} for _ in manifests]
-    return asyncio.run(_start_on_host(host, manifests, run_dir, extra, config_path, handed))
+    copies = [manifest_copy(path) for path, _ in manifests]  # refused here, before any host
+    return asyncio.run(_start_on_host(host, manifests, run_dir, extra, config_path, handed,
+                                      copies))

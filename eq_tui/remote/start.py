@@ -3,7 +3,6 @@ resume offered when attaching to a run dir whose engine is not running there."""
 
 from __future__ import annotations
 
-import os
 import posixpath
 import shlex
 import sys
@@ -13,8 +12,8 @@ from pathlib import Path
 from eq_tui import __version__
 from eq_tui.detach import FINISHED_MARK, RESUMING_MARK
 from eq_tui.errors import HostError, RunDirError
-from eq_tui.manifest.model import EnvVar
-from eq_tui.manifest.secrets import SECRETS_STDIN_FLAG, hand_over_bytes, read_secret_file
+from eq_tui.manifest.secret_copy import ManifestCopy, copy_without_secrets
+from eq_tui.manifest.secrets import SECRETS_STDIN_FLAG, hand_over_bytes, values_here
 from eq_tui.manifest.ssh_target import parse_ssh_target
 from eq_tui.remote.link import RemoteLink, RemoteRunDir
 from eq_tui.remote.target import RemoteTarget, command_line
@@ -79,12 +78,19 @@ async def find_eq_tui(link: RemoteLink, config_path: str | None) -> str:
     return lines[0]
 
 
-async def upload_manifest(link: RemoteLink, manifest: Path, project: str) -> str:
-    """Copies the manifest to ~/.eq-tui/runs/PROJECT/ on the host; returns that directory."""
+def manifest_copy(manifest: Path) -> ManifestCopy:
+    """What the host gets of the manifest: its bytes without the values of the secrets written
+    in it (those are handed over with the others, over the SSH channel)."""
     try:
         data = manifest.read_bytes()
     except OSError as exc:
         raise HostError(f"{manifest}: cannot read it to send it: {exc}") from None
+    return copy_without_secrets(data, str(manifest))
+
+
+async def upload_manifest(link: RemoteLink, manifest: Path, data: bytes, project: str) -> str:
+    """Writes `data` (the manifest's copy) to ~/.eq-tui/runs/PROJECT/ on the host under the
+    manifest's name; returns that directory."""
     result = await link.run(UPLOAD, [RUNS_DIR, project, manifest.name], stdin=data)
     if result.returncode != 0:
         raise HostError(f"{link.target}: cannot write ~/{RUNS_DIR}/{project}/{manifest.name}: "
@@ -145,29 +151,8 @@ async def resume(link: RemoteLink, run_dir: RemoteRunDir, config_path: str | Non
         raise RunDirError(f"{run_dir}: its manifest.json names {source!r}, a relative path; "
                           f"start it on {link.target} from the directory it ran in")
     eq_tui = await find_eq_tui(link, config_path)
-    await start_engine(link, eq_tui, source, run_dir.path, [],
-                       secrets_for(saved.get("env"), source))
-
-
-def secrets_for(env: object, source: str) -> dict[str, str]:
-    """The from_env/from_file secrets a run's manifest.json names, as this machine has them
-    (a from_file path as written: `~` is this user's home, a relative path is relative to the
-    current directory)."""
-    values: dict[str, str] = {}
-    if not isinstance(env, dict):
-        return values
-    for name, entry in env.items():
-        if not isinstance(entry, dict):
-            continue
-        value: str | None = None
-        if isinstance(entry.get("from_env"), str):
-            value = os.environ.get(entry["from_env"])
-        elif isinstance(entry.get("from_file"), str):
-            var = EnvVar(value="", secret=True, from_file=entry["from_file"])
-            value = read_secret_file(source, str(name), var)
-        if value is not None:
-            values[str(name)] = value
-    return values
+    values, _lacking = values_here(saved.get("env"), source)
+    await start_engine(link, eq_tui, source, run_dir.path, [], values)
 
 
 def how_to_reach(target: RemoteTarget, config_path: str | None) -> dict[str, str]:
