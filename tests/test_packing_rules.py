@@ -205,3 +205,20 @@ def test_without_any_packing_key_the_scheduler_is_unchanged() -> None:
     legacy = decide(m, jobs, hosts, now=NOW, paused=False, preconditions={})
     assert [(x.job_id, x.gpus) for x in legacy.launches] == [("j0", (0,)), ("j1", (2,))]
     assert placed(run(m, jobs, hosts)) == [("j0", "h", (0,), None), ("j1", "h", (2,), None)]
+
+
+def test_bigger_jobs_are_placed_first_and_small_ones_fill_in_around_them() -> None:
+    # in queue order the two small jobs would take room the big one then lacks
+    m = manifest(spec("small1", 10 * GIB), spec("small2", 10 * GIB), spec("big", 70 * GIB),
+                 spec("mid", 40 * GIB))
+    d = run(m, waiting("small1", "small2", "big", "mid"), [host(used=(0, 0))])
+    assert placed(d) == [("big", "h", (0,), 70 * GIB), ("mid", "h", (1,), 40 * GIB),
+                         ("small1", "h", (1,), 10 * GIB), ("small2", "h", (1,), 10 * GIB)]
+
+
+def test_priority_still_comes_before_size() -> None:
+    m = manifest(spec("small", 10 * GIB), spec("big", 75 * GIB))
+    jobs = waiting("small", "big")
+    jobs[0].priority = 5
+    d = run(m, jobs, [host(used=(0,))])
+    assert placed(d) == [("small", "h", (0,), 10 * GIB)]

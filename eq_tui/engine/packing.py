@@ -22,6 +22,7 @@ from eq_tui.manifest.model import JobSpec, Manifest
 
 ROOM_UNIT_MIB = 4096
 MAX_SHARED_GUESS = 8
+WHOLE_GPU_MIB = 1 << 30  # a job that takes its GPUs alone is placed before any shared one
 
 
 class MemoryPlan(Protocol):
@@ -202,6 +203,23 @@ class MemoryPlacer:
         return (f"{host_name} GPU {room.index} has {_gib(max(0, left))} GiB free{total}; "
                 f"needs {_gib(need)}{each}")
 
+    def biggest_first(self, queue: list[JobState]) -> list[JobState]:
+        """The head of the queue, as far as this tick could look, with the jobs of the same
+        priority biggest first (memory x GPUs; a job that wants its GPUs alone counts as a
+        whole GPU): small jobs fill in around big ones, which otherwise wait for a GPU nearly
+        empty while small ones keep taking what frees up. Jobs of one size keep queue order."""
+        window = 4 * self.gpu_capacity() + 16
+        head = queue[:window]
+        head.sort(key=lambda job: (-job.priority, -self._size(job)))
+        return head + queue[window:]
+
+    def _size(self, job: JobState) -> int:
+        spec = self.specs.get(job.id)
+        if spec is None:
+            return 0
+        need = self.plan.need(job, spec)
+        return (need.mib if need.mib is not None else WHOLE_GPU_MIB) * spec.gpus_per_job
+
     # ---- CPU-only jobs ---------------------------------------------------------------------
 
     def cpu_capacity(self) -> int:
@@ -219,6 +237,9 @@ class _GpuSeat:
     def __init__(self, placer: MemoryPlacer) -> None:
         self.placer = placer
 
+    def order(self, queue: list[JobState]) -> list[JobState]:
+        return self.placer.biggest_first(queue)
+
     def capacity(self) -> int:
         return self.placer.gpu_capacity()
 
@@ -229,6 +250,9 @@ class _GpuSeat:
 class _CpuSeat:
     def __init__(self, placer: MemoryPlacer) -> None:
         self.placer = placer
+
+    def order(self, queue: list[JobState]) -> list[JobState]:
+        return queue
 
     def capacity(self) -> int:
         return self.placer.cpu_capacity()

@@ -95,6 +95,10 @@ def place_alone(job: JobState, count: int, hosts: Sequence[HostView], free: Mapp
 
 
 class Placer(Protocol):
+    def order(self, queue: list[JobState]) -> list[JobState]:
+        """The waiting jobs (by priority, then queue order) in the order to place them."""
+        ...
+
     def capacity(self) -> int:
         """About how many more jobs could launch now (0: none)."""
         ...
@@ -118,6 +122,9 @@ class OnePerGpu:
         self.hosts = hosts
         self.free = {h.name: [g for g in quiet[h.name] if (h.name, g) not in held] for h in hosts}
         self.slots = {h.name: max(0, h.max_parallel - per_host.get(h.name, 0)) for h in hosts}
+
+    def order(self, queue: list[JobState]) -> list[JobState]:
+        return queue
 
     def capacity(self) -> int:
         return sum(min(len(self.free[h.name]), self.slots[h.name]) for h in self.hosts)

@@ -209,7 +209,7 @@ def decide(
     for queue, seat in seats:
         if prioritised:  # a stable sort: ties keep queue order; skipped when no job has one
             queue.sort(key=_minus_priority)
-        _launch_from(queue, seat, decision, gates=gates, left=left, limits=limits or {},
+        _launch_from(seat.order(queue), seat, decision, gates=gates, left=left, limits=limits or {},
                      specs=specs, now=now, preconditions=preconditions)
     return decision
 
