@@ -1,0 +1,108 @@
+"""Jobs that share GPUs by memory, as the UI shows them: a shared GPU's memory bar in segments
+with each job's id, in the full panels and the one-line form."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from textual.widgets import Static
+
+from eq_tui.engine.events import HostProbed
+from eq_tui.tui.app import EqTuiApp
+from eq_tui.tui.gpu_grid import GRID_PANELS, HostPanel
+from eq_tui.tui.gpu_segments import segment_bar, shares, spans
+from eq_tui.tui.host_line import host_line, line_widths
+from eq_tui.tui.host_panel import gpu_line, host_body
+from tests.tui.fake_client import T0, FakeClient, packed_snapshot
+from tests.tui.pilot_wait import eventually
+
+SIZE = (160, 48)
+
+
+def a100(snapshot: dict[str, Any]) -> dict[str, Any]:
+    host: dict[str, Any] = snapshot["hosts"][1]
+    return host
+
+
+def panel_of(app: EqTuiApp, name: str) -> HostPanel:
+    [panel] = [p for p in app.query(GRID_PANELS) if name in str(p.border_title)]
+    return panel
+
+
+def lines(panel: Static) -> list[str]:
+    return [line.rstrip() for line in str(panel.render()).splitlines()]
+
+
+def test_segments_add_up_and_every_job_gets_a_cell() -> None:
+    edges = spans([40, 1, 30, 9], 3, 100, 10)
+    assert edges == [(0, 4), (4, 5), (5, 7), (7, 8)]
+    crowded = spans([1, 1, 1, 0], 3, 1000, 10)  # tiny jobs: a cell each all the same
+    assert [end - start for start, end in crowded] == [1, 1, 1, 0]
+    over = spans([60, 60, 0], 2, 120, 10)  # estimates beyond the total: scaled into the bar
+    assert over[-2][1] == 10
+
+
+def test_a_shared_gpu_line_has_a_segment_per_job_with_its_id_and_the_count() -> None:
+    host = a100(packed_snapshot())
+    gpus = host["gpus"]
+    wide = host_body(host, 500, width=74).plain.splitlines()
+    assert wide[0].startswith("0 …r0.1_s1 …0.1_s2▒…r0.3_s1▒") and wide[0].endswith("3 jobs")
+    assert wide[1].startswith("1 …al_a …l_b▒") and wide[1].endswith("2 jobs")
+    # the host's bars widen together, so that its lines stay aligned
+    assert len({line.index("/80.0") for line in wide}) == 1
+    narrow = gpu_line(gpus[0], 500).plain  # the plain 10 cells: no room for ids, the count
+    assert "sweep" not in narrow and "r0." not in narrow and narrow.endswith("3 jobs")
+    alone = gpu_line(gpus[2], 500).plain  # one job: as ever
+    assert alone.startswith("2 ████░░░░░░") and alone.endswith("train_lr0.03_s2")
+    # what a job holds but has not allocated is hatched; someone else's memory is its own colour
+    bar = segment_bar(shares(gpus[1]["jobs"]), 20480, 81920, 40)
+    styles = {str(span.style) for span in bar.spans}
+    assert {"$warning", "$secondary", "bold reverse $secondary", "dim"} <= styles
+    assert "▒" in bar.plain and bar.cell_length == 40
+
+
+def test_a_host_line_colours_a_shared_gpu_and_counts_every_job() -> None:
+    host = a100(packed_snapshot())
+    line = host_line("a100-box", host, line_widths(["a100-box"], [host]))
+    assert " 6 jobs " in line.plain and "3 busy 0 free 0 other 1 quar" in line.plain
+    cells = [str(span.style) for span in line.spans if set(line.plain[span.start:span.end])
+             <= set("▁▂▃▄▅▆▇█")]
+    assert cells[0] == "$accent" and "$primary" in cells
+
+
+def third_job_leaves_gpu_0(client: FakeClient) -> None:
+    """The next probe: sweep_lr0.3_s1 is no longer on GPU 0 (two jobs share it now)."""
+    gpus = copy.deepcopy(a100(client.state)["gpus"])
+    gpus[0]["jobs"] = gpus[0]["jobs"][:2]
+    client.publish(HostProbed(project="demo", at=T0 + 2, host="a100-box", ok=True, rtt_s=0.03,
+                              gpus=tuple(gpus)))
+
+
+async def test_the_grid_shows_each_shared_job_and_follows_a_probe() -> None:
+    client = FakeClient(packed_snapshot())
+    app = EqTuiApp([client], clock=lambda: T0)
+    async with app.run_test(size=SIZE) as pilot:
+        await eventually(pilot, lambda: "…r0.1_s1" in str(panel_of(app, "a100-box").render()),
+                         what="the ids in the segments once the panel is laid out")
+        text = lines(panel_of(app, "a100-box"))
+        assert text[0].endswith("3 jobs") and "0.1_s2" in text[0] and "…r0.3_s1" in text[0]
+        assert text[1].endswith("2 jobs") and text[2].endswith("train_lr0.03_s2")
+        third_job_leaves_gpu_0(client)
+        await eventually(pilot, lambda: lines(panel_of(app, "a100-box"))[0].endswith("2 jobs"))
+        assert "…r0.3_s1" not in lines(panel_of(app, "a100-box"))[0]
+
+
+async def test_the_compact_grid_counts_shared_jobs_and_shows_the_selected_host_in_segments(
+        ) -> None:
+    app = EqTuiApp([FakeClient(packed_snapshot())], clock=lambda: T0)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("g")
+        await eventually(pilot, lambda: app.grid.plan.compact)
+        app.grid.select("demo/a100-box")
+        expanded = app.query_one("#host-expanded", HostPanel)
+        await eventually(pilot, lambda: "3 jobs" in str(expanded.render()))
+        compact = str(app.query_one("#host-lines", Static).render())
+        assert " 6 jobs " in compact
+        first = lines(expanded)[0]
+        assert first.startswith("0 ") and first.endswith("3 jobs")
