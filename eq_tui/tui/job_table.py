@@ -132,7 +132,8 @@ class JobTable(DataTable[Any]):
             self.live.observe(key, job)
             cells = job_cells(job, project=project.project, now=now,
                               max_attempts=project.max_attempts,
-                              metric=self.live.cell(key, job, self.metric))
+                              metric=self.live.cell(key, job, self.metric),
+                              shared=self._view.shared(key))
             self._cells[key] = cells
             rows.append((key, cells))
         # the rows a screen shows first, in their order; the rest follow a chunk per frame,
@@ -194,7 +195,8 @@ class JobTable(DataTable[Any]):
             self.live.observe(key, job)
             cells = job_cells(job, project=project.project, now=now,
                               max_attempts=project.max_attempts,
-                              metric=self.live.cell(key, job, self.metric))
+                              metric=self.live.cell(key, job, self.metric),
+                              shared=self._view.shared(key))
             old = self._cells.get(key)
             self._cells[key] = cells
             if key in self._pending:  # not in the table yet: it goes in as it is now

@@ -1,5 +1,5 @@
 """Jobs that share GPUs by memory, as the UI shows them: a shared GPU's memory bar in segments
-with each job's id, in the full panels and the one-line form."""
+with each job's id, the job table's host:gpu with how many share it (and `cpu`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from eq_tui.tui.gpu_grid import GRID_PANELS, HostPanel
 from eq_tui.tui.gpu_segments import segment_bar, shares, spans
 from eq_tui.tui.host_line import host_line, line_widths
 from eq_tui.tui.host_panel import gpu_line, host_body
+from eq_tui.tui.rows import SHARED_MARK, where
 from tests.tui.fake_client import T0, FakeClient, packed_snapshot
 from tests.tui.pilot_wait import eventually
 
@@ -106,3 +107,28 @@ async def test_the_compact_grid_counts_shared_jobs_and_shows_the_selected_host_i
         assert " 6 jobs " in compact
         first = lines(expanded)[0]
         assert first.startswith("0 ") and first.endswith("3 jobs")
+
+
+def test_the_host_gpu_cell_says_how_many_share_the_gpu_and_cpu_for_a_cpu_only_job() -> None:
+    running = {"host": "h1", "gpus": [2]}
+    assert where(running) == "h1:2" and where(running, 1) == "h1:2"
+    assert where(running, 3) == f"h1:2{SHARED_MARK}3"
+    assert where({"host": "h1", "gpus": []}) == "h1:cpu"
+    assert where({"host": None, "gpus": []}) == ""
+
+
+async def test_the_table_marks_jobs_on_a_shared_gpu_and_follows_a_probe() -> None:
+    client = FakeClient(packed_snapshot())
+    app = EqTuiApp([client], clock=lambda: T0)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        table = app.table
+        assert str(table.get_cell("demo/sweep_lr0.1_s2", "where")) == f"a100-box:0{SHARED_MARK}3"
+        assert str(table.get_cell("demo/eval_b", "where")) == f"a100-box:1{SHARED_MARK}2"
+        assert str(table.get_cell("demo/train_lr0.03_s2", "where")) == "a100-box:2"
+        assert str(table.get_cell("demo/prep_cpu", "where")) == "a100-box:cpu"
+        # a probe changes who shares the GPU: the rows of its jobs follow, not only the grid
+        third_job_leaves_gpu_0(client)
+        await eventually(pilot, lambda: str(table.get_cell("demo/sweep_lr0.1_s1", "where"))
+                         == f"a100-box:0{SHARED_MARK}2")
+        assert str(table.get_cell("demo/sweep_lr0.3_s1", "where")) == "a100-box:0"
