@@ -1,20 +1,24 @@
 """Jobs that share GPUs by memory, as the UI shows them: a shared GPU's memory bar in segments
-with each job's id, the job table's host:gpu with how many share it (and `cpu`)."""
+with each job's id, the job table's host:gpu with how many share it (and `cpu`), the escalation
+after a CUDA OOM on a shared GPU in the retry pane, estimate and peak in the details screen."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 
 from eq_tui.engine.events import HostProbed
+from eq_tui.engine.memory import ESCALATION as ENGINE_ESCALATION
 from eq_tui.tui.app import EqTuiApp
 from eq_tui.tui.gpu_grid import GRID_PANELS, HostPanel
 from eq_tui.tui.gpu_segments import segment_bar, shares, spans
 from eq_tui.tui.host_line import host_line, line_widths
 from eq_tui.tui.host_panel import gpu_line, host_body
+from eq_tui.tui.memory_text import ESCALATION, attempt_memory, escalation_text
 from eq_tui.tui.rows import SHARED_MARK, where
+from eq_tui.tui.screens.details import JobDetailsScreen
 from tests.tui.fake_client import T0, FakeClient, packed_snapshot
 from tests.tui.pilot_wait import eventually
 
@@ -132,3 +136,53 @@ async def test_the_table_marks_jobs_on_a_shared_gpu_and_follows_a_probe() -> Non
         await eventually(pilot, lambda: str(table.get_cell("demo/sweep_lr0.1_s1", "where"))
                          == f"a100-box:0{SHARED_MARK}2")
         assert str(table.get_cell("demo/sweep_lr0.3_s1", "where")) == "a100-box:0"
+
+
+async def test_the_retry_pane_shows_what_a_shared_oom_asks_for_next() -> None:
+    app = EqTuiApp([FakeClient(packed_snapshot())], clock=lambda: T0)
+    async with app.run_test(size=(200, 48)) as pilot:
+        await pilot.pause()
+        retry = str(app.query_one("#retry-body").render())
+        assert "sweep_lr1_s1 in 0:12  attempt 1/3  oom (shared) → 15.0 GiB" in retry
+        assert "sweep_lr1_s2 in 0:30  attempt 2/3  oom (shared) → GPU alone" in retry
+        assert "student_s2 in 0:07  attempt 1/3  cuda_oom" in retry  # not shared: as before
+
+
+def test_the_escalation_words_follow_the_engines_factor() -> None:
+    assert ESCALATION == ENGINE_ESCALATION
+    job = {"mem_escalation": 1, "history": [{"estimate_mib": 10240}, {"estimate_mib": None}]}
+    assert escalation_text(job) == "oom (shared) → 15.0 GiB"
+    assert escalation_text({"mem_escalation": 0}) == ""
+    assert attempt_memory({"estimate_mib": 18432, "peak_mib": 17612}) == \
+        "estimate 18.0 GiB · peak 17.2 GiB"
+    assert attempt_memory({"estimate_mib": None, "peak_mib": 30822}) == "GPU alone · peak 30.1 GiB"
+    assert attempt_memory({"gpus": []}) == ""
+
+
+def details_open(app: EqTuiApp, key: str) -> bool:
+    screen = app.screen
+    return isinstance(screen, JobDetailsScreen) and screen.key == key \
+        and bool(screen.query("#attempts"))
+
+
+async def test_the_details_screen_shows_estimate_peak_escalation_and_why_it_waits() -> None:
+    app = EqTuiApp([FakeClient(packed_snapshot())], clock=lambda: T0)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_details("demo/sweep_lr1_s2")
+        await eventually(pilot, lambda: details_open(app, "demo/sweep_lr1_s2"))
+        screen = app.screen
+        summary = str(screen.query_one("#details-summary").render())
+        assert "memory next attempt gets its GPU alone" in summary
+        attempts = screen.query_one("#attempts", DataTable)
+        assert [str(attempts.get_cell(str(n), "memory")) for n in (1, 2)] == [
+            "estimate 10.0 GiB · peak 15.1 GiB", "estimate 15.0 GiB · peak 15.1 GiB"]
+        await pilot.press("escape")
+        app.action_details("demo/sweep_lr3_s1")
+        await eventually(pilot, lambda: details_open(app, "demo/sweep_lr3_s1"))
+        summary = str(app.screen.query_one("#details-summary").render())
+        assert "waiting a100-box GPU 1 has 30.0 GiB free of 80; needs 41.0" in summary
+        await pilot.press("escape")
+        app.action_details("demo/eval_b")
+        await eventually(pilot, lambda: details_open(app, "demo/eval_b"))
+        attempts = app.screen.query_one("#attempts", DataTable)
+        assert str(attempts.get_cell("1", "memory")) == "estimate 12.0 GiB · peak 5.9 GiB"
