@@ -15,13 +15,20 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eq_tui.tui.app import EqTuiApp
-from tests.tui.fake_client import T0, FakeClient, fleet_snapshot, sample_snapshot
+from tests.tui.fake_client import (
+    T0,
+    FakeClient,
+    fleet_snapshot,
+    packed_snapshot,
+    sample_snapshot,
+)
 
 DOCS = Path(__file__).resolve().parent
 SHOTS: dict[str, tuple[Callable[[], dict[str, Any]], tuple[int, int]]] = {
     "screenshot.svg": (sample_snapshot, (160, 48)),
     "screenshot-16-hosts.svg": (lambda: fleet_snapshot(16, 4), (160, 48)),
     "screenshot-80x24.svg": (sample_snapshot, (80, 24)),
+    "screenshot-packed.svg": (packed_snapshot, (160, 48)),
 }
 
 

@@ -1,6 +1,7 @@
 """A host on one line, for the compact grid: name, link state, round trip, one cell per GPU
-(coloured by state, its height the memory used), how many of our jobs run there, and the totals
-of its GPUs: busy / free / other / quarantined."""
+(coloured by state — a GPU several of our jobs share in its own colour —, its height the memory
+used), how many of our jobs run there, and the totals of its GPUs: busy / free / other /
+quarantined."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from textual.content import Content
 CELL_LEVELS = "▁▂▃▄▅▆▇█"
 STATE_STYLE = {"busy": "$primary", "free": "$success", "other": "$warning",
                "quarantined": "bold $error"}
+SHARED_STYLE = "$accent"  # a busy GPU that several of our jobs share
 NAME_WIDTH_MAX = 28
 
 
@@ -67,7 +69,22 @@ def gpu_cell(gpu: Mapping[str, Any]) -> tuple[str, str]:
     else:
         level = round(max(0.0, min(1.0, float(used) / float(total))) * (len(CELL_LEVELS) - 1))
         char = CELL_LEVELS[level]
-    return char, STATE_STYLE[gpu_state(gpu)]
+    state = gpu_state(gpu)
+    if state == "busy" and len(gpu.get("jobs") or ()) > 1:
+        return char, SHARED_STYLE
+    return char, STATE_STYLE[state]
+
+
+def job_ids(gpus: Sequence[Mapping[str, Any]]) -> set[str]:
+    """Our jobs on these GPUs: every one on a shared GPU, not only the first."""
+    ids: set[str] = set()
+    for gpu in gpus:
+        shared = gpu.get("jobs")
+        if shared:
+            ids.update(str(job.get("id")) for job in shared)
+        elif gpu.get("job"):
+            ids.add(str(gpu["job"]))
+    return ids
 
 
 def state_text(host: Mapping[str, Any]) -> tuple[str, str]:
@@ -106,7 +123,7 @@ def line_widths(names: Sequence[str], hosts: Sequence[Mapping[str, Any]]) -> Lin
 def host_line(name: str, host: Mapping[str, Any], widths: LineWidths, *,
               selected: bool = False) -> Content:
     gpus = host.get("gpus") or []
-    jobs = len({str(g["job"]) for g in gpus if g.get("job")})
+    jobs = len(job_ids(gpus))
     state, style = state_text(host)
     shown = name if len(name) <= widths.name else name[: widths.name - 1] + "…"
     head = Content.assemble(

@@ -9,9 +9,14 @@ from typing import Any
 from textual.content import Content
 from textual.widgets import Static
 
+from eq_tui.tui.gpu_segments import has_shared, shared_bar, shared_jobs
 from eq_tui.tui.host_line import gpu_totals, rtt_text, state_text
 
 MEMORY_BAR_WIDTH = 10
+SHARED_BAR_MAX = 40
+# a GPU line without its bar: "2 ", " 41.0/80.0G ", "100%", " ", and room for a holder
+LINE_BESIDE_BAR = 2 + 13 + 4 + 1 + 16
+DEFAULT_WIDTH = 44  # a panel's text before it has been laid out
 NODE_BAR_WIDTH = 8
 NODE_JOBS_SHOWN = 2  # ids listed per node line; the rest as "+N"
 _MODEL_NOISE = ("NVIDIA ", "GeForce ", "Tesla ", " (sim)")
@@ -47,13 +52,27 @@ def gib(mib: float | None) -> str:
     return "?" if mib is None else f"{mib / 1024:.1f}"
 
 
-def gpu_line(gpu: Mapping[str, Any], threshold: float) -> Content:
+def bar_width(host: Mapping[str, Any], width: int) -> int:
+    """The memory bars of a host with a shared GPU widen into the room the panel has (all of
+    them, so that its lines stay aligned), for each job's id to fit in its segment."""
+    if not has_shared(host):
+        return MEMORY_BAR_WIDTH
+    return max(MEMORY_BAR_WIDTH, min(SHARED_BAR_MAX, width - LINE_BESIDE_BAR))
+
+
+def gpu_line(gpu: Mapping[str, Any], threshold: float,
+             width: int = MEMORY_BAR_WIDTH) -> Content:
+    """`width`: the memory bar's. A GPU several of our jobs share shows them as segments of
+    it, and how many they are."""
     used, total = gpu.get("memory_used_mib"), gpu.get("memory_total_mib")
     util = gpu.get("utilization_pct")
+    shared = shared_jobs(gpu)
     if gpu.get("quarantined"):
         reason = str(gpu.get("quarantine_reason") or "")
         holder: tuple[str, str] = (f"quarantined: {reason[:40]}" if reason else "quarantined",
                                    "bold $error")
+    elif shared:
+        holder = (f"{len(shared)} jobs", "bold $primary")
     elif gpu.get("job"):
         holder = (str(gpu["job"]), "$primary")
     elif gpu.get("settling"):
@@ -64,8 +83,9 @@ def gpu_line(gpu: Mapping[str, Any], threshold: float) -> Content:
         holder = ("not ours", "dim")
     else:
         holder = ("free", "$success")
+    bar = shared_bar(gpu, width) if shared else memory_bar(used, total, threshold, width)
     return Content.assemble(
-        (f"{gpu.get('index', '?')} ", "bold"), memory_bar(used, total, threshold),
+        (f"{gpu.get('index', '?')} ", "bold"), bar,
         f" {gib(used):>5}/{gib(total):<5}G ",
         (f"{util:>3}%" if util is not None else "  ?%", "dim"), " ", holder)
 
@@ -142,7 +162,9 @@ def slots_line(host: Mapping[str, Any]) -> Content:
                             (" · ", "dim"), (f"{queued} queued", "$warning" if queued else ""))
 
 
-def host_body(host: Mapping[str, Any], threshold: float) -> Content:
+def host_body(host: Mapping[str, Any], threshold: float, width: int = DEFAULT_WIDTH
+              ) -> Content:
+    """`width`: the panel's, for the memory bars of a host whose GPUs are shared."""
     lines: list[Content] = []
     if host.get("state") == "down":
         lines.append(Content.styled(f"down: {host.get('reason') or 'unreachable'}",
@@ -158,7 +180,8 @@ def host_body(host: Mapping[str, Any], threshold: float) -> Content:
         if not nodes and host.get("state") != "down":
             lines.append(Content.styled("waiting for the node list…", "dim"))
         return Content("\n").join(lines)
-    lines.extend(gpu_line(gpu, threshold) for gpu in gpus)
+    bars = bar_width(host, width)
+    lines.extend(gpu_line(gpu, threshold, bars) for gpu in gpus)
     if not gpus and host.get("state") != "down":
         lines.append(Content.styled("waiting for the first probe…", "dim"))
     return Content("\n").join(lines)
@@ -188,8 +211,21 @@ def body_height(host: Mapping[str, Any]) -> int:
 class HostPanel(Static):
     """One host in full: a panel of the grid, or the selected host beside the compact lines."""
 
+    _shown: tuple[Mapping[str, Any], float, int] | None = None
+
     def show(self, name: str, host: Mapping[str, Any], threshold: float) -> None:
         self.border_title = host_title(name, host)
         self.border_subtitle = host_subtitle(host)
         self.set_class(host.get("state") == "down", "-down")
-        self.update(host_body(host, threshold))
+        self._draw(host, threshold)
+
+    def _draw(self, host: Mapping[str, Any], threshold: float) -> None:
+        width = self.content_size.width or DEFAULT_WIDTH
+        self._shown = (host, threshold, width)
+        self.update(host_body(host, threshold, width))
+
+    def on_resize(self) -> None:
+        """The bars of shared GPUs take the width the panel gets once laid out."""
+        shown = self._shown
+        if shown is not None and shown[2] != self.content_size.width and has_shared(shown[0]):
+            self._draw(shown[0], shown[1])

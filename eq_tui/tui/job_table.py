@@ -233,7 +233,8 @@ class JobTable(DataTable[Any]):
         return job_cells(job, project=project.project, now=now,
                          max_attempts=project.max_attempts,
                          metric=self.live.cell(key, job, self.metric),
-                         pace=self._view.pace(key, now), last_width=self._fit.last_line)
+                         pace=self._view.pace(key, now), last_width=self._fit.last_line,
+                         shared=self._view.shared(key))
 
     def _cell_text(self, index: int, cells: Cells) -> Text:
         value = cells[index]

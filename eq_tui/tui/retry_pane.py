@@ -1,4 +1,5 @@
-"""Jobs waiting to retry (with a countdown), then the ones that need a person, then alerts."""
+"""Jobs waiting to retry (with a countdown, and what a CUDA OOM on a shared GPU asks for next),
+then the ones that need a person, then alerts."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from eq_tui.tui.memory_text import escalation_text
 from eq_tui.tui.palette import status_markup_style
 from eq_tui.tui.rows import attempt_text, failure_class, format_duration, single_line
 from eq_tui.tui.run_view import RunView
@@ -60,7 +62,7 @@ def retry_content(view: RunView, now: float) -> Content:
     for retry_at, key, (project, job) in waiting[:MAX_LISTED]:
         lines.append(_retry_line(_job_line(key, job, multi), countdown(float(retry_at) - now),
                                  attempt_text(job, project.max_attempts) or "-",
-                                 failure_class(job)))
+                                 escalation_text(job) or failure_class(job)))
     needing = []
     for key in view.keys_with_status("stuck", "blocked", "killed"):
         found = view.job(key)

@@ -63,17 +63,25 @@ def job_duration(job: Mapping[str, Any], now: float) -> float | None:
     return float(ended) - float(started)
 
 
-def where(job: Mapping[str, Any]) -> str:
+SHARED_MARK = "\N{MULTIPLICATION SIGN}"
+
+
+def where(job: Mapping[str, Any], shared: int = 0) -> str:
+    """`box1:2`, `box1:0,1`; SHARED_MARK and a count after it when that many of our jobs share
+    its GPU (`shared`); `box1:cpu` for a job that takes no GPU."""
     host = job.get("host")
     if not host:
         return ""
     gpus = job.get("gpus") or []
-    return f"{host}:{','.join(str(g) for g in gpus)}" if gpus else str(host)
+    if not gpus:
+        return f"{host}:cpu"
+    mark = f"{SHARED_MARK}{shared}" if shared > 1 else ""
+    return f"{host}:{','.join(str(g) for g in gpus)}{mark}"
 
 
 def where_width(hosts: Iterable[str]) -> int:
-    """The host:gpu column as wide as the longest host name and two GPU indexes, so every
-    running job's GPU can be read (within reason)."""
+    """The host:gpu column as wide as the longest host name and two GPU indexes (or one and how
+    many jobs share it), so every running job's GPU can be read (within reason)."""
     longest = max((len(name) for name in hosts), default=0)
     return max(WHERE_COLUMN.width or 12, min(WHERE_WIDTH_MAX, longest + 4))
 
@@ -130,11 +138,11 @@ def progress_text(pace: Pace | None) -> str:
 
 def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts: int,
               metric: str = "", pace: Pace | None = None,
-              last_width: int = LAST_LINE_WIDTH) -> Cells:
+              last_width: int = LAST_LINE_WIDTH, shared: int = 0) -> Cells:
     """The row's plain-text cells, in COLUMNS order (`metric`: the metric column's text;
-    `pace`: a running job's progress, from the run view). A stalled job reads `stalled`, with
-    how long its log has been silent ahead of its last line; a running job far slower than its
-    phase siblings reads `slow`."""
+    `pace`: a running job's progress, from the run view; `shared`: how many of our jobs share
+    its GPU). A stalled job reads `stalled`, with how long its log has been silent ahead of its
+    last line; a running job far slower than its phase siblings reads `slow`."""
     last = job.get("last_line") or job.get("reason") or ""
     priority = int(job.get("priority") or 0)
     status = str(job.get("status", ""))
@@ -151,7 +159,7 @@ def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts:
         status,
         progress_text(pace),
         str(priority) if priority else "",
-        where(job),
+        where(job, shared),
         attempt_text(job, max_attempts),
         format_duration(job_duration(job, now)),
         failure_class(job),

@@ -50,6 +50,7 @@ class RunView:
         # group per project and phase
         self.paces = PaceBook()
         self.waiting_by_group: Counter[str] = Counter()
+        self._shares: dict[str, dict[str, int]] = {}  # host key -> job id -> jobs on its GPU
 
     # ---- loading ---------------------------------------------------------------------------
 
@@ -64,6 +65,8 @@ class RunView:
         self.projects[view.project] = view
         for job_id, job in view.jobs.items():
             self._index(row_key(view.project, job_id), job)
+        for name, host in view.hosts.items():
+            self._shares[row_key(view.project, name)] = gpu_shares(host)
         self.alerts.extend(view.alerts)
 
     # ---- events ----------------------------------------------------------------------------
@@ -86,12 +89,32 @@ class RunView:
                 self.paces.update(key, "", None)
             changes.jobs.add(key)
         changes.hosts = {row_key(event.project, host) for host in applied.hosts}
+        for host in applied.hosts:
+            changes.jobs |= self._reshare(view, host)
         if applied.alert is not None:
             self.alerts.append(applied.alert)
             changes.alerts.append(applied.alert)
         return changes
 
+    def _reshare(self, view: ProjectView, host: str) -> set[str]:
+        """The rows whose count of jobs sharing their GPU changed with this host's view."""
+        key = row_key(view.project, host)
+        old, new = self._shares.get(key, {}), gpu_shares(view.hosts.get(host) or {})
+        if old == new:
+            return set()
+        self._shares[key] = new
+        return {row_key(view.project, job_id) for job_id in old.keys() | new.keys()
+                if old.get(job_id) != new.get(job_id) and job_id in view.jobs}
+
     # ---- reading ---------------------------------------------------------------------------
+
+    def shared(self, key: str) -> int:
+        """How many of our jobs share the GPU of this job (0: not listed on a shared GPU)."""
+        found = self.job(key)
+        if found is None or not found[1].get("host"):
+            return 0
+        host = row_key(found[0].project, str(found[1]["host"]))
+        return self._shares.get(host, {}).get(split_row_key(key)[1], 0)
 
     def job(self, key: str) -> tuple[ProjectView, Job] | None:
         project, _, job_id = key.partition("/")
@@ -152,3 +175,17 @@ class RunView:
 def phase_group(key: str, job: Mapping[str, Any]) -> str:
     """A job's project and phase: the jobs it is measured against."""
     return row_key(split_row_key(key)[0], str(job.get("phase") or ""))
+
+
+def gpu_shares(host: Mapping[str, Any]) -> dict[str, int]:
+    """Job id -> how many of our jobs share its GPU, for the jobs on a GPU shared by several
+    (with several GPUs, the most on one of them)."""
+    found: dict[str, int] = {}
+    for gpu in host.get("gpus") or ():
+        jobs = gpu.get("jobs")
+        if jobs and len(jobs) > 1:
+            count = len(jobs)
+            for job in jobs:
+                if found.get(job["id"], 0) < count:
+                    found[job["id"]] = count
+    return found

@@ -281,3 +281,63 @@ def fleet_snapshot(hosts: int, gpus: int = 4, project: str = "fleet",
     snapshot = sample_snapshot(project)
     snapshot.update(jobs=jobs, hosts=host_records, alerts=[])
     return snapshot
+
+
+A100 = "NVIDIA A100-SXM4-80GB (sim)"
+
+
+def shared_attempt(n: int, host: str, gpu_index: int, start: float, *, estimate: int | None,
+                   peak: int | None, **extra: Any) -> dict[str, Any]:
+    record = attempt(n, host, gpu_index, start, **extra)
+    record.update(estimate_mib=estimate, peak_mib=peak, shared=estimate is not None)
+    return record
+
+
+def packed_snapshot(project: str = "demo") -> dict[str, Any]:
+    """The sample, with a100-box's jobs placed by memory: GPU 0 shared by three jobs (one just
+    started: it holds its estimate, uses nothing yet), GPU 1 by two beside someone else's
+    process, GPU 2 one job alone, GPU 3 quarantined; a CPU-only job; two jobs waiting after CUDA
+    OOMs on a shared GPU (the next asks 1.5x its estimate, the other its GPU alone); one waiting
+    for room."""
+    snapshot = sample_snapshot(project)
+    jobs = snapshot["jobs"]
+    sharing = {0: [("sweep_lr0.1_s1", 18432, 17612), ("sweep_lr0.1_s2", 18432, 16900),
+                   ("sweep_lr0.3_s1", 18432, 0)],
+               1: [("eval_a", 12288, 12000), ("eval_b", 12288, 6000)]}
+    for index, placed in sharing.items():
+        for k, (job_id, mib, used) in enumerate(placed):
+            jobs.append(job(job_id, "running", history=[shared_attempt(
+                1, "a100-box", index, T0 - 300 + 40 * k, estimate=mib, peak=used or None)],
+                last_line=f"step {100 * (k + 1)} loss 0.{k + 3}1"))
+    train = next(j for j in jobs if j["id"] == "train_lr0.03_s2")
+    train.update(job("train_lr0.03_s2", "running", history=[shared_attempt(
+        1, "a100-box", 2, T0 - 30, estimate=None, peak=30822)], last_line="epoch 1/6 loss 0.833"))
+    jobs.append(job("prep_cpu", "running", phase="prep",
+                    history=[attempt(1, "a100-box", 0, T0 - 50)], last_line="tokenised 41%"))
+    jobs[-1]["gpus"] = jobs[-1]["history"][0]["gpus"] = []
+    oom = ("cuda_oom", "torch.OutOfMemoryError: CUDA out of memory")
+    jobs.append(job("sweep_lr1_s1", "failed_oom", failure=oom, retry_at=T0 + 12, mem_escalation=1,
+                    history=[shared_attempt(1, "a100-box", 1, T0 - 90, estimate=10240,
+                                            peak=10300, end=T0 - 20, exit_code=1,
+                                            failure_class="cuda_oom")]))
+    jobs.append(job("sweep_lr1_s2", "failed_oom", failure=oom, retry_at=T0 + 30, mem_escalation=2,
+                    history=[shared_attempt(n, "a100-box", 0, T0 - 400 + 150 * n,
+                                            estimate=10240 * (3 if n == 2 else 2) // 2,
+                                            peak=15500, end=T0 - 390 + 150 * n, exit_code=1,
+                                            failure_class="cuda_oom") for n in (1, 2)]))
+    jobs.append(job("sweep_lr3_s1", "pending",
+                    reason="a100-box GPU 1 has 30.0 GiB free of 80; needs 41.0"))
+
+    def on(index: int, other_mib: int = 0) -> dict[str, Any]:
+        placed = sharing[index]
+        record = gpu(index, sum(used for *_, used in placed) + other_mib, 81920,
+                     job_id=placed[0][0], util=91 - 20 * index, name=A100)
+        record["jobs"] = [{"id": job_id, "mib": mib, "used": used}
+                          for job_id, mib, used in placed]
+        return record
+
+    alone = gpu(2, 30822, 81920, job_id="train_lr0.03_s2", util=64, name=A100)
+    alone["jobs"] = [{"id": "train_lr0.03_s2", "mib": None, "used": 30822}]
+    snapshot["hosts"][1]["gpus"] = [on(0, other_mib=600), on(1, other_mib=20480), alone,
+                                    gpu(3, 0, 81920, quarantined=True, name=A100)]
+    return snapshot

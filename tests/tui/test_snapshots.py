@@ -14,10 +14,11 @@ import pytest
 from textual.pilot import Pilot
 
 from eq_tui.tui.app import EqTuiApp
+from eq_tui.tui.gpu_grid import GRID_PANELS
 from eq_tui.tui.job_table import JobTable
 from eq_tui.tui.log_pane import LogPane
 from eq_tui.tui.screens.details import JobDetailsScreen
-from tests.tui.fake_client import T0, FakeClient, fleet_snapshot, sample_snapshot
+from tests.tui.fake_client import T0, FakeClient, fleet_snapshot, packed_snapshot, sample_snapshot
 from tests.tui.pilot_wait import eventually
 
 SIZE = (160, 48)
@@ -72,3 +73,18 @@ def test_small_screen_log_tab(snap_compare: Any) -> None:
         await pilot.pause(0.3)
 
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=open_logs)
+
+
+def test_packed_host(snap_compare: Any) -> None:
+    """a100-box's GPUs shared by memory: each job a segment of the memory bar with its id, the
+    table's host:gpu with how many share the GPU (and `cpu`), the escalations in the retry
+    pane."""
+    async def laid_out(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        await eventually(pilot, lambda: any("r0.1_s1" in str(panel.render())
+                                            for panel in pilot.app.query(GRID_PANELS)),
+                         what="the ids in the segments")
+        await pilot.pause()
+
+    app = EqTuiApp([FakeClient(packed_snapshot())], clock=lambda: T0)
+    assert snap_compare(app, terminal_size=SIZE, run_before=laid_out)

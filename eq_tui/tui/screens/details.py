@@ -1,4 +1,5 @@
-"""`enter`: one job in full — command, where it ran, every attempt, and any attempt's log."""
+"""`enter`: one job in full — command, where it ran, why it waits, every attempt (with the memory
+it was placed for and the most it used), and any attempt's log."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ from eq_tui.engine import Pace
 from eq_tui.engine.durations import format_short
 from eq_tui.engine.pace import SLOW_FACTOR
 from eq_tui.tui.log_pane import MAX_LOG_LINES, TAIL_LINES, TailFetcher, sanitise
+from eq_tui.tui.memory_text import attempt_memory, escalation_detail
 from eq_tui.tui.palette import status_markup_style
 from eq_tui.tui.rows import attempt_text, format_duration, progress_bar, where
 
-ATTEMPT_COLUMNS = ("#", "host:gpu", "start", "end", "time", "exit", "failure", "log")
+ATTEMPT_COLUMNS = ("#", "host:gpu", "start", "end", "time", "exit", "failure", "memory", "log")
+WAITING = ("pending", "failed_oom")
 
 
 def clock_text(stamp: float | None) -> str:
@@ -64,7 +67,11 @@ def job_summary(job: Mapping[str, Any], max_attempts: int, pace: Pace | None = N
                                                             "$error"),
                                       f" {failure.get('detail', '')}"))
     if job.get("reason") and job["reason"] != failure.get("detail"):
-        lines.append(Content.assemble(("reason ", "dim"), str(job["reason"])))
+        label = "waiting " if status in WAITING else "reason "
+        lines.append(Content.assemble((label, "dim"), str(job["reason"])))
+    escalation = escalation_detail(job)
+    if escalation:
+        lines.append(Content.assemble(("memory ", "dim"), (escalation, "$warning")))
     if job.get("retry_at"):
         lines.append(Content.assemble(("retry at ", "dim"), clock_text(job["retry_at"])))
     if pace is not None:
@@ -83,13 +90,13 @@ def job_summary(job: Mapping[str, Any], max_attempts: int, pace: Pace | None = N
 
 def attempt_cells(attempt: Mapping[str, Any]) -> tuple[Text, ...]:
     start, end = attempt.get("start"), attempt.get("end")
-    gpus = ",".join(str(g) for g in attempt.get("gpus") or [])
+    gpus = ",".join(str(g) for g in attempt.get("gpus") or []) or "cpu"
     exit_code = attempt.get("exit_code")
     values = (str(attempt.get("n", "")), f"{attempt.get('host', '')}:{gpus}",
               clock_text(start), clock_text(end),
               format_duration(end - start) if start is not None and end is not None else "",
               "" if exit_code is None else str(exit_code), str(attempt.get("failure_class") or ""),
-              str(attempt.get("log", "")))
+              attempt_memory(attempt), str(attempt.get("log", "")))
     return tuple(Text(v, no_wrap=True, end="") for v in values)
 
 
