@@ -5,9 +5,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal
 
-from eq_tui.engine.memory import LEVEL_AFTER_S, MemoryPlan, Usage, learned_estimate
+from eq_tui.engine.memory import (
+    LEVEL_AFTER_S,
+    MemoryPlan,
+    Usage,
+    learned_estimate,
+    others_by_gpu,
+    usage_by_group,
+)
 from eq_tui.engine.model import Attempt, FailureClass, JobState, JobStatus
 from eq_tui.engine.scheduler import Decision, GpuView, HostView, decide
+from eq_tui.hosts.base import GpuProcess, GpuReading, HostSnapshot
 from eq_tui.manifest.model import JobSpec, Manifest
 
 GIB = 1024
@@ -222,3 +230,32 @@ def test_priority_still_comes_before_size() -> None:
     jobs[0].priority = 5
     d = run(m, jobs, [host(used=(0,))])
     assert placed(d) == [("small", "h", (0,), 10 * GIB)]
+
+
+def snapshot(used: tuple[int, ...], processes: list[GpuProcess]) -> HostSnapshot:
+    gpus = tuple(GpuReading(i, f"GPU-{i}", "sim", u, 80 * GIB, 50) for i, u in enumerate(used))
+    return HostSnapshot(host="h", ok=True, taken_at=NOW, gpus=gpus, processes=tuple(processes))
+
+
+def test_an_attempts_usage_counts_its_whole_process_tree_and_no_one_elses() -> None:
+    snap = snapshot((30 * GIB, 8 * GIB), [
+        GpuProcess(100, "GPU-0", 10 * GIB, pgid=100, sid=100),  # the job itself
+        GpuProcess(101, "GPU-0", 2 * GIB, pgid=100, sid=100),  # its DataLoader worker
+        GpuProcess(102, "GPU-1", 3 * GIB, pgid=102, sid=100),  # a worker in its own group
+        GpuProcess(200, "GPU-0", 18 * GIB, pgid=200, sid=200),  # someone else's
+        GpuProcess(4000000, "GPU-1", 5 * GIB)])  # not even visible to ps
+    groups = usage_by_group(snap)
+    assert groups[100] == {0: 12 * GIB, 1: 3 * GIB}
+    assert groups[200] == {0: 18 * GIB}
+    assert others_by_gpu(snap, groups[100]) == {0: 18 * GIB, 1: 5 * GIB}
+
+
+def test_someone_elses_memory_is_not_undercounted_when_a_job_allocates_between_queries() -> None:
+    # the GPU was read (10 GiB: someone else's) before our job allocated 12 GiB, which the
+    # process list, read a moment later, shows
+    snap = snapshot((10 * GIB,), [GpuProcess(100, "GPU-0", 12 * GIB, pgid=100, sid=100),
+                                  GpuProcess(200, "GPU-0", 10 * GIB, pgid=200, sid=200)])
+    assert others_by_gpu(snap, {0: 12 * GIB}) == {0: 10 * GIB}
+    # memory no listed process accounts for (a driver's, a container's) counts as someone's
+    hidden = snapshot((15 * GIB,), [GpuProcess(100, "GPU-0", 5 * GIB, pgid=100, sid=100)])
+    assert others_by_gpu(hidden, {0: 5 * GIB}) == {0: 10 * GIB}

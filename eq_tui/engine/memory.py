@@ -42,6 +42,23 @@ class Usage:
     mark: int = 0  # its peak then
 
 
+def usage_by_group(snap: HostSnapshot) -> dict[int, dict[int, int]]:
+    """Process group or session -> GPU -> MiB its processes use: an attempt's wrapper leads
+    both, so its processes are found under its group id whether a worker kept the group or
+    only the session."""
+    index = {gpu.uuid: gpu.index for gpu in snap.gpus}
+    groups: dict[int, dict[int, int]] = {}
+    for process in snap.processes:
+        gpu = index.get(process.gpu_uuid)
+        if gpu is None or process.used_mib is None:
+            continue
+        for group in (process.pgid, process.sid if process.sid != process.pgid else None):
+            if group is not None:
+                on = groups.setdefault(group, {})
+                on[gpu] = on.get(gpu, 0) + process.used_mib
+    return groups
+
+
 def others_by_gpu(snap: HostSnapshot, ours: Mapping[int, int]) -> dict[int, int]:
     """GPU -> what is not our running jobs': the processes not ours, plus what no process
     accounts for (the driver's, a container's we cannot see). The GPU's reading and its process
@@ -96,18 +113,20 @@ class MemoryBook:
             snap = record.snapshot if record is not None else None
             if snap is None or not snap.ok:
                 continue
+            groups = usage_by_group(snap)
             ours: dict[int, int] = {}
             for ref in attempts.get(name, []):
                 job = ctx.ledger.jobs.get(ref.key)
                 if job is not None:
-                    for gpu, mib in self._measure(job, snap, now).items():
+                    for gpu, mib in self._measure(job, snap, groups, now).items():
                         ours[gpu] = ours.get(gpu, 0) + mib
             self.others[name] = others_by_gpu(snap, ours)
         for job_id in [j for j in self.usage if j not in ctx.ledger.jobs
                        or not ctx.ledger.jobs[j].status.is_active]:
             self._settle(job_id)
 
-    def _measure(self, job: JobState, snap: HostSnapshot, now: float) -> dict[int, int]:
+    def _measure(self, job: JobState, snap: HostSnapshot,
+                 groups: Mapping[int, dict[int, int]], now: float) -> dict[int, int]:
         """What the attempt's processes use on each GPU, by this probe."""
         current = job.current
         probe = snap.attempts.get(job.id)
@@ -117,14 +136,7 @@ class MemoryBook:
         if usage is None or usage.attempt != current.n:
             usage = self.usage[job.id] = Usage(current.n, peak=current.peak_mib or 0,
                                                 grew_at=now)
-        index = {gpu.uuid: gpu.index for gpu in snap.gpus}
-        used: dict[int, int] = {}
-        for process in snap.processes:
-            if probe.pgid not in (process.pgid, process.sid) or process.used_mib is None:
-                continue
-            gpu = index.get(process.gpu_uuid)
-            if gpu is not None:
-                used[gpu] = used.get(gpu, 0) + process.used_mib
+        used = dict(groups.get(probe.pgid, {}))
         usage.now = used
         top = max(used.values(), default=0)
         if top > usage.peak:
