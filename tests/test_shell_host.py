@@ -24,6 +24,7 @@ from eq_tui.errors import HostError
 from eq_tui.hosts.base import (
     AttemptProbe,
     AttemptRef,
+    HostSnapshot,
     LauncherName,
     LaunchRequest,
     PathCheck,
@@ -399,3 +400,31 @@ def test_local_host_falls_back_to_nvidia_smi_without_a_driver(tmp_path: Path) ->
         assert host.gpu_reader is None and host.query_gpus
     else:
         assert host.gpu_reader is not None and not host.query_gpus
+
+
+@pytest.mark.parametrize("launcher", ["screen", "tmux"])
+async def test_the_probe_ties_a_gpu_process_to_its_attempt_by_process_group(
+        bed: Bed, launcher: LauncherName) -> None:
+    """A job's GPU processes (a child included) carry the attempt's process group and session,
+    so its memory is counted for it; the host's core count comes when asked."""
+    cmd = ("fake-train --epochs 40 --epoch-seconds 0.25 --mem 1500 & "
+           "fake-train --epochs 40 --epoch-seconds 0.25 --mem 700; wait")
+    ref = await bed.launch(bed.request("tree", cmd, launcher=launcher))
+    request = ProbeRequest(attempts=(ref,), cwd=str(bed.tmp), cores=True)
+    found: list[HostSnapshot] = []
+
+    async def both_allocated() -> bool:
+        snap = await bed.host.probe(request)
+        found[:] = [snap]
+        return len(snap.processes) == 2
+
+    await wait_until(both_allocated, what="both processes on the GPU")
+    snap = found[0]
+    group = snap.attempts["tree"].pgid
+    assert group is not None and group > 1
+    assert {p.used_mib for p in snap.processes} == {1500, 700}
+    assert all(group in (p.pgid, p.sid) for p in snap.processes)
+    assert all(p.command.endswith(("--mem 1500", "--mem 700")) for p in snap.processes)
+    assert snap.cores == os.cpu_count()
+    plain = await bed.host.probe(ProbeRequest(attempts=(ref,), cwd=str(bed.tmp)))
+    assert plain.cores is None
