@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len, set_cell_size
 from rich.padding import Padding
 from rich.segment import Segment
 from rich.style import Style
@@ -179,7 +180,7 @@ class RowTable(ScrollView, can_focus=True):
             self._drawn.pop(key, None)
             row = self._index.get(key)
             if row is not None and top <= row < top + height:
-                self.refresh(Region(0, row + 1 - top, self.size.width, 1))
+                self.refresh(Region(0, row + 1 - top, self.size.width, 1))  # under the header
 
     def _resize(self) -> None:
         width = sum(column.render_width for column in self.columns.values())
@@ -206,32 +207,32 @@ class RowTable(ScrollView, can_focus=True):
         region = Region(int(self.scroll_x), self.cursor_row + 1, self.virtual_size.width, 1)
         self.scroll_to_region(region, animate=animate, spacing=Spacing(1, 0, 0, 0), force=True)
 
-    def _keyboard(self) -> None:
-        """The mouse's row stops showing once the keys move the cursor."""
+    def _unhover(self) -> None:
+        """The row under the mouse is no longer shown (a key moved the cursor, the mouse left)."""
         if self._hover_row is not None:
             row, self._hover_row = self._hover_row, None
             self._refresh_row(row)
 
     def action_cursor(self, delta: int) -> None:
-        self._keyboard()
+        self._unhover()
         self.move_cursor(row=self.cursor_row + delta)
 
     def action_page(self, direction: int) -> None:
-        self._keyboard()
+        self._unhover()
         height = self.scrollable_content_region.height - 1
         self.scroll_relative(y=direction * height, animate=False, force=True)
         self.move_cursor(row=self.cursor_row + direction * height, scroll=False)
 
     def action_jump(self, to: str) -> None:
         """ctrl+home, ctrl+end: the first and last row; home, end: the left and right edge."""
-        self._keyboard()
+        self._unhover()
         if to in ("top", "bottom"):
             self.move_cursor(row=0 if to == "top" else len(self._keys) - 1)
         else:
             self.scroll_x = 0 if to == "left" else self.max_scroll_x
 
     def action_select_cursor(self) -> None:
-        self._keyboard()
+        self._unhover()
         key = self.cursor_key
         if key is not None:
             self.post_message(self.RowSelected(key))
@@ -239,18 +240,19 @@ class RowTable(ScrollView, can_focus=True):
     # ---- the mouse -------------------------------------------------------------------------
 
     async def _on_click(self, event: events.Click) -> None:
+        """A header sorts by its column; a row takes the cursor, or opens if it had it."""
         meta = event.style.meta
-        if "row" not in meta or "column" not in meta:
+        row, column = meta.get("row"), meta.get("column")
+        if not isinstance(row, int) or not isinstance(column, int) or row >= len(self._keys):
             return
-        row = int(meta["row"])
         if row == HEADER:
             columns = list(self.columns)
-            if 0 <= meta["column"] < len(columns):
-                self.post_message(self.HeaderSelected(columns[meta["column"]]))
+            if 0 <= column < len(columns):
+                self.post_message(self.HeaderSelected(columns[column]))
             return
         event.stop()
         if row == self.cursor_row:
-            self.action_select_cursor()
+            self.post_message(self.RowSelected(self._keys[row]))
         self.move_cursor(row=row, animate=True)
 
     def _on_mouse_move(self, event: events.MouseMove) -> None:
@@ -261,7 +263,7 @@ class RowTable(ScrollView, can_focus=True):
                 self._refresh_row(changed)
 
     def _on_leave(self, _: events.Leave) -> None:
-        self._keyboard()
+        self._unhover()
 
     def _refresh_row(self, row: int | None) -> None:
         if row == HEADER:
@@ -314,15 +316,41 @@ class RowTable(ScrollView, can_focus=True):
             component += self.get_component_rich_style("row-table--cursor")
         # the cursor's colour over a cell's own; a cell's own background over the cursor's
         post = Style.from_color(color=component.color) + Style.null()
-        console, options = self.app.console, self.app.console_options
         segments: list[Segment] = []
         for index, (column, cell) in enumerate(zip(self.columns.values(), cells, strict=True)):
             pre = row_style + Style.from_meta({"row": row, "column": index}) + component
-            lines = console.render_lines(
-                Styled(Padding(cell or EMPTY, (0, CELL_PADDING)), pre_style=pre, post_style=post),
-                options.update_dimensions(column.render_width, 1).update(no_wrap=True))
-            segments.extend(lines[0])
+            segments.extend(self._cell(cell, column.render_width, pre, post))
         extend = row_style + component + Style.from_meta(
             {"row": row, "column": 0, "out_of_bounds": True})
         segments.append(Segment(" " * max(0, width - self.virtual_size.width), extend))
         return segments
+
+    def _cell(self, cell: Text, width: int, pre: Style, post: Style) -> list[Segment]:
+        """One line of a cell, padded, with the table's styles under and over its own."""
+        if cell.spans or "\n" in cell.plain or (isinstance(cell.style, str) and cell.style):
+            options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
+            return self.app.console.render_lines(
+                Styled(Padding(cell or EMPTY, (0, CELL_PADDING)), pre_style=pre, post_style=post),
+                options)[0]
+        return cell_segments(cell, width - 2 * CELL_PADDING, pre, post)
+
+
+def cell_segments(cell: Text, width: int, pre: Style, post: Style) -> list[Segment]:
+    """What Rich makes of `Styled(Padding(cell, (0, 1)), pre, post)` on one line of `width`
+    cells and the padding (the cell cropped, never wrapped), without its renderers: a third of
+    the time of a row. For a cell on one line without spans, its style a Style or none."""
+    text = cell.plain
+    if len(text) > width:  # whitespace past the width goes first, as Rich's rstrip_end
+        text = text[:max(len(text.rstrip()), width)]
+    if cell_len(text) > width:
+        text = set_cell_size(text, width)
+    own = cell.style if isinstance(cell.style, Style) else None
+    edge = pre + post
+    pad = " " * CELL_PADDING
+    segments = [Segment(pad, edge)]
+    if text:
+        segments.append(Segment(text, pre + own + post))
+    if cell_len(text) < width:
+        segments.append(Segment(" " * (width - cell_len(text)), edge))
+    segments.append(Segment(pad, edge))
+    return segments
