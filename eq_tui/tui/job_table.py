@@ -153,13 +153,12 @@ class JobTable(RowTable):
         for key in keys:
             found = view.job(key)
             self._cells.pop(key, None)
+            if found is not None:
+                self.live.observe(key, found[1])
             if found is None or not self.job_filter.matches(found[1], found[0].project):
                 if self._sort_keys.pop(key, None) is not None:
                     gone.add(key)  # retired by a reload, or out of the filter now
-                if found is not None:
-                    self.live.observe(key, found[1])
                 continue
-            self.live.observe(key, found[1])
             self._order.setdefault(key, len(self._order))
             old, self._sort_keys[key] = self._sort_keys.get(key), key_of(key)
             if old is None:
@@ -184,15 +183,15 @@ class JobTable(RowTable):
                 *(self._cell_text(i, cells) for i in self._columns)]
 
     def _job_cells(self, key: str) -> Cells:
-        found = self._view.job(key) if self._view is not None else None
-        if found is None:
+        view = self._view
+        found = view.job(key) if view is not None else None
+        if view is None or found is None:
             return NO_CELLS
         project, job = found
-        assert self._view is not None
         return job_cells(job, project=project.project, now=self._now,
                          max_attempts=project.max_attempts,
                          metric=self.live.cell(key, job, self.metric),
-                         pace=self._view.pace(key, self._now), last_width=self._fit.last_line)
+                         pace=view.pace(key, self._now), last_width=self._fit.last_line)
 
     def _cell_text(self, index: int, cells: Cells) -> Text:
         value = cells[index]
