@@ -21,7 +21,7 @@ def cell(app: EqTuiApp, key: str, column: str) -> str:
 
 
 def columns(app: EqTuiApp) -> list[str]:
-    return [str(key.value) for key in app.query_one(JobTable).columns]
+    return list(app.query_one(JobTable).columns)
 
 
 def summary(app: EqTuiApp) -> str:
