@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from eq_tui.engine.memory import (
     LEVEL_AFTER_S,
+    LEVEL_LOW_S,
+    LEVEL_UNKNOWN_S,
     MemoryPlan,
     Usage,
     learned_estimate,
@@ -97,7 +99,7 @@ def test_once_levelled_off_a_job_holds_what_it_showed_not_its_estimate() -> None
     view = host(used=(20 * GIB,), others=(0,))
     assert run(m, [a, *waiting("b")], [view], usage=settling).launches == []
     levelled = {"a": Usage(1, now={0: 20 * GIB}, peak=20 * GIB,
-                           grew_at=NOW - LEVEL_AFTER_S)}
+                           grew_at=NOW - LEVEL_LOW_S)}
     d = run(m, [a, *waiting("b")], [view], usage=levelled)
     assert placed(d) == [("b", "h", (0,), 40 * GIB)]
 
@@ -190,7 +192,8 @@ def test_auto_runs_alone_until_its_family_is_measured_then_packs() -> None:
 def test_the_measured_first_of_a_family_shares_its_gpu_once_levelled() -> None:
     m = manifest(*(spec(f"j{i}", "auto") for i in range(2)))
     pioneer = running("j0", "h", [0], None)
-    levelled = {"j0": Usage(1, now={0: 18 * GIB}, peak=18 * GIB, grew_at=NOW - LEVEL_AFTER_S)}
+    levelled = {"j0": Usage(1, now={0: 18 * GIB}, peak=18 * GIB,
+                            grew_at=NOW - LEVEL_UNKNOWN_S)}
     d = run(m, [pioneer, *waiting("j1")], [host(used=(18 * GIB,), others=(0,))], usage=levelled,
             family_peak={"main": 18 * GIB})
     assert placed(d) == [("j1", "h", (0,), learned_estimate(18 * GIB))]
@@ -259,3 +262,20 @@ def test_someone_elses_memory_is_not_undercounted_when_a_job_allocates_between_q
     # memory no listed process accounts for (a driver's, a container's) counts as someone's
     hidden = snapshot((15 * GIB,), [GpuProcess(100, "GPU-0", 5 * GIB, pgid=100, sid=100)])
     assert others_by_gpu(hidden, {0: 5 * GIB}) == {0: 10 * GIB}
+
+
+def test_a_job_levels_off_soon_near_its_estimate_late_far_below_it() -> None:
+    m = manifest(spec("a", 20 * GIB), spec("b", 20 * GIB), spec("c", 20 * GIB),
+                 spec("d", 20 * GIB))
+    near = running("a", "h", [0], 20 * GIB)
+    low = running("b", "h", [0], 20 * GIB)
+    usage = {"a": Usage(1, now={0: 16 * GIB}, peak=16 * GIB, grew_at=NOW - LEVEL_AFTER_S),
+             "b": Usage(1, now={0: 2 * GIB}, peak=2 * GIB, grew_at=NOW - LEVEL_AFTER_S)}
+    view = host(used=(18 * GIB,), others=(0,))
+    # a (at 80 % of its estimate) holds its 16 GiB; b (still loading, at 10 %) its 20 GiB:
+    # 80 - 16 - 20 - 1 = 43 GiB left, room for two more
+    d = run(m, [near, low, *waiting("c", "d")], [view], usage=usage)
+    assert [x.job_id for x in d.launches] == ["c", "d"]
+    usage["b"] = Usage(1, now={0: 2 * GIB}, peak=2 * GIB, grew_at=NOW - LEVEL_LOW_S)
+    plan = MemoryPlan(m.job_specs, usage, {}, NOW)
+    assert plan.hold(low).mib == 2 * GIB  # flat for two minutes: what it shows is what it needs

@@ -4,9 +4,9 @@ Each probe's compute processes (`nvidia-smi --query-compute-apps`) are matched t
 by process group or session (an attempt's processes share the group its wrapper leads), so a
 job's usage counts its whole process tree and never someone else's process. An attempt's peak
 per GPU is kept in its record. A running shared job holds max(its estimate, what it uses now)
-until its usage has levelled off (no new peak for LEVEL_AFTER_S), then what it has shown: a job
-that has not touched CUDA yet still holds its full estimate, so two jobs never race for the same
-memory at start-up.
+until its usage has levelled off (no new peak for a while: `levelled`), then what it has shown:
+a job that has not touched CUDA yet still holds its full estimate, so two jobs never race for
+the same memory at start-up.
 
 `mem_mib: auto` learns from the job's family (the same template, or phase): the largest peak
 seen x HEADROOM + HEADROOM_MIB. Until one of the family has been measured, they run one to a
@@ -26,7 +26,14 @@ from eq_tui.engine.placement import ALONE, CPU, Hold, Need
 from eq_tui.hosts.base import HostSnapshot
 from eq_tui.manifest.model import JobSpec
 
-LEVEL_AFTER_S = 20.0  # no new peak for this long: the job's usage has levelled off
+# A job's usage has levelled off when it has shown no new peak for a while: LEVEL_AFTER_S once
+# it reached NEAR_ESTIMATE of what it was placed for; LEVEL_UNKNOWN_S when it had no estimate
+# (alone: the first of an `auto` family); LEVEL_LOW_S while far below its estimate (a job still
+# loading its data holds what it said it needs, not the little it has touched so far).
+LEVEL_AFTER_S = 10.0
+LEVEL_UNKNOWN_S = 20.0
+LEVEL_LOW_S = 120.0
+NEAR_ESTIMATE = 0.75
 GROWTH_MIB = 128  # a peak that grows by less is not news (nor worth a write)
 HEADROOM = 1.15
 HEADROOM_MIB = 1024
@@ -78,6 +85,18 @@ def others_by_gpu(snap: HostSnapshot, ours: Mapping[int, int]) -> dict[int, int]
         unaccounted = max(0, reading.memory_used_mib - listed.get(reading.index, 0))
         others[reading.index] = max(0, theirs) + unaccounted
     return others
+
+
+def levelled(usage: Usage | None, estimate: int | None, now: float) -> bool:
+    if usage is None or usage.peak <= 0:
+        return False
+    if estimate is None:
+        wait = LEVEL_UNKNOWN_S
+    elif usage.peak >= NEAR_ESTIMATE * estimate:
+        wait = LEVEL_AFTER_S
+    else:
+        wait = LEVEL_LOW_S
+    return now - usage.grew_at >= wait
 
 
 def learned_estimate(peak_mib: int) -> int:
@@ -146,7 +165,7 @@ class MemoryBook:
             if top - (current.peak_mib or 0) >= GROWTH_MIB or current.peak_mib is None:
                 current.peak_mib = top
                 self.ctx.ledger.changed(job)
-        if usage.peak > 0 and now - usage.grew_at >= LEVEL_AFTER_S:
+        if levelled(usage, current.estimate_mib, now):
             self._learn(job, usage.peak)
         return used
 
@@ -205,9 +224,10 @@ class MemoryPlan:
     family_peak: Mapping[str, int]
     now: float
 
-    def levelled(self, job_id: str) -> bool:
-        usage = self.usage.get(job_id)
-        return usage is not None and usage.peak > 0 and self.now - usage.grew_at >= LEVEL_AFTER_S
+    def levelled(self, job: JobState) -> bool:
+        current = job.current
+        estimate = current.estimate_mib if current is not None else None
+        return levelled(self.usage.get(job.id), estimate, self.now)
 
     def hold(self, job: JobState) -> Hold:
         """What an active job holds per GPU now."""
@@ -217,11 +237,11 @@ class MemoryPlan:
         if current is None or not job.gpus:
             return Hold(None, now)
         shown = max([usage.peak if usage else 0, *now.values()])
-        levelled = self.levelled(job.id)
+        settled = self.levelled(job)
         if current.shared and current.estimate_mib is not None:
-            return Hold(shown if levelled else max(current.estimate_mib, shown), now)
+            return Hold(shown if settled else max(current.estimate_mib, shown), now)
         spec = self.specs.get(job.id)
-        if (spec is not None and spec.mem_mib == "auto" and not spec.exclusive and levelled
+        if (spec is not None and spec.mem_mib == "auto" and not spec.exclusive and settled
                 and job.mem_escalation < 2):
             return Hold(shown, now)  # the family's first, measured: its GPU is shared now
         return Hold(None, now)
