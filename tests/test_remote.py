@@ -26,6 +26,7 @@ from eq_tui.remote.target import RemoteTarget
 from tests.support.ground_truth import exits, launches_per_job
 from tests.support.remote_eq import check_eq_tui_runs_there, install_eq_tui
 from tests.support.sshbed import USER, SshBed
+from tests.support.tmux_attach import needs_tmux, tmux, wait_for_screen
 
 pytestmark = pytest.mark.integration
 EQ = [sys.executable, "-m", "eq_tui"]
@@ -101,22 +102,6 @@ def start_on_gpu(bed: SshBed, tmp_path: Path, project: str, epochs: int) -> str:
     return where
 
 
-def tmux(socket: str, *args: str) -> str:
-    return subprocess.run(["tmux", "-L", socket, *args], check=True, capture_output=True,
-                          text=True).stdout
-
-
-def wait_for_screen(socket: str, predicate: Callable[[str], bool], timeout: float = 60) -> str:
-    screen = ""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        screen = tmux(socket, "capture-pane", "-p")
-        if predicate(screen):
-            return screen
-        time.sleep(0.2)
-    raise AssertionError(f"screen never matched; last screen:\n{screen}")
-
-
 def attach_in_tmux(bed: SshBed, tmp_path: Path, where: str) -> str:
     socket = f"eqremote-{secrets.token_hex(3)}"
     command = (f"EQ_TUI_CONFIG_DIR={shlex.quote(str(tmp_path / 'config'))} "
@@ -124,9 +109,6 @@ def attach_in_tmux(bed: SshBed, tmp_path: Path, where: str) -> str:
                f"--ssh-config {shlex.quote(str(bed.ssh_config))}; echo EXIT=$?; sleep 60")
     tmux(socket, "new-session", "-d", "-x", "160", "-y", "48", command)
     return socket
-
-
-needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 
 
 @needs_tmux

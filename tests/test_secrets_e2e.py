@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.secret_search import command_lines_holding, files_holding, poll
-from tests.support.tmux_attach import eq_tui_in_tmux, needs_tmux, tmux, wait_for_screen
+from tests.support.tmux_attach import eq_tui_in_tmux, needs_tmux, quit_ui, wait_for_screen
 
 pytestmark = pytest.mark.integration
 EQ = [sys.executable, "-m", "eq_tui"]
@@ -128,10 +128,7 @@ def test_attach_resume_hands_the_secret_to_the_running_engine_without_a_restart(
         for held in (value, inline):
             assert command_lines_holding(held.encode()) == []
         wait_for_screen(socket, lambda s: "uses_it" in s)
-        tmux(socket, "send-keys", "q")
-        wait_for_screen(socket, lambda s: "Quit (y)" in s)
-        tmux(socket, "send-keys", "y")
-        screen = wait_for_screen(socket, lambda s: "EXIT=" in s)
+        screen = quit_ui(socket)
     assert "EXIT=0" in screen
     assert (f"handed the engine of {run_dir} the secrets it lacked: TOKEN"
             in screen.replace("\n", ""))

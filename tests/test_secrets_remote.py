@@ -24,7 +24,7 @@ from eq_tui.remote.target import RemoteTarget
 from tests.support.remote_eq import check_eq_tui_runs_there, install_eq_tui
 from tests.support.secret_search import command_lines_holding, files_holding, poll
 from tests.support.sshbed import USER, SshBed
-from tests.support.tmux_attach import eq_tui_in_tmux, needs_tmux, tmux, wait_for_screen
+from tests.support.tmux_attach import eq_tui_in_tmux, needs_tmux, quit_ui, wait_for_screen
 
 pytestmark = pytest.mark.integration
 EQ = [sys.executable, "-m", "eq_tui"]
@@ -174,10 +174,7 @@ def test_attach_resume_hands_the_secret_to_the_engine_running_there(
         for held in (value, inline):
             assert command_lines_holding(held.encode()) == []
         wait_for_screen(socket, lambda s: "uses_it" in s)
-        tmux(socket, "send-keys", "q")
-        wait_for_screen(socket, lambda s: "Quit (y)" in s)
-        tmux(socket, "send-keys", "y")
-        screen = wait_for_screen(socket, lambda s: "EXIT=" in s).replace("\n", "")
+        screen = quit_ui(socket).replace("\n", "")
     assert "EXIT=0" in screen
     assert f"handed the engine of {where} the secrets it lacked: TOKEN" in screen
     poll(lambda: _job(project).get("status") == "completed", "the job to complete", 120)

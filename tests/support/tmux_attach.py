@@ -34,6 +34,14 @@ def wait_for_screen(socket: str, predicate: Callable[[str], bool],
     raise AssertionError(f"screen never matched; last screen:\n{screen}")
 
 
+def quit_ui(socket: str) -> str:
+    """Quit the UI in the pane (q, then y) and return the screen once it says its EXIT=."""
+    tmux(socket, "send-keys", "q")
+    wait_for_screen(socket, lambda s: "Quit (y)" in s)
+    tmux(socket, "send-keys", "y")
+    return wait_for_screen(socket, lambda s: "EXIT=" in s)
+
+
 @contextmanager
 def eq_tui_in_tmux(args: list[str], env: dict[str, str]) -> Iterator[str]:
     """Runs `eq-tui ARGS` in a new tmux server started with `env` (the pane inherits it);
