@@ -52,6 +52,12 @@ class Persistence:
         jobs = self.ctx.ledger.jobs
         return {**self.fields(), "jobs": [job.to_json() for job in jobs.values()]}
 
+    def _state_streamed(self) -> dict[str, Any]:
+        """The whole state with the job records made one at a time as they are written: at
+        10,000 jobs, a list of every record as dicts beside their text doubles the peak."""
+        jobs = self.ctx.ledger.jobs
+        return {**self.fields(), "jobs": (job.to_json() for job in jobs.values())}
+
     def due(self) -> bool:
         """Something to write: a change not on disk yet, or journal lines old enough that
         queue_state.json should take them in (so it stays current while nothing changes)."""
@@ -65,7 +71,7 @@ class Persistence:
         ledger = self.ctx.ledger
         at_finish = self.finished and not self._finish_persisted
         if whole or at_finish or not self._persisted_whole:
-            self.ctx.run_dir.save_state(self.state_json())
+            self.ctx.run_dir.save_state(self._state_streamed())
             self._persisted_whole = True
         else:
             self.ctx.run_dir.save_changes(self.fields(), [

@@ -79,7 +79,8 @@ class StateFile:
     # ---- writing -----------------------------------------------------------------------------
 
     def write_whole(self, data: Mapping[str, Any]) -> None:
-        """The whole state, as the engine holds it (at start, when the queue finishes)."""
+        """The whole state, as the engine holds it (at start, when the queue finishes); its
+        `jobs` may be any iterable of records (each is serialised as it comes)."""
         self._fields = {key: json.dumps(value) for key, value in data.items()
                         if key not in _NOT_FIELDS}
         self._jobs = {str(job["id"]): json.dumps(job) for job in data["jobs"]}
