@@ -69,7 +69,8 @@ def ensure_mutmut() -> Path:
 def prepare(module: str, tests: list[str]) -> Path:
     """A copy of the checkout whose setup.cfg points mutmut at `module` and `tests`."""
     work = Path(tempfile.mkdtemp(prefix="eq-mutation-"))
-    for name in ("eq_tui", "tests", "themes", "sample_manifests", "docs"):  # docs: tests read it
+    data = ("themes", "sample_manifests", "docs")  # files the tests read
+    for name in ("eq_tui", "tests", *data):
         shutil.copytree(ROOT / name, work / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
@@ -77,6 +78,8 @@ def prepare(module: str, tests: list[str]) -> Path:
     (work / "setup.cfg").write_text(
         "[mutmut]\nsource_paths = eq_tui\n"
         f"only_mutate = {module}\n"
+        # mutmut runs the tests from its own mutants/ tree, which gets only what is listed
+        "also_copy =\n    " + "\n    ".join(data) + "\n"
         f"pytest_add_cli_args_test_selection =\n    {selection}\n"
         "pytest_add_cli_args =\n    -p\n    no:xdist\n    -p\n    no:cacheprovider\n"
         "    -p\n    no:randomly\n")
