@@ -405,3 +405,30 @@ def test_a_json_manifest_the_yaml_parser_cannot_place_still_renders_its_numbers(
                                                                    "ids": [1, 2.5]}}]})
     m = load_manifest_text(text, "m.json")
     assert m.jobs[0].cmd == f"x --{long} 1 --lr 0.5 --ids 1 2.5"
+
+
+# ---- schema.py: what a type error says it expected and what it got --------------------------
+
+@pytest.mark.parametrize(("text", "key_path", "message"), [
+    (JOB + "waves: ~\n", "waves", "expected a string, got nothing (null)"),
+    (JOB + "waves: true\n", "waves", "expected a string, got a boolean (True)"),
+    (JOB + "waves: 1.5\n", "waves", "expected a string, got a number (1.5)"),
+    # YAML reads an unquoted date as a date: named by its type
+    (JOB + "waves: 2024-01-01\n", "waves", "expected a string, got date"),
+    (JOB + "poll: fast\n", "poll", "expected a number, got a string ('fast')"),
+    # a value is shown whole up to 40 characters of repr, else cut to 37 and "..."
+    (JOB + f"poll: {'p' * 38}\n", "poll", f"expected a number, got a string ('{'p' * 38}')"),
+    (JOB + f"poll: {'p' * 39}\n", "poll", f"expected a number, got a string ('{'p' * 36}...)"),
+    ("jobs: [{id: a, cmd: x, exclusive: 1}]\n", "jobs[0].exclusive",
+     "expected true or false, got an integer (1)"),
+])
+def test_type_errors_say_what_was_expected_and_what_was_written(text: str, key_path: str,
+                                                                message: str) -> None:
+    with pytest.raises(ManifestError) as caught:
+        load_manifest_text(text, "m.yaml")
+    assert (caught.value.key_path, caught.value.message) == (key_path, message)
+
+
+def test_a_boolean_grid_value_is_written_true_or_false() -> None:
+    m = load("grid: {flag: [true, false]}\ntemplate: {cmd: 'x ${flag}'}\n")
+    assert [(j.id, j.cmd) for j in m.jobs] == [("flagtrue", "x true"), ("flagfalse", "x false")]
