@@ -246,6 +246,7 @@ def test_missing_file_is_a_manifest_error(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as err:
         load_manifest(tmp_path / "nope.yaml")
     assert err.value.exit_code == 2
+    assert str(err.value) == f"{tmp_path / 'nope.yaml'}: no such file"
 
 
 def _outcome(text: str, source: str = "fuzz.yaml") -> None:

@@ -115,6 +115,28 @@ jobs: [{id: "j${seed}", args: {seed: 7}}]
     assert m.hosts[0].gpus == (0, 1) and m.hosts[3].gpus is None
     assert m.launcher == "tmux" and m.waves == "strict" and m.poll == 1.5
     assert m.oom_retry.delay == 60 and m.oom_retry.max_attempts == 2
+    assert (m.cwd, m.conda, m.conda_hook) == ("/work/exp", "dllm",
+                                              "/opt/conda/etc/profile.d/conda.sh")
+
+
+
+def test_paths_and_environment_names_written_as_numbers_keep_their_text() -> None:
+    m = load("venv: 2024\nconda: 3.10\njobs: [{id: a, cmd: x}]\n")
+    assert (m.venv, m.conda, m.cwd) == ("2024", "3.10", None)
+    with pytest.raises(ManifestError) as caught:
+        load("cwd: [1]\njobs: [{id: a, cmd: x}]\n")
+    assert (caught.value.key_path, caught.value.line) == ("cwd", 1)
+
+
+def test_a_manifest_that_cannot_be_read_says_why(tmp_path: Path) -> None:
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"jobs: \xff\n")
+    for path, why in ((tmp_path, "Is a directory"), (binary, "can't decode byte 0xff")):
+        with pytest.raises(ManifestError) as caught:
+            load_manifest(path)
+        assert caught.value.path == str(path)
+        assert caught.value.message.startswith("cannot read the manifest: ")
+        assert why in caught.value.message
 
 
 def test_json_manifest(tmp_path: Path) -> None:
