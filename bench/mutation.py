@@ -29,21 +29,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MUTMUT_VERSION = "3.8.1"
 
+_MANIFEST = ["tests/test_manifest.py", "tests/test_manifest_loader.py"]
 MODULES: dict[str, list[str]] = {
     "eq_tui/engine/classify.py": ["tests/test_classify.py"],
     "eq_tui/engine/judge.py": ["tests/test_judge.py"],
-    "eq_tui/engine/scheduler.py": ["tests/test_scheduler.py", "tests/test_scheduler_reference.py"],
+    "eq_tui/engine/scheduler.py": ["tests/test_scheduler.py", "tests/test_scheduler_reference.py",
+                                   "tests/test_packing_rules.py"],
+    "eq_tui/engine/placement.py": ["tests/test_scheduler.py", "tests/test_scheduler_reference.py",
+                                   "tests/test_packing_rules.py"],
+    "eq_tui/engine/packing.py": ["tests/test_packing_rules.py", "tests/test_scheduler.py",
+                                 "tests/test_scheduler_reference.py"],
     "eq_tui/engine/journal.py": ["tests/test_journal.py", "tests/test_statefile.py"],
     "eq_tui/engine/statefile.py": ["tests/test_statefile.py", "tests/test_journal.py"],
-    "eq_tui/manifest/expand.py": ["tests/test_expand.py", "tests/test_manifest.py",
-                                  "tests/test_manifest_loader.py"],
-    "eq_tui/manifest/jobs.py": ["tests/test_manifest.py", "tests/test_manifest_loader.py"],
-    "eq_tui/manifest/phases.py": ["tests/test_manifest.py", "tests/test_manifest_loader.py"],
-    "eq_tui/manifest/hosts.py": ["tests/test_manifest_hosts.py", "tests/test_manifest.py",
-                                 "tests/test_manifest_loader.py"],
-    "eq_tui/manifest/schema.py": ["tests/test_manifest.py", "tests/test_manifest_loader.py"],
-    "eq_tui/manifest/settings.py": ["tests/test_manifest.py", "tests/test_manifest_loader.py"],
-    "eq_tui/manifest/loader.py": ["tests/test_manifest.py", "tests/test_manifest_loader.py"],
+    "eq_tui/manifest/expand.py": ["tests/test_expand.py", *_MANIFEST],
+    "eq_tui/manifest/jobs.py": [*_MANIFEST, "tests/test_manifest_sharing.py",
+                                "tests/test_manifest_watch.py", "tests/test_manifest_results.py"],
+    "eq_tui/manifest/phases.py": _MANIFEST,
+    "eq_tui/manifest/hosts.py": ["tests/test_manifest_hosts.py", *_MANIFEST],
+    "eq_tui/manifest/schema.py": [*_MANIFEST, "tests/test_json_schema.py"],
+    "eq_tui/manifest/settings.py": _MANIFEST,
+    "eq_tui/manifest/sharing.py": ["tests/test_manifest_sharing.py", "tests/test_manifest.py"],
+    "eq_tui/manifest/loader.py": [*_MANIFEST, "tests/test_manifest_sharing.py"],
+    "eq_tui/manifest/yaml_lines.py": _MANIFEST,
 }
 # Property tests run once per mutant that their functions touch: fewer examples keep a module
 # within minutes; a mutant they would catch only at the 50th example is rare.
@@ -62,7 +69,8 @@ def ensure_mutmut() -> Path:
 def prepare(module: str, tests: list[str]) -> Path:
     """A copy of the checkout whose setup.cfg points mutmut at `module` and `tests`."""
     work = Path(tempfile.mkdtemp(prefix="eq-mutation-"))
-    for name in ("eq_tui", "tests", "themes", "sample_manifests"):
+    data = ("themes", "sample_manifests", "docs")  # files the tests read
+    for name in ("eq_tui", "tests", *data):
         shutil.copytree(ROOT / name, work / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
@@ -70,6 +78,8 @@ def prepare(module: str, tests: list[str]) -> Path:
     (work / "setup.cfg").write_text(
         "[mutmut]\nsource_paths = eq_tui\n"
         f"only_mutate = {module}\n"
+        # mutmut runs the tests from its own mutants/ tree, which gets only what is listed
+        "also_copy =\n    " + "\n    ".join(data) + "\n"
         f"pytest_add_cli_args_test_selection =\n    {selection}\n"
         "pytest_add_cli_args =\n    -p\n    no:xdist\n    -p\n    no:cacheprovider\n"
         "    -p\n    no:randomly\n")

@@ -15,7 +15,11 @@ from hypothesis import strategies as st
 
 from eq_tui.errors import ManifestError
 from eq_tui.manifest import load_manifest, load_manifest_text
-from eq_tui.manifest.model import DEFAULT_PHASE, Manifest
+from eq_tui.manifest.expand import MAX_GRID_POINTS
+from eq_tui.manifest.jobs import parse_grid
+from eq_tui.manifest.model import DEFAULT_PHASE, Manifest, Precondition
+from eq_tui.manifest.schema import Context
+from eq_tui.manifest.yaml_lines import Located
 from tests.support.manifest_props import load_checked
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_manifests"
@@ -242,6 +246,7 @@ def test_missing_file_is_a_manifest_error(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as err:
         load_manifest(tmp_path / "nope.yaml")
     assert err.value.exit_code == 2
+    assert str(err.value) == f"{tmp_path / 'nope.yaml'}: no such file"
 
 
 def _outcome(text: str, source: str = "fuzz.yaml") -> None:
@@ -304,3 +309,127 @@ def test_env_values_and_their_secrecy() -> None:
     assert {k: (v.value, v.secret) for k, v in loaded.env.items()} == {
         "A": ("1", False), "B": ("true", False), "C": ("s", False), "D": ("t", True),
         "E": ("true", False), "F": ("true", False)}
+
+
+# ---- jobs.py: every job-source error, with its exact key path, line and message -------------
+
+JOB_A = "jobs:\n  - id: a\n    cmd: x\n"
+UNDEFINED = ("undefined variable ${nope}%s; defined: %s; launch-time: ATTEMPT, GPU, JOB_ID, "
+             "RUN_DIR; write $${nope} for a literal shell variable")
+LETTERS = "may only use letters, digits, '_', '.', '-'"
+
+
+@pytest.mark.parametrize(("text", "key_path", "line", "message"), [
+    (JOB_A + "    args: [1]\n", "jobs[0].args", 4, "expected a mapping, got a list"),
+    (JOB_A + "    args: {'a b': 1}\n", "jobs[0].args.a b", 4, f"argument name 'a b' {LETTERS}"),
+    (JOB_A + "    args: {'--seed': 1}\n", "jobs[0].args.--seed", 4,
+     f"argument name '--seed' {LETTERS} (write it without the leading --)"),
+    (JOB_A + "    args: {x: {nested: 1}}\n", "jobs[0].args.x", 4,
+     "an argument value must be a string, number, boolean, null or a list of those"),
+    (JOB_A + "    args: {x: [1, {a: 1}]}\n", "jobs[0].args.x[1]", 4,
+     "a list argument holds strings, numbers or booleans"),
+    (JOB_A + "    args: {x: '${nope}'}\n", "jobs[0].args.x", 4, UNDEFINED % ("", "none here")),
+    (JOB_A + "    args: {x: [ok, '${nope}']}\n", "jobs[0].args.x[1]", 4,
+     UNDEFINED % ("", "none here")),
+    ("grid: {N: [1]}\ntemplate:\n  cmd: x\n  args: {x: '${nope}'}\n", "template.args.x", 4,
+     UNDEFINED % (" (grid point N=1)", "N")),
+    ("grid: {N: [1]}\ntemplate:\n  cmd: x\n  args: {x: [a, '${nope}']}\n",
+     "template.args.x[1]", 4, UNDEFINED % (" (grid point N=1)", "N")),
+    (JOB_A + "    preconditions: {path: x}\n", "jobs[0].preconditions", 4,
+     "expected a list, got a mapping"),
+    (JOB_A + "    preconditions: [x]\n", "jobs[0].preconditions[0]", 4,
+     "expected a mapping, got a string ('x')"),
+    (JOB_A + "    preconditions: [{path: x, typ: y}]\n", "jobs[0].preconditions[0].typ", 4,
+     "unknown key 'typ'; did you mean 'type'?"),
+    (JOB_A + "    preconditions: [{type: checkpoint_exists}]\n", "jobs[0].preconditions[0]", 4,
+     "a precondition needs a 'path'"),
+    (JOB_A + "    preconditions: [{path: [1]}]\n", "jobs[0].preconditions[0].path", 4,
+     "expected a string, got a list"),
+    ("preconditions: [{path: '${nope}'}]\n" + JOB_A, "preconditions[0].path", 1,
+     UNDEFINED % ("", "none here")),
+    ("grid: [1]\ntemplate: {cmd: x}\n", "grid", 1, "expected a mapping, got a list"),
+    ("grid: {'a b': [1]}\ntemplate: {cmd: x}\n", "grid.a b", 1,
+     "grid variable 'a b' must be a name like N or lr"),
+    ("grid: {N: 1}\ntemplate: {cmd: x}\n", "grid.N", 1, "expected a list, got an integer (1)"),
+    ("grid: {N: [{a: 1}]}\ntemplate: {cmd: x}\n", "grid.N[0]", 1,
+     "grid values must be strings, numbers or booleans"),
+    ("grid: {}\ntemplate: {cmd: x}\n", "grid", 1, "the grid is empty"),
+    ("grid: {N: [1]}\ntemplate: x\n", "template", 2, "expected a mapping, got a string ('x')"),
+    ("grid: {N: [1, 2]}\ntemplate:\n  id: t\n  cmd: x\n", "grid", 1,
+     "duplicate job id 't': made by grid point N=2 of grid (line 1) and by grid point N=1 of "
+     "grid (line 1)"),
+])
+def test_job_source_errors_name_their_exact_key_line_and_message(text: str, key_path: str,
+                                                                 line: int, message: str) -> None:
+    with pytest.raises(ManifestError) as caught:
+        load_manifest_text(text, "m.yaml")
+    assert (caught.value.key_path, caught.value.line, caught.value.message) == (
+        key_path, line, message)
+
+
+def test_a_grid_with_a_default_cmd_and_no_template_names_its_jobs_from_the_points() -> None:
+    m = load("grid: {N: [1, 2]}\ndefault_cmd: train\n")
+    assert [(j.id, j.cmd) for j in m.jobs] == [("N1", "train"), ("N2", "train")]
+
+
+def test_numbers_bools_and_variables_in_grid_values_and_list_args() -> None:
+    m = load("""\
+        grid: {lr: [0.10], N: [1]}
+        template:
+          cmd: x ${lr}
+          args: {l: [0.10, 5, true, '${N}', '$${HOME}']}
+        """)
+    # numbers keep the text written, variables are filled in, a bool is its word
+    assert [(j.id, j.cmd) for j in m.jobs] == [
+        ("lr0.10_N1", "x 0.10 --l 0.10 5 true 1 '${HOME}'")]
+
+
+def test_a_precondition_without_a_type_checks_for_a_checkpoint() -> None:
+    m = load(JOB_A + "    preconditions: [{path: ckpt.pt}]\n")
+    assert m.jobs[0].preconditions == (Precondition(type="checkpoint_exists", path="ckpt.pt"),)
+
+
+def test_a_grid_may_have_max_grid_points_and_no_more() -> None:
+    ctx = Context("m.yaml", Located({}, {("grid",): 1}))
+    values = list(range(MAX_GRID_POINTS))
+    assert len(parse_grid(ctx, {"a": values}, ("grid",))["a"]) == MAX_GRID_POINTS
+    with pytest.raises(ManifestError) as caught:
+        parse_grid(ctx, {"a": [*values, -1]}, ("grid",))
+    assert (caught.value.key_path, caught.value.line, caught.value.message) == (
+        "grid", 1, f"the grid has {MAX_GRID_POINTS + 1} points; at most {MAX_GRID_POINTS}")
+
+
+def test_a_json_manifest_the_yaml_parser_cannot_place_still_renders_its_numbers() -> None:
+    # YAML refuses a key over 1024 characters that JSON allows: the lines are lost, the values not
+    long = "k" * 1100
+    text = json.dumps({"jobs": [{"id": "a", "cmd": "x", "args": {long: 1, "lr": 0.5,
+                                                                   "ids": [1, 2.5]}}]})
+    m = load_manifest_text(text, "m.json")
+    assert m.jobs[0].cmd == f"x --{long} 1 --lr 0.5 --ids 1 2.5"
+
+
+# ---- schema.py: what a type error says it expected and what it got --------------------------
+
+@pytest.mark.parametrize(("text", "key_path", "message"), [
+    (JOB + "waves: ~\n", "waves", "expected a string, got nothing (null)"),
+    (JOB + "waves: true\n", "waves", "expected a string, got a boolean (True)"),
+    (JOB + "waves: 1.5\n", "waves", "expected a string, got a number (1.5)"),
+    # YAML reads an unquoted date as a date: named by its type
+    (JOB + "waves: 2024-01-01\n", "waves", "expected a string, got date"),
+    (JOB + "poll: fast\n", "poll", "expected a number, got a string ('fast')"),
+    # a value is shown whole up to 40 characters of repr, else cut to 37 and "..."
+    (JOB + f"poll: {'p' * 38}\n", "poll", f"expected a number, got a string ('{'p' * 38}')"),
+    (JOB + f"poll: {'p' * 39}\n", "poll", f"expected a number, got a string ('{'p' * 36}...)"),
+    ("jobs: [{id: a, cmd: x, exclusive: 1}]\n", "jobs[0].exclusive",
+     "expected true or false, got an integer (1)"),
+])
+def test_type_errors_say_what_was_expected_and_what_was_written(text: str, key_path: str,
+                                                                message: str) -> None:
+    with pytest.raises(ManifestError) as caught:
+        load_manifest_text(text, "m.yaml")
+    assert (caught.value.key_path, caught.value.message) == (key_path, message)
+
+
+def test_a_boolean_grid_value_is_written_true_or_false() -> None:
+    m = load("grid: {flag: [true, false]}\ntemplate: {cmd: 'x ${flag}'}\n")
+    assert [(j.id, j.cmd) for j in m.jobs] == [("flagtrue", "x true"), ("flagfalse", "x false")]

@@ -115,6 +115,28 @@ jobs: [{id: "j${seed}", args: {seed: 7}}]
     assert m.hosts[0].gpus == (0, 1) and m.hosts[3].gpus is None
     assert m.launcher == "tmux" and m.waves == "strict" and m.poll == 1.5
     assert m.oom_retry.delay == 60 and m.oom_retry.max_attempts == 2
+    assert (m.cwd, m.conda, m.conda_hook) == ("/work/exp", "dllm",
+                                              "/opt/conda/etc/profile.d/conda.sh")
+
+
+
+def test_paths_and_environment_names_written_as_numbers_keep_their_text() -> None:
+    m = load("venv: 2024\nconda: 3.10\njobs: [{id: a, cmd: x}]\n")
+    assert (m.venv, m.conda, m.cwd) == ("2024", "3.10", None)
+    with pytest.raises(ManifestError) as caught:
+        load("cwd: [1]\njobs: [{id: a, cmd: x}]\n")
+    assert (caught.value.key_path, caught.value.line) == ("cwd", 1)
+
+
+def test_a_manifest_that_cannot_be_read_says_why(tmp_path: Path) -> None:
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"jobs: \xff\n")
+    for path, why in ((tmp_path, "Is a directory"), (binary, "can't decode byte 0xff")):
+        with pytest.raises(ManifestError) as caught:
+            load_manifest(path)
+        assert caught.value.path == str(path)
+        assert caught.value.message.startswith("cannot read the manifest: ")
+        assert why in caught.value.message
 
 
 def test_json_manifest(tmp_path: Path) -> None:
@@ -247,3 +269,35 @@ def test_the_fuzz_property_rejects_a_loader_bug(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(loader, "_build", broken)
     with pytest.raises(AssertionError, match="internal error"):
         load_checked("jobs: [{id: a, cmd: x}]\n", "m.yaml")
+
+
+# ---- yaml_lines.py: where a parse error is, and what it says ---------------------------------
+
+@pytest.mark.parametrize(("text", "source", "rendered"), [
+    ("jobs:\n  - id: a\n    cmd: x\n    cmd: y\n", "m.yaml",
+     "m.yaml:4: jobs[0].cmd: duplicate key 'cmd' (first on line 3)"),
+    ('{\n  "jobs": [{"id": "a", "cmd": "x"}],\n  "jobs": []\n}', "m.json",
+     "m.json:3: jobs: duplicate key 'jobs' (first on line 2)"),
+    # PyYAML's problem, not its context ("while parsing a flow node")
+    ("jobs: [\n", "m.yaml",
+     "m.yaml:2: invalid YAML: expected the node content, but found '<stream end>'"),
+    ("jobs: [{id: a, cmd: x}]\nwaves: *nope\n", "m.yaml",
+     "m.yaml:2: invalid YAML: found undefined alias 'nope'"),
+    # the line of a character the reader refuses counts every newline before it, the first too
+    ("\njobs: [{id: a, cmd: x}]\ncwd: \x07\n", "m.yaml",
+     "m.yaml:3: invalid YAML: unacceptable character #x0007"),
+    ("[" * 100_000 + "]" * 100_000, "m.json", "m.json: the manifest nests too deeply"),
+])
+def test_parse_errors_say_where_and_what(text: str, source: str, rendered: str) -> None:
+    with pytest.raises(ManifestError) as caught:
+        load_manifest_text(text, source)
+    assert str(caught.value) == rendered
+
+
+def test_a_json_manifest_the_yaml_parser_cannot_place_puts_its_errors_on_line_1() -> None:
+    # YAML refuses a key over 1024 characters that JSON allows
+    long = "k" * 1100
+    text = json.dumps({"jobs": [{"id": "a", "cmd": "x", "args": {long: 1}}], "waves": 3})
+    with pytest.raises(ManifestError) as caught:
+        load_manifest_text(text, "m.json")
+    assert str(caught.value) == "m.json:1: waves: expected a string, got an integer (3)"

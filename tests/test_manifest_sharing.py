@@ -186,6 +186,17 @@ def test_bad_mem_mib_is_named_with_its_key_path_and_line(value: str, where: str)
         "must be a whole number of MiB (e.g. 18000) or auto, got "), error.message
 
 
+@pytest.mark.parametrize(("value", "shown"), [("0", "an integer (0)"),
+                                              ("18GB", "a string ('18GB')")])
+def test_a_bad_mem_mib_says_what_was_written(value: str, shown: str) -> None:
+    text = f"jobs:\n  - {{id: a, cmd: x, mem_mib: {value}}}\n"
+    assert refused(text).message.endswith(f", got {shown}")
+
+
+def test_the_smallest_mem_mib_is_1() -> None:
+    assert sharing(load("jobs:\n  - {id: a, cmd: x, mem_mib: 1}\n")) == {"a": (1, 1, False)}
+
+
 @pytest.mark.parametrize(("text", "key_path", "words"), [
     ("exclusive: yes please\njobs: [{id: a, cmd: x}]\n", "exclusive", "expected true or false"),
     ("jobs:\n  - {id: a, cmd: x, exclusive: 1}\n", "jobs[0].exclusive", "expected true or false"),

@@ -16,6 +16,7 @@ from eq_tui.engine.memory import (
     usage_by_group,
 )
 from eq_tui.engine.model import Attempt, FailureClass, JobState, JobStatus
+from eq_tui.engine.packing import MemoryPlacer
 from eq_tui.engine.scheduler import Decision, GpuView, HostView, decide
 from eq_tui.hosts.base import GpuProcess, GpuReading, HostSnapshot
 from eq_tui.manifest.model import JobSpec, Manifest
@@ -279,3 +280,230 @@ def test_a_job_levels_off_soon_near_its_estimate_late_far_below_it() -> None:
     usage["b"] = Usage(1, now={0: 2 * GIB}, peak=2 * GIB, grew_at=NOW - LEVEL_LOW_S)
     plan = MemoryPlan(m.job_specs, usage, {}, NOW)
     assert plan.hold(low).mib == 2 * GIB  # flat for two minutes: what it shows is what it needs
+
+
+def placer(m: Manifest, jobs: list[JobState], hosts: list[HostView]) -> MemoryPlacer:
+    """The memory placer as `decide` builds it, for what `decide` does not show on its own."""
+    plan = MemoryPlan(m.job_specs, {}, {}, NOW)
+    active = [job for job in jobs if job.status == JobStatus.RUNNING]
+    return MemoryPlacer(m, hosts, active, plan, m.job_specs)
+
+
+def bare(name: str, *gpus: GpuView, **kwargs: Any) -> HostView:
+    defaults: dict[str, Any] = {"usable": True, "allowed": None, "max_parallel": 64}
+    defaults.update(kwargs)
+    return HostView(name=name, gpus=gpus, **defaults)
+
+
+def failed(job_id: str, host_name: str, gpus: list[int], failure: FailureClass,
+           estimate: int = 10 * GIB) -> JobState:
+    """A pending job whose last attempt, placed by memory, ended with `failure`."""
+    job = JobState(id=job_id, phase="main", cmd="train")
+    job.history.append(Attempt(n=1, host=host_name, gpus=gpus, session="s", attempt_dir="d",
+                               log="l", estimate_mib=estimate, shared=True,
+                               failure_class=failure))
+    return job
+
+
+def test_a_gpu_whose_other_processes_are_not_known_is_not_shared() -> None:
+    m = manifest(spec("a"))
+    d = run(m, waiting("a"), [bare("h", GpuView(0, 0, 80 * GIB, None))])
+    assert d.waiting == {"a": "no GPU can be shared now; needs 18.0 GiB"}
+
+
+def test_the_reason_names_the_roomiest_gpu_that_could_be_shared_on_a_host_with_a_slot() -> None:
+    m = manifest(spec("r", 4 * GIB), spec("x", None), spec("big", 90 * GIB, gpus_per_job=2))
+    # host a has the most room but no slot left; on b, GPU 0 is held alone, and GPUs 1 and 2
+    # tie with 20 GiB left (of 41500 MiB: 40.5 GiB, shown as 41)
+    full = host("a", used=(4 * GIB, 0), others=(0, 0), max_parallel=1)
+    b = bare("b", GpuView(0, 0, 41500, 0), GpuView(1, 19996, 41500, 19996),
+             GpuView(2, 19996, 41500, 19996), max_parallel=2)
+    jobs = [running("r", "a", [0], 4 * GIB), running("x", "b", [0], None), *waiting("big")]
+    d = run(m, jobs, [full, b])
+    assert d.waiting == {
+        "big": "b GPU 1 has 20.0 GiB free of 41; needs 90.0 on each of 2 GPUs of one host"}
+
+
+def test_a_placer_without_a_slot_still_says_why_a_job_waits() -> None:
+    m = manifest(spec("r", 4 * GIB), spec("g", 4 * GIB), spec("c", None, gpus_per_job=0))
+    jobs = [running("r", "h", [0], 4 * GIB)]
+    g, c = waiting("g", "c")
+    seats = placer(m, jobs, [host(max_parallel=1)])
+    assert seats.gpu_seat.capacity() == 0 and seats.cpu_seat.capacity() == 0
+    assert seats.gpu_seat.place(g, m.job_specs["g"]) == (
+        "every host runs as many jobs as its max_parallel allows")
+    assert seats.cpu_seat.place(c, m.job_specs["c"]) == "waiting for a CPU slot (max_cpu_jobs)"
+    nowhere = placer(m, [], [host(usable=False, max_cpu_jobs=2)])
+    assert nowhere.cpu_seat.place(c, m.job_specs["c"]) == "waiting for a CPU slot (max_cpu_jobs)"
+
+
+def test_cpu_jobs_go_to_the_host_with_the_most_cpu_slots_left() -> None:
+    m = manifest(spec("c", None, gpus_per_job=0))
+    d = run(m, waiting("c"), [host("a", max_cpu_jobs=1), host("b", max_cpu_jobs=3)])
+    assert placed(d) == [("c", "b", (), None)]
+
+
+def test_running_cpu_and_gpu_jobs_count_against_their_own_limits() -> None:
+    gpu = [spec(f"g{i}", 25 * GIB) for i in range(6)]
+    cpu = [spec(f"c{i}", None, gpus_per_job=0) for i in range(6)]
+    m = manifest(*gpu, *cpu)
+    # CPU jobs first: the GPU jobs after them must still be counted
+    active = [running("c0", "h", [], None), running("c1", "h", [], None),
+              running("g0", "h", [0], 30 * GIB), running("g1", "h", [0], 30 * GIB)]
+    queue = [*active, *waiting("g2", "g3", "g4", "g5", "c2", "c3", "c4", "c5")]
+    # GPU 0 holds 2 x 30 GiB: 19 GiB left, so the one GPU job that may start goes to GPU 1
+    d = run(m, queue, [host(used=(0, 0), max_parallel=3, max_cpu_jobs=4)])
+    assert placed(d) == [("g2", "h", (1,), 25 * GIB), ("c2", "h", (), None),
+                         ("c3", "h", (), None)]
+    assert run(m, queue, [host(used=(0, 0), max_parallel=2, max_cpu_jobs=2)]).launches == []
+
+
+def test_max_jobs_per_gpu_counts_the_jobs_already_on_it() -> None:
+    m = manifest(*(spec(f"j{i}", 1 * GIB) for i in range(5)))
+    jobs = [running("j0", "h", [0], 1 * GIB), running("j1", "h", [0], 1 * GIB),
+            *waiting("j2", "j3", "j4")]
+    d = run(m, jobs, [host(max_jobs_per_gpu=3)])
+    assert [x.job_id for x in d.launches] == ["j2"]
+
+
+def test_a_gpu_at_its_max_jobs_per_gpu_takes_no_more_even_with_room() -> None:
+    m = manifest(spec("r", 4 * GIB), spec("j", 20 * GIB))
+    jobs = [running("r", "h", [0], 4 * GIB), *waiting("j")]
+    d = run(m, jobs, [host(used=(4 * GIB, 70 * GIB), others=(0, 70 * GIB), max_jobs_per_gpu=1)])
+    assert d.launches == []
+    assert d.waiting == {"j": "h GPU 1 has 9.0 GiB free of 80; needs 20.0"}
+
+
+def test_an_unreachable_host_and_what_ran_there_are_no_obstacle() -> None:
+    m = manifest(spec("r", 10 * GIB), spec("j", 10 * GIB))
+    jobs = [running("r", "gone", [0], 10 * GIB),
+            failed("j", "gone", [0], FailureClass.CUDA_OOM)]
+    d = run(m, jobs, [host("gone", usable=False), host("h")])
+    assert placed(d) == [("j", "h", (0,), 10 * GIB)]
+
+
+def test_a_running_job_holds_its_memory_on_each_of_its_gpus_we_may_use() -> None:
+    m = manifest(spec("r", 30 * GIB, gpus_per_job=2), spec("j", 30 * GIB))
+    # r spans GPUs 0 and 1; GPU 0 is quarantined now, and r still holds 60 GiB on GPU 1
+    jobs = [running("r", "h", [0, 1], 60 * GIB), *waiting("j")]
+    d = run(m, jobs, [host(used=(0, 0), quarantined=frozenset({0}))])
+    assert d.waiting == {"j": "h GPU 1 has 19.0 GiB free of 80; needs 30.0"}
+
+
+def test_only_allowed_gpus_that_are_not_quarantined_are_shared() -> None:
+    m = manifest(spec("a", 50 * GIB), spec("b", 50 * GIB))
+    view = host(used=(0, 0, 0), allowed=frozenset({0, 1}), quarantined=frozenset({1}))
+    d = run(m, waiting("a", "b"), [view])
+    assert placed(d) == [("a", "h", (0,), 50 * GIB)]
+
+
+def test_a_gpu_reading_exactly_the_free_threshold_is_not_free_for_a_job_alone() -> None:
+    m = manifest(spec("x", None))
+    d = run(m, waiting("x"), [host(used=(m.gpu_free_threshold_mib,))])
+    assert d.waiting == {"x": "waiting for 1 GPU(s) of one host to itself"}
+    assert placed(run(m, waiting("x"), [host(used=(m.gpu_free_threshold_mib - 1,))])) == [
+        ("x", "h", (0,), None)]
+
+
+def test_max_parallel_caps_jobs_that_take_their_gpus_alone() -> None:
+    m = manifest(*(spec(f"j{i}", None) for i in range(3)))
+    d = run(m, waiting("j0", "j1", "j2"), [host(used=(0, 0, 0), max_parallel=2)])
+    assert placed(d) == [("j0", "h", (0,), None), ("j1", "h", (1,), None)]
+
+
+def test_a_host_at_max_parallel_is_passed_over_for_shared_jobs() -> None:
+    m = manifest(spec("r", 4 * GIB), spec("j", 10 * GIB))
+    jobs = [running("r", "a", [0], 4 * GIB), *waiting("j")]
+    # a's GPU would be the best fit, but a runs as many jobs as it may
+    d = run(m, jobs, [host("a", used=(4 * GIB,), others=(0,), max_parallel=1), host("b")])
+    assert placed(d) == [("j", "b", (0,), 10 * GIB)]
+
+
+def test_a_job_that_needs_exactly_what_is_left_fits() -> None:
+    m = manifest(spec("j", 80 * GIB - 1024))  # the whole GPU but the margin
+    assert placed(run(m, waiting("j"), [host()])) == [("j", "h", (0,), 80 * GIB - 1024)]
+
+
+def test_a_shared_job_that_hung_or_hit_a_gpu_fault_never_goes_back_to_that_gpu() -> None:
+    m = manifest(spec("j", 10 * GIB))
+    for failure in (FailureClass.STALLED, FailureClass.GPU_FAULT):
+        job = failed("j", "h", [0], failure)
+        assert run(m, [job], [host()]).launches == []
+        assert placed(run(m, [job], [host(used=(0, 0))])) == [("j", "h", (1,), 10 * GIB)]
+
+
+def test_a_job_that_failed_otherwise_may_go_back_to_its_shared_gpu() -> None:
+    m = manifest(spec("j", 10 * GIB), spec("other", 10 * GIB))
+    other = running("other", "h", [0], 10 * GIB)
+    job = failed("j", "h", [0], FailureClass.EXIT_NONZERO)
+    assert placed(run(m, [other, job], [host()])) == [("j", "h", (0,), 10 * GIB)]
+
+
+def test_after_a_shared_oom_the_job_may_go_back_once_nobody_else_is_on_its_gpu() -> None:
+    m = manifest(spec("j", 10 * GIB))
+    job = failed("j", "h", [0], FailureClass.CUDA_OOM)
+    assert placed(run(m, [job], [host()])) == [("j", "h", (0,), 10 * GIB)]
+
+
+def test_a_retry_on_shared_gpus_prefers_ones_it_did_not_just_fail_on() -> None:
+    m = manifest(spec("r", 30 * GIB), spec("j", 10 * GIB))
+    other = running("r", "h", [0], 30 * GIB)
+    # GPU 0 is the fuller (best fit), but j just failed there
+    job = failed("j", "h", [0], FailureClass.EXIT_NONZERO)
+    assert placed(run(m, [other, job], [host(used=(0, 0))])) == [("j", "h", (1,), 10 * GIB)]
+    # across hosts too: b's empty GPU rather than a's fuller one where j failed
+    job = failed("j", "a", [0], FailureClass.EXIT_NONZERO)
+    other = running("r", "a", [0], 30 * GIB)
+    d = run(m, [other, job], [host("a"), host("b")])
+    assert placed(d) == [("j", "b", (0,), 10 * GIB)]
+
+
+def test_with_room_for_one_job_the_biggest_waiting_one_gets_it() -> None:
+    m = manifest(spec("small", 10 * GIB), spec("big", 70 * GIB))
+    d = run(m, waiting("small", "big"), [host(max_jobs_per_gpu=1)])
+    assert placed(d) == [("big", "h", (0,), 70 * GIB)]
+
+
+def test_the_size_order_looks_no_further_than_four_times_the_capacity_plus_16() -> None:
+    smalls = [spec(f"s{i}", 10 * GIB) for i in range(20)]
+    m = manifest(*smalls, spec("big", 70 * GIB))
+    # capacity 1 (one seat): the first 20 waiting jobs are ordered by size, the 21st is not
+    d = run(m, waiting(*(s.id for s in smalls), "big"), [host(max_jobs_per_gpu=1)])
+    assert placed(d) == [("s0", "h", (0,), 10 * GIB)]
+
+
+def test_a_jobs_size_is_its_memory_times_its_gpus() -> None:
+    m = manifest(spec("one", 40 * GIB), spec("two", 30 * GIB, gpus_per_job=2))
+    d = run(m, waiting("one", "two"), [host(used=(0, 0))])
+    assert placed(d) == [("two", "h", (0, 1), 30 * GIB), ("one", "h", (0,), 40 * GIB)]
+
+
+def test_capacity_counts_a_seat_per_4_gib_left_up_to_the_cap_or_8() -> None:
+    m = manifest(spec("r", 4 * GIB), spec("x", None))
+    empty = host()  # 79 GiB left: 19 x 4 GiB, 8 at most
+    assert placer(m, [], [empty]).gpu_capacity() == 8
+    assert placer(m, [], [host(used=(0, 0))]).gpu_capacity() == 16
+    assert placer(m, [], [host(used=(0, 0), max_parallel=3)]).gpu_capacity() == 3
+    assert placer(m, [], [host("a"), host("b")]).gpu_capacity() == 16
+    one_there = [running("r", "h", [0], 4 * GIB)]
+    assert placer(m, one_there, [host(max_jobs_per_gpu=3)]).gpu_capacity() == 2
+    # any room left counts one seat (6 GiB, 1 MiB); none left, none
+    for others, seats in ((73 * GIB, 1), (79 * GIB - 1, 1), (79 * GIB, 0)):
+        assert placer(m, [], [host(used=(others,))]).gpu_capacity() == seats
+    # a GPU one of our jobs has alone gives none, whatever it reads
+    alone = [running("x", "h", [0], None)]
+    assert placer(m, alone, [host(used=(0,))]).gpu_capacity() == 0
+
+
+def test_capacity_counts_one_per_quiet_gpu_whose_room_is_not_known() -> None:
+    m = manifest(spec("x", None))
+    threshold = m.gpu_free_threshold_mib
+    quiet = [GpuView(0, 0, 80 * GIB, None), GpuView(1, threshold - 1, 80 * GIB, None)]
+    assert placer(m, [], [bare("h", *quiet)]).gpu_capacity() == 2
+    assert placer(m, [], [bare("h", GpuView(0, threshold, 80 * GIB, None))]).gpu_capacity() == 0
+    assert placer(m, [], [bare("h", GpuView(0, None, None, None))]).gpu_capacity() == 0
+
+
+def test_a_job_the_manifest_no_longer_has_is_passed_over() -> None:
+    m = manifest(spec("j", 10 * GIB))
+    assert placed(run(m, waiting("gone", "j"), [host()])) == [("j", "h", (0,), 10 * GIB)]

@@ -2,17 +2,18 @@
 
 from dataclasses import replace
 
-from eq_tui.engine.model import Attempt, JobState, JobStatus
+from eq_tui.engine.model import Attempt, FailureClass, JobState, JobStatus
 from eq_tui.engine.scheduler import (
     GpuView,
     HostView,
     PhaseGate,
+    PhaseLimit,
     decide,
     free_gpus,
     gpu_holders,
     phase_gates,
 )
-from eq_tui.manifest.model import JobSpec, Manifest, PhaseSpec, Precondition
+from eq_tui.manifest.model import EnvVar, JobSpec, Manifest, PhaseSpec, Precondition
 
 
 def manifest(n_jobs: int = 4, **kwargs: object) -> Manifest:
@@ -157,6 +158,7 @@ def test_preconditions_need_a_fresh_positive_probe() -> None:
     m = replace(m, jobs=(replace(m.jobs[0], preconditions=pre),))
     d = decide(m, states(m), [host()], now=0, paused=False, preconditions={})
     assert d.launches == [] and d.check_preconditions == ["j0"]
+    assert d.waiting == {"j0": "checking preconditions"}
     d = decide(m, states(m), [host()], now=0, paused=False, preconditions={"j0": False})
     assert d.launches == [] and "ckpt.pt" in d.waiting["j0"]
     d = decide(m, states(m), [host()], now=0, paused=False, preconditions={"j0": True})
@@ -311,3 +313,66 @@ def test_a_job_that_does_not_fit_lets_a_smaller_one_behind_it_start() -> None:
     d = decide(m, states(m), [host(used=(0, 9000))], now=0, paused=False, preconditions={})
     assert launched(d) == [("small", "h", (0,))]
     assert d.waiting == {"big": "waiting for 2 free GPU(s) on one host"}
+
+
+def test_a_job_that_hung_or_hit_a_gpu_fault_never_goes_back_to_that_gpu() -> None:
+    m = manifest(1)
+    for failure in (FailureClass.STALLED, FailureClass.GPU_FAULT):
+        jobs = states(m)
+        jobs[0].history.append(Attempt(n=1, host="a", gpus=[0], session="s", attempt_dir="d",
+                                       log="l", failure_class=failure))
+        # only its old GPU is free: it waits rather than go back
+        assert decide(m, jobs, [host("a", (0,))], now=0, paused=False,
+                      preconditions={}).launches == []
+        # exactly one other GPU on the same host is enough
+        assert launched(decide(m, jobs, [host("a", (0, 0))], now=0, paused=False,
+                               preconditions={})) == [("j0", "a", (1,))]
+        # a host with nothing but the old GPU is passed over for the next one
+        d = decide(m, jobs, [host("a", (0,)), host("b", (0,))], now=0, paused=False,
+                   preconditions={})
+        assert launched(d) == [("j0", "b", (0,))]
+
+
+def test_priority_orders_the_queue_even_when_no_job_has_priority_0() -> None:
+    m = manifest(3)
+    jobs = states(m)
+    for job, priority in zip(jobs, (1, 3, 2), strict=True):
+        job.priority = priority
+    d = decide(m, jobs, [host(used=(0, 0))], now=0, paused=False, preconditions={})
+    assert launched(d) == [("j1", "h", (0,)), ("j2", "h", (1,))]
+
+
+def test_the_specs_given_are_used_over_the_manifests() -> None:
+    m = manifest(1)
+    added = JobSpec(id="added", phase="main", cmd="run", gpus_per_job=2)
+    jobs = [JobState(id="added", phase="main", cmd="run")]
+    d = decide(m, jobs, [host()], now=0, paused=False, preconditions={},
+               specs={"added": added})
+    assert launched(d) == [("added", "h", (0, 1))]
+
+
+def test_a_phase_limit_caps_its_launches_and_says_why_without_holding_other_phases() -> None:
+    phases = (PhaseSpec("a"), PhaseSpec("b"))
+    specs = tuple(JobSpec(id=i, phase=i[0], cmd="run") for i in ("a0", "a1", "a2", "a3", "b0"))
+    m = Manifest(project="p", source="m.yaml", jobs=specs, phases=phases)
+    limits = {"a": PhaseLimit(2, "crash guard: wait")}
+    d = decide(m, states(m), [host(used=(0,) * 6)], now=0, paused=False, preconditions={},
+               limits=limits)
+    assert [x.job_id for x in d.launches] == ["a0", "a1", "b0"]
+    assert d.waiting == {"a2": "crash guard: wait", "a3": "crash guard: wait"}
+
+
+def test_without_a_secret_no_job_launches_and_a_failed_dependency_still_blocks() -> None:
+    token = EnvVar(value="", secret=True, from_env="TOKEN", provided=False)
+    m = replace(_phased(), env={"TOKEN": token})
+    jobs = [JobState(id="t1", phase="teach", cmd="t", status=JobStatus.STUCK),
+            JobState(id="t2", phase="teach", cmd="t"),
+            JobState(id="s1", phase="distill", cmd="s"),
+            JobState(id="s2", phase="distill", cmd="s", status=JobStatus.FAILED_OOM),
+            JobState(id="r", phase="teach", cmd="t", status=JobStatus.RUNNING),
+            JobState(id="gone", phase="dropped", cmd="x")]
+    d = decide(m, jobs, [host()], now=0, paused=False, preconditions={})
+    assert d.launches == []
+    assert d.block == {"s1": "phase teach: t1 ended stuck"}
+    missing = "secret TOKEN not provided"
+    assert d.waiting == {"t2": missing, "s2": missing, "gone": missing}
