@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from eq_tui.engine.model import FailureClass, JobState
+from eq_tui.engine.model import ACTIVE, FailureClass, JobState
 from eq_tui.manifest.model import JobSpec
 
 NEVER_SAME_GPU = frozenset({FailureClass.STALLED, FailureClass.GPU_FAULT})
@@ -94,6 +94,37 @@ def place_alone(job: JobState, count: int, hosts: Sequence[HostView], free: Mapp
     return best[1], best[2]
 
 
+def gpu_holders(jobs: Sequence[JobState]) -> dict[tuple[str, int], str]:
+    """(host, gpu) -> job id, for every job of ours that still holds a GPU."""
+    held: dict[tuple[str, int], str] = {}
+    for job in jobs:
+        if job.status in ACTIVE and job.host is not None:
+            for gpu in job.gpus:
+                held[(job.host, gpu)] = job.id
+    return held
+
+
+def free_gpus(host: HostView, held: Mapping[tuple[str, int], str], threshold_mib: int) -> list[int]:
+    """GPUs of `host` that are allowed, below the memory threshold, and held by no job of ours."""
+    return [index for index in quiet_gpus(host, threshold_mib) if (host.name, index) not in held]
+
+
+def quiet_gpus(host: HostView, threshold_mib: int) -> list[int]:
+    """GPUs of `host` we may use whose memory reads below the threshold (held or not)."""
+    if not host.usable:
+        return []
+    quiet = []
+    for gpu in host.gpus:
+        if host.allowed is not None and gpu.index not in host.allowed:
+            continue
+        if gpu.index in host.quarantined:
+            continue
+        if gpu.memory_used_mib is None or gpu.memory_used_mib >= threshold_mib:
+            continue
+        quiet.append(gpu.index)
+    return quiet
+
+
 class Placer(Protocol):
     def order(self, queue: list[JobState]) -> list[JobState]:
         """The waiting jobs (by priority, then queue order) in the order to place them."""
@@ -114,7 +145,7 @@ class OnePerGpu:
 
     def __init__(self, hosts: Sequence[HostView], quiet: Mapping[str, list[int]],
                  active: Sequence[JobState]) -> None:
-        held = {(job.host, gpu) for job in active if job.host is not None for gpu in job.gpus}
+        held = gpu_holders(active)
         per_host: dict[str, int] = {}
         for job in active:
             if job.host is not None:

@@ -19,7 +19,16 @@ from eq_tui.engine.model import (
     JobStatus,
 )
 from eq_tui.engine.packing import MemoryPlacer, MemoryPlan
-from eq_tui.engine.placement import GpuView, HostView, Launch, OnePerGpu, Placer
+from eq_tui.engine.placement import (
+    GpuView,
+    HostView,
+    Launch,
+    OnePerGpu,
+    Placer,
+    free_gpus,
+    gpu_holders,
+    quiet_gpus,
+)
 from eq_tui.manifest.model import JobSpec, Manifest
 from eq_tui.manifest.secrets import missing_reason
 
@@ -100,37 +109,6 @@ def phase_gates(manifest: Manifest, jobs: Sequence[JobState]) -> dict[str, Phase
     return _gates(manifest, _summarise(jobs, _dependencies(manifest)))
 
 
-def gpu_holders(jobs: Sequence[JobState]) -> dict[tuple[str, int], str]:
-    """(host, gpu) -> job id, for every job of ours that still holds a GPU."""
-    held: dict[tuple[str, int], str] = {}
-    for job in jobs:
-        if job.status in ACTIVE and job.host is not None:
-            for gpu in job.gpus:
-                held[(job.host, gpu)] = job.id
-    return held
-
-
-def free_gpus(host: HostView, held: Mapping[tuple[str, int], str], threshold_mib: int) -> list[int]:
-    """GPUs of `host` that are allowed, below the memory threshold, and held by no job of ours."""
-    return [index for index in _quiet_gpus(host, threshold_mib) if (host.name, index) not in held]
-
-
-def _quiet_gpus(host: HostView, threshold_mib: int) -> list[int]:
-    """GPUs of `host` we may use whose memory reads below the threshold (held or not)."""
-    if not host.usable:
-        return []
-    quiet = []
-    for gpu in host.gpus:
-        if host.allowed is not None and gpu.index not in host.allowed:
-            continue
-        if gpu.index in host.quarantined:
-            continue
-        if gpu.memory_used_mib is None or gpu.memory_used_mib >= threshold_mib:
-            continue
-        quiet.append(gpu.index)
-    return quiet
-
-
 def _is_due(job: JobState, now: float) -> bool:
     if job.status == JobStatus.PENDING:
         return job.retry_at is None or job.retry_at <= now
@@ -167,7 +145,7 @@ def decide(
         return _without_secrets(manifest, jobs, secrets_missing)
     threshold = manifest.gpu_free_threshold_mib
     dependencies = _dependencies(manifest)
-    quiet = {h.name: _quiet_gpus(h, threshold) for h in hosts}
+    quiet = {h.name: quiet_gpus(h, threshold) for h in hosts}
     if not dependencies and (paused or (memory is None and not any(quiet.values()))):
         return decision  # nothing can be blocked and no GPU can take a job: no job to look at
 
