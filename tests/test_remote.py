@@ -13,8 +13,8 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from eq_tui.remote.link import open_link
 from eq_tui.remote.target import RemoteTarget
 from tests.support.ground_truth import exits, launches_per_job
 from tests.support.remote_eq import check_eq_tui_runs_there, install_eq_tui
+from tests.support.secret_search import poll as poll_until
 from tests.support.sshbed import USER, SshBed
 from tests.support.tmux_attach import needs_tmux, tmux, wait_for_screen
 
@@ -83,11 +84,8 @@ def status(bed: SshBed, where: str) -> dict[str, Any]:
     return data
 
 
-def poll(predicate: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
+# each look asks `eq-tui status` over ssh: not too often
+poll = partial(poll_until, timeout=120.0, interval=0.3)
 
 
 def start_on_gpu(bed: SshBed, tmp_path: Path, project: str, epochs: int) -> str:

@@ -31,8 +31,9 @@ def command_lines_holding(value: bytes) -> list[str]:
     return found
 
 
-def poll(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+def poll(predicate: Callable[[], bool], what: str, timeout: float = 60.0,
+         interval: float = 0.1) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+        time.sleep(interval)
