@@ -43,6 +43,11 @@ class Room:
     jobs: int = 0  # our jobs on it
     alone: bool = False  # a job of ours has it alone
 
+    def free_alone(self, threshold_mib: int) -> bool:
+        """No job of ours on it and its memory below the free threshold: a job may have it
+        alone, as when nothing shares."""
+        return self.jobs == 0 and self.used is not None and self.used < threshold_mib
+
     def left(self, margin: int) -> int | None:
         if self.total is None or self.others is None:
             return None
@@ -102,7 +107,7 @@ class MemoryPlacer:
 
     def free_alone(self, host: str) -> list[int]:
         return [room.index for room in self.rooms[host].values()
-                if room.jobs == 0 and room.used is not None and room.used < self.threshold]
+                if room.free_alone(self.threshold)]
 
     def sharable(self, host: str, room: Room) -> bool:
         cap = self.cap[host]
@@ -121,7 +126,7 @@ class MemoryPlacer:
                 if self.sharable(host.name, room) and left > 0:
                     most = MAX_SHARED_GUESS if cap is None else cap - room.jobs
                     seats += min(most, max(1, left // ROOM_UNIT_MIB))
-                elif room.jobs == 0 and room.used is not None and room.used < self.threshold:
+                elif room.free_alone(self.threshold):
                     seats += 1
             total += min(seats, self.slots[host.name])
         return total
