@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -130,12 +130,12 @@ class StateFile:
 
     def _compact(self) -> None:
         self._generation += 1
-        text = self._render()
-        write_atomic(self.path, text, keep_previous=self.previous)
-        self.bytes_written += len(text)  # json.dumps escapes to ASCII: characters are bytes
+        # json.dumps escapes to ASCII: characters are bytes
+        size = write_atomic(self.path, self._render(), keep_previous=self.previous)
+        self.bytes_written += size
         self.compactions += 1
         self._written = True
-        self._whole_bytes = len(text)
+        self._whole_bytes = size
         # From here the journal's lines carry an older generation than the state file: a
         # crash before the truncation leaves them ignored, never applied twice.
         self._journal_suspect = True
@@ -147,18 +147,23 @@ class StateFile:
         self._journal_since = None
         self._journal_suspect = False
 
-    def _render(self) -> str:
+    def _render(self) -> Iterator[str]:
         """Top-level fields, then one job record per line: valid JSON for jq, cheap to build
-        from the records kept since they last changed."""
+        from the records kept since they last changed. In pieces: at 10,000 jobs the whole
+        text (and its encoded copy) would double the engine's memory while it is written."""
         generation = f' "generation": {self._generation}'
         lines = [] if "version" in self._fields else [generation]
         for key, text in self._fields.items():
             lines.append(f" {json.dumps(key)}: {text}")
             if key == "version":
                 lines.append(generation)
-        jobs = ",\n".join(self._jobs.values())
-        lines.append(f' "jobs": [\n{jobs}\n ]')
-        return "{\n" + ",\n".join(lines) + "\n}\n"
+        yield "{\n" + ",\n".join(lines) + ',\n "jobs": [\n'
+        separator = ""
+        for text in self._jobs.values():
+            yield separator
+            yield text
+            separator = ",\n"
+        yield "\n ]\n}\n"
 
     def _append(self, line: bytes) -> None:
         try:

@@ -8,6 +8,7 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -132,7 +133,7 @@ class RunDir:
         self.state.write_changes(fields, jobs)
 
     def write_manifest(self, data: dict[str, Any]) -> None:
-        write_atomic(self.manifest_file, json.dumps(data, indent=2, default=str))
+        write_atomic(self.manifest_file, _one_record_per_line(data))
 
     def append_event(self, data: dict[str, Any]) -> None:
         if self._events is None:
@@ -158,3 +159,22 @@ class RunDir:
 
     def write_summary(self, text: str) -> None:
         write_atomic(self.summary_file, text)
+
+
+def _one_record_per_line(data: dict[str, Any]) -> Iterator[str]:
+    """A JSON object with a top-level field per line and each element of its lists on a line
+    of its own: still one JSON document, and written piece by piece (an indented dump of
+    10,000 jobs holds several times the file's size in memory while it is built)."""
+    yield "{"
+    separator = "\n"
+    for key, value in data.items():
+        yield f"{separator} {json.dumps(key)}: "
+        separator = ",\n"
+        if isinstance(value, list) and value:
+            yield "[\n  " + json.dumps(value[0], default=str)
+            for item in value[1:]:
+                yield ",\n  " + json.dumps(item, default=str)
+            yield "\n ]"
+        else:
+            yield json.dumps(value, default=str)
+    yield "\n}\n"
