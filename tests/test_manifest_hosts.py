@@ -30,6 +30,7 @@ def test_every_host_key_is_read() -> None:
     assert slurm.slurm == SlurmSpec(ssh="login1", partition="gpu", account="acc", qos="q",
                                     time="01:00:00", mem="8G", cpus_per_task=4,
                                     sbatch_args=("--x", "5"))
+    assert (sim.max_parallel_given, ssh.max_parallel_given) == (True, True)
     assert hosts("hosts: [{name: c, slurm: {}}]")[0].slurm == SlurmSpec()
     assert hosts("hosts: [{name: s, simulate: {}}]")[0].simulate == SimulateSpec()
 
@@ -40,6 +41,16 @@ def test_a_single_ssh_host_is_named_after_its_host_part() -> None:
         "gpu-box.lab", "me@gpu-box.lab:2222", None, 8)
     (local,) = hosts("gpus: [1]\n")
     assert (local.name, local.gpus, local.ssh) == ("local", (1,), None)
+    assert not only.max_parallel_given and not local.max_parallel_given
+
+
+def test_max_parallel_is_given_where_the_host_or_the_top_level_sets_it() -> None:
+    (mine, default) = hosts("hosts:\n  - {name: a, ssh: a, max_parallel: 16}\n"
+                            "  - {name: b, ssh: b}\n")
+    assert (mine.max_parallel, mine.max_parallel_given) == (16, True)
+    assert (default.max_parallel, default.max_parallel_given) == (8, False)
+    (single,) = hosts("ssh: box\nmax_parallel: 4\n")
+    assert (single.max_parallel, single.max_parallel_given) == (4, True)
 
 
 @pytest.mark.parametrize(("text", "key_path", "message"), [

@@ -507,3 +507,13 @@ def test_capacity_counts_one_per_quiet_gpu_whose_room_is_not_known() -> None:
 def test_a_job_the_manifest_no_longer_has_is_passed_over() -> None:
     m = manifest(spec("j", 10 * GIB))
     assert placed(run(m, waiting("gone", "j"), [host()])) == [("j", "h", (0,), 10 * GIB)]
+
+
+def test_without_max_parallel_set_memory_alone_caps_the_jobs_sharing_a_host() -> None:
+    m = manifest(*(spec(f"j{i}") for i in range(20)))
+    views = [host(used=(0, 0, 0, 0), max_parallel=8, max_parallel_given=False)]
+    d = run(m, waiting(*(f"j{i}" for i in range(20))), views)
+    # 4 GPUs x 4 jobs of 18 GiB: the default 8 of max_parallel does not cut it to 8
+    assert len(d.launches) == 16
+    views = [host(used=(0, 0, 0, 0), max_parallel=8, max_parallel_given=True)]
+    assert len(run(m, waiting(*(f"j{i}" for i in range(20))), views).launches) == 8

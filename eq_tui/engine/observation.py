@@ -211,6 +211,7 @@ def host_views(hosts: Mapping[str, HostRecord], probed: set[str] | None,
         views.append(HostView(
             name=name, usable=usable, gpus=gpus, allowed=record.allowed,
             max_parallel=record.spec.max_parallel if record.spec else 8,
+            max_parallel_given=record.spec.max_parallel_given if record.spec else True,
             quarantined=frozenset(record.quarantined),
             max_jobs_per_gpu=record.spec.max_jobs_per_gpu if record.spec else None,
             max_cpu_jobs=record.max_cpu_jobs))

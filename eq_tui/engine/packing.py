@@ -23,6 +23,7 @@ from eq_tui.manifest.model import JobSpec, Manifest
 ROOM_UNIT_MIB = 4096
 MAX_SHARED_GUESS = 8
 WHOLE_GPU_MIB = 1 << 30  # a job that takes its GPUs alone is placed before any shared one
+NO_CAP = 1 << 30  # job slots of a host whose max_parallel was not set: memory decides
 
 
 class MemoryPlan(Protocol):
@@ -94,8 +95,8 @@ class MemoryPlacer:
                     room.alone = True
                 else:
                     room.holds += hold.mib
-        self.slots = {h.name: max(0, h.max_parallel - gpu_jobs.get(h.name, 0))
-                      for h in self.hosts}
+        self.slots = {h.name: max(0, (h.max_parallel if h.max_parallel_given else NO_CAP)
+                                  - gpu_jobs.get(h.name, 0)) for h in self.hosts}
         self.cpu_left = {h.name: max(0, h.max_cpu_jobs - cpu_jobs.get(h.name, 0))
                          for h in self.hosts}
         self.cap = {h.name: h.max_jobs_per_gpu for h in self.hosts}

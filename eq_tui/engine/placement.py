@@ -53,6 +53,9 @@ class HostView:
     gpus: tuple[GpuView, ...]
     allowed: frozenset[int] | None  # None: every GPU it reports
     max_parallel: int
+    # max_parallel was set: it caps jobs placed by memory too (else memory and
+    # max_jobs_per_gpu do; one job per GPU always keeps to max_parallel)
+    max_parallel_given: bool = True
     quarantined: frozenset[int] = frozenset()
     max_jobs_per_gpu: int | None = None  # jobs sharing one GPU at most (None: memory decides)
     max_cpu_jobs: int = 0  # CPU-only jobs at once

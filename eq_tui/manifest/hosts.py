@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from eq_tui.manifest import schema
@@ -18,6 +18,7 @@ from eq_tui.manifest.yaml_lines import Path_
 def parse_hosts(ctx: Context, top: dict[str, Any]) -> tuple[HostSpec, ...]:
     default_gpus = gpu_list(ctx, top["gpus"], ("gpus",)) if "gpus" in top else None
     default_parallel = ctx.integer(top.get("max_parallel", 8), ("max_parallel",), minimum=1)
+    parallel_given = "max_parallel" in top
     limits = parse_host_limits(ctx, top, (), HostLimits())
     if "ssh" in top and "hosts" in top:
         ctx.fail("give either 'ssh' (one host) or 'hosts' (a list), not both", ("hosts",))
@@ -27,10 +28,11 @@ def parse_hosts(ctx: Context, top: dict[str, Any]) -> tuple[HostSpec, ...]:
         assert parsed is not None  # _ssh_target checked it
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", parsed.host).strip("-") or "host"
         return (HostSpec(name=name, ssh=target, gpus=default_gpus,
-                         max_parallel=default_parallel, **asdict(limits)),)
+                         max_parallel=default_parallel, max_parallel_given=parallel_given,
+                         **asdict(limits)),)
     if "hosts" not in top:
         return (HostSpec(name="local", gpus=default_gpus, max_parallel=default_parallel,
-                         **asdict(limits)),)
+                         max_parallel_given=parallel_given, **asdict(limits)),)
     raw_hosts = ctx.list_of(top["hosts"], ("hosts",))
     if not raw_hosts:
         ctx.fail("the host list is empty", ("hosts",))
@@ -38,6 +40,8 @@ def parse_hosts(ctx: Context, top: dict[str, Any]) -> tuple[HostSpec, ...]:
     seen: dict[str, int] = {}
     for i, raw in enumerate(raw_hosts):
         host = _host(ctx, raw, ("hosts", i), default_gpus, default_parallel, limits)
+        if parallel_given and not host.max_parallel_given:
+            host = replace(host, max_parallel_given=True)
         if host.name in seen:
             ctx.fail(f"host name {host.name!r} is used twice (also hosts[{seen[host.name]}])",
                      ("hosts", i, "name"))
@@ -102,6 +106,7 @@ def _host(ctx: Context, raw: Any, path: Path_, default_gpus: tuple[int, ...] | N
         gpus=gpus,
         max_parallel=ctx.integer(host.get("max_parallel", default_parallel),
                                  (*path, "max_parallel"), minimum=1),
+        max_parallel_given="max_parallel" in host,
         simulate=simulate,
         slurm=_slurm(ctx, host["slurm"], (*path, "slurm")) if host.get("slurm") is not None
         else None,

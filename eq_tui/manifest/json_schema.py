@@ -55,7 +55,9 @@ _GPUS = _doc({"anyOf": [{"const": "all"}, {"type": "array", "minItems": 1, "uniq
                                           "items": _int(0)}]},
              "GPU indices this host may use, or \"all\".", default="all",
              examples=[[0, 1, 2, 3], "all"])
-_MAX_PARALLEL = _doc(_int(1), "At most this many jobs at once on a host.", default=8)
+_MAX_PARALLEL = _doc(_int(1), "At most this many jobs at once on a host (unset: 8 jobs "
+                     "that take GPUs alone; jobs placed by mem_mib are capped by memory "
+                     "and max_jobs_per_gpu).", default=8)
 _HOST_LIMITS = {
     "max_jobs_per_gpu": _doc(_nullable(_int(1)), "At most this many jobs share one GPU of a "
                              "host (default: only their mem_mib limits it; nothing on Slurm "

@@ -40,6 +40,9 @@ class HostSpec:
     ssh: str | None = None  # ssh alias or [user@]host[:port]; None with no simulate/slurm: local
     gpus: tuple[int, ...] | None = None  # None means "all"
     max_parallel: int = 8
+    # set in the manifest: else jobs placed by memory are capped only by memory and
+    # max_jobs_per_gpu (8 would keep a packed 8-GPU host to one job per GPU)
+    max_parallel_given: bool = False
     simulate: SimulateSpec | None = None
     slurm: SlurmSpec | None = None
     log_dir: str | None = None  # where attempt logs live on the host (default chosen by the host)
