@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 
 import pytest
@@ -225,3 +226,39 @@ async def test_retry_requeue_and_pause_commands(tmp_path: Path) -> None:
     finally:
         await run.stop()
     assert find_overlaps(run.runs()) == []
+
+
+STUBBORN_JOB = (
+    "python3 -c " + shlex.quote(
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+        "def term(*_):\n"
+        "    open(sys.argv[1], 'w').write(repr(time.time()))\n"
+        "signal.signal(signal.SIGTERM, term)\n"
+        "print('training', flush=True)\n"
+        "while True:\n"
+        "    time.sleep(0.1)\n"))
+
+
+async def test_killing_several_jobs_stops_their_sessions_side_by_side(tmp_path: Path) -> None:
+    """Each job ignores SIGTERM, so each stop waits out the 5 s grace before SIGKILL: one after
+    another that would be 15 s; side by side every job has its TERM before any is ended. (Three:
+    the crash guard lets no more start before one has run a minute.)"""
+    ids = [f"stubborn{n}" for n in range(3)]
+    manifest = make_manifest(tmp_path, [job(i, f"{STUBBORN_JOB} {tmp_path}/{i}.term")
+                                        for i in ids], hosts=sim_hosts(("sim", 3)))
+    run = await start_engine(manifest, tmp_path / "run", exit_when_done=False)
+    try:
+        await run.wait_for(lambda: all(run.status(i) == "running" for i in ids))
+        attempt_dirs = {i: Path(run.engine.jobs[i].history[-1].attempt_dir) for i in ids}
+        # each script has installed its handler once it has printed
+        await run.wait_for(lambda: all("training" in (d / "log").read_text()
+                                       for d in attempt_dirs.values()))
+        answer = await run.engine.command("kill", [*ids, ids[0]])
+        assert answer["ok"] and answer["results"] == {i: "ok" for i in ids}
+    finally:
+        await run.stop()
+    termed = [float((tmp_path / f"{i}.term").read_text()) for i in ids]
+    ended = [float((d / "end").read_text()) for d in attempt_dirs.values()]
+    assert [(d / "exit").read_text().strip() for d in attempt_dirs.values()] == ["137"] * 3
+    assert max(termed) < min(ended), (termed, ended)

@@ -3,6 +3,7 @@ each answering with a typed CommandResult (per job "ok" or why not)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,10 @@ __all__ = ["Commands", "result"]
 
 ArgHandler = Callable[[list[str], dict[str, Any]], Awaitable[CommandResult]]
 
+# A stopped session gets SIGTERM and up to 5 s before SIGKILL: jobs named together are stopped
+# side by side (a few per host at once, so one SSH connection is not flooded with channels).
+STOPS_PER_HOST = 8
+
 
 class Commands:
     def __init__(self, engine: Engine) -> None:
@@ -42,6 +47,7 @@ class Commands:
         # targets are `HOST:GPU` strings, sent where job ids go
         self.gpu_handlers: dict[str, Callable[[str, int], str]] = {
             "release-gpu": lambda host, gpu: release_gpu(self.ctx, host, gpu)}
+        self._stop_slots: dict[str, asyncio.Semaphore] = {}
 
     async def run(self, name: str, job_ids: list[str] | None = None,
                   args: dict[str, Any] | None = None,
@@ -68,21 +74,23 @@ class Commands:
             return result(error=f"unknown command {name!r}")
         if not job_ids:
             return result(error=f"{name} needs at least one job id")
-        results: dict[str, str] = {}
+        unique_ids = list(dict.fromkeys(job_ids))
         async with self.engine.lock:
-            for job_id in job_ids:
-                job = self.ctx.ledger.jobs.get(job_id)
-                if job is None:
-                    results[job_id] = "no such job"
-                    continue
-                try:
-                    results[job_id] = await handler(job)
-                except HostError as exc:
-                    results[job_id] = f"host error: {exc}"
-            done = result(results)
+            answers = await asyncio.gather(*(self._on_job(handler, job_id)
+                                             for job_id in unique_ids))
+            done = result(dict(zip(unique_ids, answers, strict=True)))
             self._written(command_id, done)
         self.engine.wake()
         return done
+
+    async def _on_job(self, handler: JobHandler, job_id: str) -> str:
+        job = self.ctx.ledger.jobs.get(job_id)
+        if job is None:
+            return "no such job"
+        try:
+            return await handler(job)
+        except HostError as exc:
+            return f"host error: {exc}"
 
     def _written(self, command_id: str | None, done: CommandResult) -> None:
         """The command's id goes to disk in the same write as the changes it made."""
@@ -158,7 +166,9 @@ class Commands:
         also goes to the attempt's log and exit record)."""
         if not job.status.is_active:
             return
-        await self.engine.launcher.stop_session(job, text)
+        slots = self._stop_slots.setdefault(job.host or "", asyncio.Semaphore(STOPS_PER_HOST))
+        async with slots:
+            await self.engine.launcher.stop_session(job, text)
         current = job.current
         if current is not None:
             current.failure_class = why
