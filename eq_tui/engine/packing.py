@@ -77,16 +77,18 @@ class MemoryPlacer:
         gpu_jobs: dict[str, int] = {}
         cpu_jobs: dict[str, int] = {}
         for job in active:
-            if job.host is None:
+            current = job.current  # once: `host` and `gpus` would each look it up
+            if current is None or not current.launched:
                 continue
+            host_name, gpus = current.host, current.gpus
             spec = specs.get(job.id)
-            if not job.gpus and spec is not None and spec.gpus_per_job == 0:
-                cpu_jobs[job.host] = cpu_jobs.get(job.host, 0) + 1
+            if not gpus and spec is not None and spec.gpus_per_job == 0:
+                cpu_jobs[host_name] = cpu_jobs.get(host_name, 0) + 1
                 continue
-            gpu_jobs[job.host] = gpu_jobs.get(job.host, 0) + 1
+            gpu_jobs[host_name] = gpu_jobs.get(host_name, 0) + 1
             hold = plan.hold(job)
-            rooms = self.rooms.get(job.host, {})
-            for gpu in job.gpus:
+            rooms = self.rooms.get(host_name, {})
+            for gpu in gpus:
                 room = rooms.get(gpu)
                 if room is None:
                     continue

@@ -101,9 +101,12 @@ def gpu_holders(jobs: Sequence[JobState]) -> dict[tuple[str, int], str]:
     """(host, gpu) -> job id, for every job of ours that still holds a GPU."""
     held: dict[tuple[str, int], str] = {}
     for job in jobs:
-        if job.status in ACTIVE and job.host is not None:
-            for gpu in job.gpus:
-                held[(job.host, gpu)] = job.id
+        if job.status not in ACTIVE:
+            continue
+        current = job.current  # once: `host` and `gpus` would each look it up
+        if current is not None and current.launched:
+            for gpu in current.gpus:
+                held[(current.host, gpu)] = job.id
     return held
 
 
