@@ -3,6 +3,7 @@ GPUs for a job that takes them alone (one job per GPU)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -152,10 +153,8 @@ class OnePerGpu:
     def __init__(self, hosts: Sequence[HostView], quiet: Mapping[str, list[int]],
                  active: Sequence[JobState]) -> None:
         held = gpu_holders(active)
-        per_host: dict[str, int] = {}
-        for job in active:
-            if job.host is not None:
-                per_host[job.host] = per_host.get(job.host, 0) + 1
+        per_host = Counter(current.host for job in active
+                           if (current := job.current) is not None and current.launched)
         self.hosts = hosts
         self.free = {h.name: [g for g in quiet[h.name] if (h.name, g) not in held] for h in hosts}
         self.slots = {h.name: max(0, h.max_parallel - per_host.get(h.name, 0)) for h in hosts}
