@@ -10,7 +10,6 @@ import asyncio
 import hashlib
 import json
 import os
-import pwd
 import secrets
 import shutil
 import subprocess
@@ -23,7 +22,7 @@ import pytest
 from eq_tui.remote.target import RemoteTarget
 from tests.support.remote_eq import check_eq_tui_runs_there, install_eq_tui
 from tests.support.secret_search import command_lines_holding, files_holding, poll
-from tests.support.sshbed import USER, SshBed
+from tests.support.sshbed import SshBed, ensure_user
 from tests.support.tmux_attach import eq_tui_in_tmux, needs_tmux, quit_ui, wait_for_screen
 
 pytestmark = pytest.mark.integration
@@ -41,7 +40,9 @@ jobs:
     cmd: 'printf %s "$TOKEN:$EQ_REMOTE_INLINE" | sha256sum | cut -c1-64 > got.sha && sleep 2'
     output_check: got.sha
 """
-HOME = Path(pwd.getpwnam(USER).pw_dir)
+# ensure_user, not getpwnam: on a fresh machine the login user does not exist until a test
+# bed makes it, and this runs at collection, before any bed
+HOME = Path(ensure_user().pw_dir)
 
 
 @pytest.fixture(scope="module")
