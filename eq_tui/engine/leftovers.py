@@ -68,7 +68,7 @@ class Leftovers:
             snap = record.snapshot if record is not None else None
             if entry.busy or entry.host not in probed or snap is None or not snap.ok:
                 continue
-            pids = _pids_on(snap, entry.gpus) - entry.tried
+            pids = leftover_candidates(snap, entry) - entry.tried
             if not pids:
                 continue
             entry.tried |= pids
@@ -148,6 +148,14 @@ def describe(reaped: list[Reaped], gpus: tuple[int, ...]) -> str:
     return "; ".join(parts)
 
 
-def _pids_on(snap: HostSnapshot, gpus: tuple[int, ...]) -> set[int]:
-    uuids = {gpu.uuid for gpu in snap.gpus if gpu.index in gpus}
-    return {proc.pid for proc in snap.processes if proc.gpu_uuid in uuids}
+def leftover_candidates(snap: HostSnapshot, entry: Ended) -> set[int]:
+    """Processes on the ended attempt's GPUs that may be its leftovers: not those in the process
+    group or session of another attempt this probe saw (the job that took the GPU next is
+    running, not left over), nor those the probe found gone (memory the driver has not freed
+    yet). Asking the host about either cost a round trip per hand-over, to end nothing."""
+    uuids = {gpu.uuid for gpu in snap.gpus if gpu.index in entry.gpus}
+    others = {probe.pgid for key, probe in snap.attempts.items()
+              if key != entry.job and probe.pgid is not None}
+    return {proc.pid for proc in snap.processes
+            if proc.gpu_uuid in uuids and proc.running is not False
+            and proc.pgid not in others and proc.sid not in others}

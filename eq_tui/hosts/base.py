@@ -33,6 +33,9 @@ class GpuProcess:
     command: str = ""
     pgid: int | None = None  # its process group and session: which attempt it belongs to
     sid: int | None = None
+    # False: the host's `ps` had no such process (memory still charged to a process that is
+    # gone); None: not looked up
+    running: bool | None = None
 
 
 @dataclass(frozen=True)

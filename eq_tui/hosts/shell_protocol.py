@@ -253,13 +253,16 @@ def _gpus(sections: Sections) -> tuple[list[GpuReading], list[GpuProcess], list[
     if sections.codes.get("apps_rc") == 0:
         processes, app_warnings = parse_apps(sections.text("apps"))
         warnings += app_warnings
-        processes = with_owners(processes, sections.lines.get("owners", []))
+        processes = with_owners(processes, sections.lines.get("owners"))
     return gpus, processes, warnings
 
 
-def with_owners(processes: list[GpuProcess], lines: list[str]) -> list[GpuProcess]:
+def with_owners(processes: list[GpuProcess], lines: list[str] | None) -> list[GpuProcess]:
     """The processes with their process group, session, user and command from the `owners`
-    section (`ps` lines: pid pgid sid user args)."""
+    section (`ps` lines: pid pgid sid user args). None: no such section (`ps` did not run); a
+    process `ps` did not list was gone."""
+    if lines is None:
+        return processes
     owners: dict[int, GpuProcess] = {}
     for line in lines:
         parts = line.split(None, 4)
@@ -268,8 +271,8 @@ def with_owners(processes: list[GpuProcess], lines: list[str]) -> list[GpuProces
             owners[pid] = GpuProcess(pid, "", None, parts[3],
                                      parts[4].strip() if len(parts) == 5 else "",
                                      pgid=int(parts[1]), sid=int(parts[2]))
-    return [replace(owners[p.pid], gpu_uuid=p.gpu_uuid, used_mib=p.used_mib)
-            if p.pid in owners else p for p in processes]
+    return [replace(owners[p.pid], gpu_uuid=p.gpu_uuid, used_mib=p.used_mib, running=True)
+            if p.pid in owners else replace(p, running=False) for p in processes]
 
 
 def parse_health(sections: Sections) -> list[GpuHealth]:
