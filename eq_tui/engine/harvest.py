@@ -94,10 +94,10 @@ class Harvest:
                 self._dirty = True
                 old, new = JobStatus(event.old), JobStatus(event.new)
                 job = self.ctx.ledger.jobs.get(event.job)
-                if old.is_active and not new.is_active and job is not None \
-                        and job.current is not None and job.current.launched:
+                placed = job.placed if job is not None else None
+                if old.is_active and not new.is_active and job is not None and placed is not None:
                     self._collecting.add(job.id)
-                    self._spawn(self._collect(job, job.current))
+                    self._spawn(self._collect(job, placed))
                 else:
                     self._spawn(self._check_phases())
                 self._schedule_write()

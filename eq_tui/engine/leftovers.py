@@ -88,9 +88,9 @@ class Leftovers:
         for host, refs in self.ctx.ledger.attempts_by_host().items():
             for ref in refs:
                 job = jobs.get(ref.key)
-                if job is not None and job.current is not None and job.current.launched:
-                    active[job.id] = (job.current.n, host, tuple(job.current.gpus),
-                                      job.current.attempt_dir)
+                placed = job.placed if job is not None else None
+                if job is not None and placed is not None:
+                    active[job.id] = (placed.n, host, tuple(placed.gpus), placed.attempt_dir)
         for job_id, (n, host, gpus, attempt_dir) in self.active.items():
             if active.get(job_id, (None,))[0] != n and gpus:
                 job = jobs.get(job_id)

@@ -142,18 +142,21 @@ class JobState:
         return self.history[-1] if self.history else None
 
     @property
+    def placed(self) -> Attempt | None:
+        """The current attempt when its session started (where the job is); None before the
+        first launch or when the current attempt's session never started."""
+        current = self.history[-1] if self.history else None
+        return current if current is not None and current.launched else None
+
+    @property
     def host(self) -> str | None:
-        """The current attempt's host; None before the first launch or when the current
-        attempt's session never started."""
-        if not self.history:
-            return None
-        current = self.history[-1]
-        return current.host if current.launched else None
+        placed = self.placed
+        return placed.host if placed is not None else None
 
     @property
     def gpus(self) -> list[int]:
-        current = self.current
-        return current.gpus if current is not None and current.launched else []
+        placed = self.placed
+        return placed.gpus if placed is not None else []
 
     @property
     def log(self) -> str | None:

@@ -77,10 +77,10 @@ class MemoryPlacer:
         gpu_jobs: dict[str, int] = {}
         cpu_jobs: dict[str, int] = {}
         for job in active:
-            current = job.current  # once: `host` and `gpus` would each look it up
-            if current is None or not current.launched:
+            placed = job.placed  # once: `host` and `gpus` would each look it up
+            if placed is None:
                 continue
-            host_name, gpus = current.host, current.gpus
+            host_name, gpus = placed.host, placed.gpus
             spec = specs.get(job.id)
             if not gpus and spec is not None and spec.gpus_per_job == 0:
                 cpu_jobs[host_name] = cpu_jobs.get(host_name, 0) + 1

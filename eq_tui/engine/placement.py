@@ -104,10 +104,10 @@ def gpu_holders(jobs: Sequence[JobState]) -> dict[tuple[str, int], str]:
     for job in jobs:
         if job.status not in ACTIVE:
             continue
-        current = job.current  # once: `host` and `gpus` would each look it up
-        if current is not None and current.launched:
-            for gpu in current.gpus:
-                held[(current.host, gpu)] = job.id
+        placed = job.placed  # once: `host` and `gpus` would each look it up
+        if placed is not None:
+            for gpu in placed.gpus:
+                held[(placed.host, gpu)] = job.id
     return held
 
 
@@ -153,8 +153,7 @@ class OnePerGpu:
     def __init__(self, hosts: Sequence[HostView], quiet: Mapping[str, list[int]],
                  active: Sequence[JobState]) -> None:
         held = gpu_holders(active)
-        per_host = Counter(current.host for job in active
-                           if (current := job.current) is not None and current.launched)
+        per_host = Counter(placed.host for job in active if (placed := job.placed) is not None)
         self.hosts = hosts
         self.free = {h.name: [g for g in quiet[h.name] if (h.name, g) not in held] for h in hosts}
         self.slots = {h.name: max(0, h.max_parallel - per_host.get(h.name, 0)) for h in hosts}
