@@ -40,9 +40,12 @@ jobs:
     cmd: 'printf %s "$TOKEN:$EQ_REMOTE_INLINE" | sha256sum | cut -c1-64 > got.sha && sleep 2'
     output_check: got.sha
 """
-# ensure_user, not getpwnam: on a fresh machine the login user does not exist until a test
-# bed makes it, and this runs at collection, before any bed
-HOME = Path(ensure_user().pw_dir)
+
+
+def eq_home() -> Path:
+    """eq-tui's folder in the login user's home on the bed (looked up when a test runs: on a
+    fresh machine that user does not exist before the first bed makes it)."""
+    return Path(ensure_user().pw_dir) / ".eq-tui"
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +63,7 @@ def bed() -> Iterator[SshBed]:
 def project() -> Iterator[str]:
     name = f"secret_{secrets.token_hex(3)}"
     yield name
-    shutil.rmtree(HOME / ".eq-tui" / "runs" / name, ignore_errors=True)
+    shutil.rmtree(eq_home() / "runs" / name, ignore_errors=True)
 
 
 def _eq(bed: SshBed, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -71,7 +74,7 @@ def _eq(bed: SshBed, env: dict[str, str], *args: str) -> subprocess.CompletedPro
 
 def _job(project: str) -> dict[str, object]:
     try:
-        state = json.loads((HOME / ".eq-tui" / "runs" / project / "run" /
+        state = json.loads((eq_home() / "runs" / project / "run" /
                             "queue_state.json").read_text())
     except (OSError, ValueError):
         return {}
@@ -87,7 +90,7 @@ def _write_manifest(tmp_path: Path, project: str) -> tuple[Path, str]:
 
 
 def _run_dir(project: str) -> Path:
-    return HOME / ".eq-tui" / "runs" / project / "run"
+    return eq_home() / "runs" / project / "run"
 
 
 def _engine_pid(project: str) -> int | None:
@@ -98,12 +101,12 @@ def _engine_pid(project: str) -> int | None:
 
 
 def _check_nothing_holds(values: tuple[str, str], project: str) -> None:
-    directory = HOME / ".eq-tui" / "runs" / project
+    directory = eq_home() / "runs" / project
     copy = (directory / "m.yaml").read_text()
     assert "EQ_REMOTE_INLINE:" in copy and '"from_env": "EQ_REMOTE_INLINE"' in copy
     assert (directory / "run" / "engine.log").exists()
     for value in values:
-        assert files_holding(HOME / ".eq-tui", value.encode()) == []
+        assert files_holding(eq_home(), value.encode()) == []
         assert command_lines_holding(value.encode()) == []
     got = (directory / "got.sha").read_text().strip()
     assert got == hashlib.sha256(":".join(values).encode()).hexdigest()  # the job had both
@@ -134,7 +137,7 @@ def test_detach_on_a_host_sends_the_secrets_over_ssh_only(bed: SshBed, tmp_path:
     poll(lambda: _job(project).get("status") == "completed", "the job to complete", 120)
     _check_nothing_holds((value, inline), project)
     # the copy is the file as written but for the secret's value: every line where it was
-    sent = (HOME / ".eq-tui" / "runs" / project / "m.yaml").read_text().splitlines()
+    sent = (eq_home() / "runs" / project / "m.yaml").read_text().splitlines()
     written = manifest.read_text().splitlines()
     assert [n for n, (a, b) in enumerate(zip(written, sent, strict=True)) if a != b] == [6]
 
