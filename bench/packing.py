@@ -59,7 +59,7 @@ def job_line(job_id: str, mem: int, seconds: float, declared: int | str | None) 
 def manifest_text(bed: SshBed, work: Path, name: str, jobs: list[str]) -> str:
     hosts = "\n".join(f"  - {{name: {n}, ssh: {n}, log_dir: {work}/logs, max_parallel: 32}}"
                       for n in bed.hosts)
-    return (f"project: {name}\ncwd: {work}\ncrash_guard: false\n"
+    return (f"project: {name}\ncwd: {work}\n"
             f"oom_retry: {{delay: 5, max_attempts: 4}}\nhosts:\n{hosts}\njobs:\n"
             + "\n".join(jobs) + "\n")
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from eq_tui.hosts.factory import sim_state_dir
-from eq_tui.manifest.model import CrashGuard, HostSpec, SimulateSpec
+from eq_tui.manifest.model import HostSpec, SimulateSpec
 from eq_tui.sim.state import init_sim_state, run_intervals
 from tests.support.engine_run import EngineRun, job, make_manifest, run_to_end, start_engine
 
@@ -43,11 +43,10 @@ def ooms(run: EngineRun) -> list[dict[str, Any]]:
 
 
 async def test_jobs_share_a_gpu_as_far_as_their_memory_fits(tmp_path: Path) -> None:
-    # 4 x 5000 + 1024 margin fits 24 GiB; a fifth would not. (The crash guard would start
-    # only 3 jobs of a new phase until one proves itself.)
+    # 4 x 5000 + 1024 margin fits 24 GiB; a fifth would not. The crash guard is on (the
+    # default): a healthy sweep launches as without it.
     jobs = [job(f"j{i}", train(5000, 5.0), mem_mib=5000) for i in range(5)]
-    manifest = make_manifest(tmp_path, jobs, hosts=one_gpu(),
-                             crash_guard=CrashGuard(enabled=False))
+    manifest = make_manifest(tmp_path, jobs, hosts=one_gpu())
     code, run = await run_to_end(manifest, tmp_path / "run")
     assert code == 0
     assert most_at_once(run) == 4

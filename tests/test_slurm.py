@@ -37,7 +37,6 @@ from eq_tui.hosts.slurm_parse import (
     parse_squeue,
 )
 from eq_tui.manifest.model import (
-    CrashGuard,
     EnvVar,
     HostSpec,
     JobSpec,
@@ -461,9 +460,8 @@ async def test_a_fifth_job_waits_for_resources_and_starts_when_a_gpu_frees(
         cluster: SlurmBed, tmp_path: Path) -> None:
     ids = [f"j{i}" for i in range(5)]
     jobs = [job(i, "fake-train --epochs 8 --epoch-seconds 0.4 --mem 2000") for i in ids]
-    # all five submitted at once: no crash-guard probation (at most 3 unproven attempts out)
-    manifest = slurm_manifest(tmp_path, jobs, project="fifth", max_parallel=5,
-                              crash_guard=CrashGuard(enabled=False))
+    # all five submitted at once (the crash guard, on by default, costs a healthy sweep nothing)
+    manifest = slurm_manifest(tmp_path, jobs, project="fifth", max_parallel=5)
     run = await start_engine(manifest, tmp_path / "run")
     host = run.engine.hosts["slurm"]
     assert isinstance(host, SlurmHost)

@@ -13,6 +13,7 @@ from eq_tui.engine.command_log import CommandLog
 from eq_tui.engine.crash_guard import CrashGuard
 from eq_tui.engine.host_record import HostRecord
 from eq_tui.engine.ledger import Ledger
+from eq_tui.engine.model import JobState
 from eq_tui.engine.store import RunDir
 from eq_tui.hosts.factory import job_cwd
 from eq_tui.manifest.launchvars import substitute
@@ -51,7 +52,16 @@ class RunContext:
 
     def __post_init__(self) -> None:
         self.crash_guard = CrashGuard(self.manifest.crash_guard, self.manifest.project,
-                                      self.bus, self.clock)
+                                      self.bus, self.clock, group_over=self.group_over,
+                                      phase_jobs=self.phase_jobs)
+
+    def group_over(self, phase: str) -> str:
+        """The grid key a phase's seeds differ in (its results' `group_over`)."""
+        spec = next((p for p in self.manifest.phases if p.name == phase), None)
+        return (spec.results if spec is not None else self.manifest.results).group_over
+
+    def phase_jobs(self, phase: str) -> list[JobState]:
+        return [job for job in self.ledger.jobs.values() if job.phase == phase]
 
     @property
     def project(self) -> str:

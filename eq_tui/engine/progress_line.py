@@ -33,6 +33,12 @@ _PERCENT = re.compile(
     r"(?<![\w.])(?P<a>\d{1,3}(?:\.\d+)?)\s*%\s*(?:done|complete)"
     r"|\b(?:progress|done|complete(?:d)?)\s*[:=]?\s*(?P<b>\d{1,3}(?:\.\d+)?)\s*%", re.IGNORECASE)
 _SCALE = {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+# signs of training beyond a progress fraction: `Epoch 3`, `step: 1200`, `loss=0.41`,
+# `val_acc: 0.9`, `loss nan` (a bare `lr=0.1` is how a script echoes its arguments, not progress)
+_TRAINING = re.compile(
+    r"\b(?:epoch|step|iter(?:ation)?)\s*[:=#\[(]?\s*\d+"
+    r"|\b(?:\w*loss|\w*acc(?:uracy)?|val_\w+|train_\w+|eval_\w+|test_\w+|perplexity|ppl|"
+    r"reward|f1|auc|bleu|mse|mae|rmse)\b\s*[:=]?\s*[-+]?(?:\d|nan\b|inf\b)", re.IGNORECASE)
 
 
 def progress_fraction(line: str) -> float | None:
@@ -50,6 +56,12 @@ def progress_fraction(line: str) -> float | None:
     if epoch is not None:
         return epoch[0] / epoch[1]
     return _labelled_percent(line)
+
+
+def shows_training(line: str) -> bool:
+    """Whether a log line says the job has trained some: progress, an epoch or step number, or
+    a training metric's value (the crash guard tells a broken command from a bad result by it)."""
+    return progress_fraction(line) is not None or _TRAINING.search(line[:4096]) is not None
 
 
 def _last_bar(line: str) -> float | None:

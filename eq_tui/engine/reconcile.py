@@ -59,6 +59,7 @@ class Reconciler:
             if probe is not None and probe.last_line and probe.last_line != job.last_line:
                 job.last_line = probe.last_line
                 ctx.ledger.changed(job)
+                ctx.crash_guard.saw_output(job, (probe.last_line,))
             if probe is not None and (probe.detail or None) != job.reason and not (
                     job.reason or "").startswith("launch"):
                 job.reason = probe.detail or None
@@ -137,6 +138,7 @@ class Reconciler:
         final = [line for line in clean_text(seen.log_tail) if line.strip()]
         if final:
             job.last_line = final[-1][:300]
+        self.ctx.crash_guard.saw_output(job, final)
         self.apply_verdict(job, verdict)
 
     def _output_where(self, job: JobState) -> str:

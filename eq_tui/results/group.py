@@ -104,13 +104,19 @@ def seed_of(record: Record, group_over: str) -> str:
     return str(params.get(group_over, record.get("id")))
 
 
+def configuration(params: Mapping[str, str], job_id: str, group_over: str) -> dict[str, str]:
+    """What makes a job's configuration: its grid point minus the key averaged over (seeds of
+    one configuration share it); a job not from a grid is its own configuration."""
+    if not params:
+        return {"job": job_id}
+    return {k: str(v) for k, v in params.items() if k != group_over}
+
+
 def _config(record: Record, group_over: str, by: Sequence[str] | None) -> dict[str, str]:
     params: Mapping[str, str] = record.get("params") or {}
-    if not params:
-        return {"job": str(record["id"])}  # not from a grid: its own configuration
-    if by:
+    if params and by:
         return {key: str(params.get(key, "-")) for key in by}
-    return {k: str(v) for k, v in params.items() if k != group_over}
+    return configuration(params, str(record["id"]), group_over)
 
 
 def _check_same(row: Row, group_over: str, by: Sequence[str]) -> None:

@@ -81,6 +81,17 @@ class EngineRun:
                 raise AssertionError(f"timed out; jobs: {jobs}")
             await asyncio.sleep(0.05)
 
+    async def ticks_pass(self, count: int = 3, timeout: float = 30.0) -> None:
+        """Wait until `count` more full ticks have begun (so at least `count - 1` have probed,
+        judged and decided since the call): what a tick would wrongly do has had its chance."""
+        target = self.engine.pacing.full_ticks + count
+        self.engine.wake()
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.engine.pacing.full_ticks < target:
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"{count} ticks did not pass in {timeout}s")
+            await asyncio.sleep(0.02)
+
     def status(self, job_id: str) -> str:
         return str(self.engine.jobs[job_id].status)
 

@@ -115,9 +115,7 @@ def fleet_manifest(hosts: int = 16, jobs: int = 12) -> str:
     lines = ["project: fleet", "hosts:"]
     lines += [f'  - name: lab-gpu-box-{h:02d}\n    simulate: {{gpus: 4, memory_mib: 24576, '
               f'model: "NVIDIA GeForce RTX 4090 (sim)"}}' for h in range(1, hosts + 1)]
-    # the crash guard would start only 3 jobs of the new phase until one has proved itself:
-    # this test is about reading 12 running jobs at once
-    lines += ["poll: 0.5", "crash_guard: false", "jobs:"]
+    lines += ["poll: 0.5", "jobs:"]
     lines += [f'  - {{id: long_{j:02d}, cmd: "fake-train --epochs 60 --epoch-seconds 0.5 '
               f'--mem 2000"}}' for j in range(1, jobs + 1)]
     return "\n".join(lines) + "\n"
