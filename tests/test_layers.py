@@ -99,3 +99,14 @@ def test_nothing_in_the_ui_imports_the_app_back() -> None:
             if "eq_tui.tui.app" in names:
                 offenders.append(str(path.relative_to(tui)))
     assert offenders == [], f"these import eq_tui.tui.app: {offenders}"
+
+
+def test_a_jobs_spec_is_read_from_the_ledger_only() -> None:
+    """The ledger's specs are the one source of a job's spec: the manifest's `job_specs` are
+    the file as it was at start, and know nothing of clones, adds, reloads and edits."""
+    readers = [f"{path.relative_to(ROOT)}:{n}"
+               for path in sorted((ROOT / "eq_tui").rglob("*.py"))
+               if path.parent.name != "manifest" and path.name != "ledger.py"
+               for n, line in enumerate(path.read_text().splitlines(), 1)
+               if "manifest.job_specs.get(" in line or "manifest.job_specs[" in line]
+    assert readers == []

@@ -211,3 +211,22 @@ async def test_on_an_injected_clock_a_job_is_stalled_after_its_window_and_restar
     await engine.tick()
     assert job.status == "running" and job.gpus == [1]  # attempt 2, not on GPU 0
     engine.ctx.run_dir.release_lock()
+
+
+@pytest.mark.integration
+async def test_a_clone_keeps_its_sources_stall_watch(tmp_path: Path) -> None:
+    """The stall watch reads the ledger's spec of a job made at run time, not the manifest's
+    (which has no such job): a clone of a `stall_after: 1s, on_stall: kill` job that hangs is
+    killed as stalled."""
+    manifest = make_manifest(tmp_path, [job("a", stall_after=1.0, on_stall="kill")])
+    run = await start_engine(manifest, tmp_path / "run", exit_when_done=False)
+    try:
+        await run.wait_for(lambda: run.status("a") == "completed")
+        clone = await run.engine.command("clone", ["a"], {"cmd": HUNG})
+        assert clone["ok"], clone
+        await run.wait_for(lambda: run.status("a-clone1") == "killed", timeout=30.0)
+        assert run.engine.jobs["a-clone1"].failure is not None
+        assert run.engine.jobs["a-clone1"].failure.cls == "stalled"
+        assert [e.action for e in stalls(run, "a-clone1")] == ["alert", "kill"]
+    finally:
+        await run.stop()

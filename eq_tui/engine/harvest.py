@@ -118,7 +118,7 @@ class Harvest:
         ctx = self.ctx
         record = ctx.hosts.get(current.host)
         runner = getattr(record.host, "runner", None) if record is not None else None
-        spec = ctx.manifest.job_specs.get(job.id)
+        spec = ctx.ledger.specs.get(job.id)
         if record is None or runner is None:
             return  # a host with no shell (the tests' in-memory host): nothing to read
         wanted = wanted_files(spec.metrics if spec else None, attempt_dir=current.attempt_dir,

@@ -143,7 +143,7 @@ class Reconciler:
 
     def _output_where(self, job: JobState) -> str:
         """`glob` and the directory a relative glob was resolved in (the job's cwd there)."""
-        spec = self.ctx.manifest.job_specs.get(job.id)
+        spec = self.ctx.ledger.specs.get(job.id)
         pattern = self.ctx.output_pattern(spec) if spec else None
         if not pattern:
             return ""

@@ -142,7 +142,7 @@ class StallWatch:
         return track
 
     async def _judge(self, job: JobState, track: Track, now: float) -> None:
-        spec = self.ctx.manifest.job_specs.get(job.id)
+        spec = self.ctx.ledger.specs.get(job.id)
         stall_after = spec.stall_after if spec is not None else None
         on_stall = spec.on_stall if spec is not None else "alert"
         window = track.window(stall_after)
