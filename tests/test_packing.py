@@ -149,3 +149,51 @@ async def test_cpu_only_jobs_run_beside_a_full_gpu_queue_without_a_gpu(tmp_path:
     starts = sorted(a["start"] for a in cpu_runs)
     ends = sorted(a["end"] for a in cpu_runs)
     assert starts[2] >= ends[0]  # never three at once: max_cpu_jobs 2
+
+
+async def test_a_shared_oom_retry_goes_back_onto_its_card_where_it_fits_now(
+        tmp_path: Path) -> None:
+    """One card, shared: after the retry delay the job that ran out goes back beside the two
+    that are still running (1.5 x 3000 fits beside their measured 2 x 9000), not after them."""
+    jobs = [job(f"big{i}", train(9000, 8.0), mem_mib=9000) for i in range(2)]
+    jobs.append(job("small", f"{train(3000, 1.0)} --oom-attempts 1", mem_mib=3000))
+    code, run = await run_to_end(make_manifest(tmp_path, jobs, hosts=one_gpu()),
+                                 tmp_path / "run")
+    assert code == 0
+    (oom,) = ooms(run)
+    assert oom["job"] == "small" and oom["attempt"] == 1
+    retry = next(i for i in run_intervals(run.runs()) if i.job == "small")
+    bigs = [i for i in run_intervals(run.runs()) if i.job.startswith("big")]
+    assert retry.attempt == 2 and retry.gpu == 0
+    assert retry.start < min(i.end for i in bigs)  # beside them, not after them
+    assert run.job("small")["history"][-1]["estimate_mib"] == 4500
+
+
+async def test_the_last_attempt_after_ooms_gets_its_card_alone_before_new_jobs(
+        tmp_path: Path) -> None:
+    """Its third attempt waits for the card alone, and jobs added meanwhile (room for each
+    beside the three running) are not packed onto that card: it is not starved by them."""
+    jobs = [job(f"first{i}", train(4000, 4.0), mem_mib=4000) for i in range(3)]
+    jobs.append(job("x", f"{train(4000, 1.0)} --oom-attempts 2", mem_mib=4000))
+    run = await start_engine(make_manifest(tmp_path, jobs, hosts=one_gpu()), tmp_path / "run")
+    try:
+        await run.wait_for(lambda: "alone" in (run.engine.jobs["x"].reason or ""), timeout=30)
+        assert run.engine.jobs["x"].reason == (
+            "waits for sim GPU 0 alone (attempt 3 after CUDA OOMs on a shared GPU); "
+            "nothing new is packed onto it")
+        for i in range(3):
+            added = await run.engine.command("add", [], {"id": f"later{i}",
+                                                         "cmd": train(4000, 1.0),
+                                                         "mem_mib": 4000})
+            assert added["ok"], added
+        await run.wait_for(lambda: run.engine.finished, timeout=60)
+    finally:
+        await run.stop()
+    intervals = run_intervals(run.runs())
+    x = next(i for i in intervals if i.job == "x")
+    assert x.attempt == 3
+    first = [i for i in intervals if i.job.startswith("first")]
+    later = [i for i in intervals if i.job.startswith("later")]
+    assert len(later) == 3
+    assert x.start >= max(i.end for i in first)  # alone
+    assert all(i.start >= x.end for i in later)  # and before the jobs added while it waited

@@ -99,12 +99,14 @@ def verdict_for_exit(job: JobState, exited: Exited, manifest: Manifest, *, now: 
         case FailureClass.CUDA_OOM:
             current = job.current
             if current is not None and current.shared and job.mem_escalation < 2:
-                # crowding, not the job, is the likely cause: retried at once (elsewhere than
-                # the crowded GPU) with more memory, then alone
+                # crowding, not the job, is the likely cause: after the delay it goes wherever
+                # more memory fits beside what the others there showed; then it waits for its
+                # GPU alone at once (placement keeps new jobs off it from this tick on)
                 more = "1.5x its estimate" if job.mem_escalation == 0 else "its GPU alone"
+                delay = manifest.oom_retry.delay if job.mem_escalation == 0 else 0.0
                 verdict = _retry_or_stuck(job, manifest, found.cls,
                                           f"{detail} (on a shared GPU: next attempt gets {more})",
-                                          JobStatus.FAILED_OOM, now)
+                                          JobStatus.FAILED_OOM, now + delay)
                 return replace(verdict, escalate_memory=verdict.status != JobStatus.STUCK)
             return _retry_or_stuck(job, manifest, found.cls, detail, JobStatus.FAILED_OOM,
                                    now + manifest.oom_retry.delay)

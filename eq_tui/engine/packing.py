@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from eq_tui.engine.model import FailureClass, JobState
+from eq_tui.engine.model import JobState
 from eq_tui.engine.placement import NEVER_SAME_GPU, Hold, HostView, Launch, Need, place_alone
 from eq_tui.manifest.model import JobSpec, Manifest
 
@@ -43,6 +43,7 @@ class Room:
     holds: int = 0  # what our jobs that share it hold
     jobs: int = 0  # our jobs on it
     alone: bool = False  # a job of ours has it alone
+    reserved: bool = False  # a job waits for it alone: nothing new is packed onto it
 
     def free_alone(self, threshold_mib: int) -> bool:
         """No job of ours on it and its memory below the free threshold: a job may have it
@@ -114,7 +115,7 @@ class MemoryPlacer:
 
     def sharable(self, host: str, room: Room) -> bool:
         cap = self.cap[host]
-        return not room.alone and (cap is None or room.jobs < cap)
+        return not room.alone and not room.reserved and (cap is None or room.jobs < cap)
 
     def gpu_capacity(self) -> int:
         """About how many jobs could start: a GPU free for a job alone counts one, a shared
@@ -139,6 +140,8 @@ class MemoryPlacer:
         if need.mib is None:
             free = {h.name: self.free_alone(h.name) for h in self.hosts}
             placed = place_alone(job, spec.gpus_per_job, self.hosts, free, self.slots)
+            if placed is None and job.mem_escalation >= 2:
+                return self._reserve(job, spec.gpus_per_job)
             if placed is None:
                 return f"waiting for {spec.gpus_per_job} GPU(s) of one host to itself"
             host, gpus = placed
@@ -155,13 +158,11 @@ class MemoryPlacer:
         avoid: set[tuple[str, int]] = set()
         never: set[tuple[str, int]] = set()
         if last is not None:
+            # a GPU it was crowded out of is taken last, yet taken where the larger estimate
+            # fits beside what the others there hold: a single shared card never empties
             avoid = {(last.host, gpu) for gpu in last.gpus}
             if last.failure_class in NEVER_SAME_GPU:
                 never = avoid
-            elif last.failure_class == FailureClass.CUDA_OOM and last.shared:
-                # not back onto the GPU it was crowded out of while others still share it
-                rooms = self.rooms.get(last.host, {})
-                never = {(last.host, g) for g in last.gpus if g in rooms and rooms[g].jobs > 0}
         best: tuple[tuple[int, int, int], str, tuple[int, ...]] | None = None
         for order, host in enumerate(self.hosts):
             if self.slots[host.name] <= 0:
@@ -190,6 +191,25 @@ class MemoryPlacer:
             room.holds += need
         self.slots[host_name] -= 1
         return Launch(job.id, host_name, gpus, mem_mib=need)
+
+    def _reserve(self, job: JobState, count: int) -> str:
+        """The last attempt after CUDA OOMs on shared GPUs waits for GPUs alone: keep new jobs
+        off the ones it waits for (those it ran on, else the least crowded) so they empty."""
+        last = job.current
+        rooms = self.rooms.get(last.host, {}) if last is not None else {}
+        mine = [rooms[g] for g in (last.gpus if last is not None else []) if g in rooms]
+        host = last.host if last is not None and len(mine) >= count else None
+        if host is None:
+            choices = [(sorted(rs.values(), key=lambda r: (r.jobs, r.holds))[:count], name)
+                       for name, rs in self.rooms.items() if len(rs) >= count]
+            if not choices:
+                return f"waiting for {count} GPU(s) of one host to itself"
+            mine, host = min(choices, key=lambda c: sum(r.jobs for r in c[0]))
+        for room in mine[:count]:
+            room.reserved = True
+        gpus = ", ".join(str(r.index) for r in mine[:count])
+        return (f"waits for {host} GPU {gpus} alone (attempt {job.attempts + 1} after CUDA "
+                "OOMs on a shared GPU); nothing new is packed onto it")
 
     def _why_not(self, count: int, need: int) -> str:
         hosts = [h for h in self.hosts if self.slots[h.name] > 0]
