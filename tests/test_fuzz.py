@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from eq_tui.cli import main
 from eq_tui.hosts.base import AttemptRef, ProbeRequest
-from eq_tui.hosts.gpu_csv import parse_apps, parse_gpus
+from eq_tui.hosts.gpu_csv import parse_apps, parse_gpus, parse_pmon
 from eq_tui.hosts.logclean import clean_text
 from eq_tui.hosts.shell_protocol import parse_probe
 
@@ -152,3 +152,26 @@ def test_log_bytes_of_any_kind_clean_to_text(data: bytes) -> None:
     lines = clean_text(data)
     assert all(isinstance(line, str) and "\x1b[" not in line and "\r" not in line
                for line in lines)
+
+
+H100_PMON = """\
+# gpu         pid   type     sm    mem    enc    dec    jpg    ofa    command
+# Idx           #    C/G      %      %      %      %      %      %    name
+    0        439     C     88      8      -      -      -      -    python3
+    0        440     C      -      -      -      -      -      -    python3
+"""
+
+
+def test_pmon_as_an_h100_printed_it_gives_each_process_its_own_utilisation() -> None:
+    assert parse_pmon(H100_PMON) == {(0, 439): 88, (0, 440): 0}
+
+
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(1, 4_000_000),
+                          st.one_of(st.just("-"), st.integers(0, 100).map(str))), max_size=6),
+       st.text(max_size=60))
+def test_pmon_lines_parse_to_their_figures_and_noise_never_raises(
+        rows: list[tuple[int, int, str]], noise: str) -> None:
+    text = "\n".join(f"  {gpu} {pid} C {sm} - - - - - python3" for gpu, pid, sm in rows)
+    expected = {(gpu, pid): 0 if sm == "-" else int(sm) for gpu, pid, sm in rows}
+    assert parse_pmon(text) == expected  # the positive half: every line read back
+    parse_pmon(noise + "\n" + text)  # noise around it: never an error

@@ -31,6 +31,8 @@ class Card:
     total_mib: int
     util: int | None
     procs: list[tuple[int, int | None]] | None = field(default_factory=list)  # None: raises
+    # per-process utilisation samples (pid -> smUtil; an idle process has none); None: raises
+    samples: dict[int, int] | None = None
 
 
 def stand_in(cards: list[Card], *, init_fails: bool = False) -> types.ModuleType:
@@ -62,7 +64,16 @@ def stand_in(cards: list[Card], *, init_fails: bool = False) -> types.ModuleType
         return [types.SimpleNamespace(pid=pid, usedGpuMemory=None if mib is None else mib * MIB)
                 for pid, mib in procs]
 
+    def process_utilization(handle: int, since_us: int) -> list[Any]:
+        samples = cards[handle].samples
+        if samples is None:
+            raise NVMLError("Not Supported")
+        assert since_us > 0
+        return [types.SimpleNamespace(pid=pid, smUtil=sm, memUtil=0, timeStamp=since_us + 1)
+                for pid, sm in samples.items()]
+
     nvml.nvmlInit = nvmlInit
+    nvml.nvmlDeviceGetProcessUtilization = process_utilization
     nvml.nvmlDeviceGetCount = lambda: len(cards)
     nvml.nvmlDeviceGetHandleByIndex = lambda index: index
     nvml.nvmlDeviceGetUUID = lambda handle: cards[handle].uuid
@@ -113,6 +124,21 @@ async def test_a_read_that_fails_midway_is_a_warning_not_an_error(
     reader = NvmlReader.open()
     assert reader is not None
     assert await reader.read() == ([], [], ["NVML read failed: GPU is lost"])
+
+
+async def test_on_a_shared_gpu_each_process_gets_its_own_utilisation(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on the H100: the busy process is sampled at 99 %, the idle one is left out (0)."""
+    cards = [Card("GPU-aaaa", "NVIDIA H100 80GB HBM3", 4149, 81559, 99,
+                  [(439, 1476), (440, 1476)], samples={439: 99}),
+             Card("GPU-bbbb", "NVIDIA H100 80GB HBM3", 1476, 81559, 99, [(441, 1476)],
+                  samples={441: 99})]
+    monkeypatch.setitem(sys.modules, "pynvml", stand_in(cards))
+    reader = NvmlReader.open()
+    assert reader is not None
+    _gpus, processes, _warnings = await reader.read()
+    # a GPU one process has alone: its utilisation is the card's, no per-process read
+    assert [(p.pid, p.util_pct) for p in processes] == [(439, 99), (440, 0), (441, None)]
 
 
 def test_no_driver_or_no_library_means_nvidia_smi(monkeypatch: pytest.MonkeyPatch) -> None:

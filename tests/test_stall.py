@@ -3,13 +3,15 @@ simulated GPUs (hung, NCCL-hung and quietly busy fake jobs)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from eq_tui.engine.events import JobStalled
-from eq_tui.engine.stall import DEFAULT_FLOOR_S, Track
-from eq_tui.hosts.base import AttemptProbe
+from eq_tui.engine.stall import DEFAULT_FLOOR_S, Track, own_utilisation
+from eq_tui.hosts.base import AttemptProbe, GpuProcess, GpuReading, HostSnapshot
+from eq_tui.sim.state import run_intervals
 from tests.support.engine_run import job, make_manifest, sim_hosts, start_engine
 
 
@@ -230,3 +232,44 @@ async def test_a_clone_keeps_its_sources_stall_watch(tmp_path: Path) -> None:
         assert [e.action for e in stalls(run, "a-clone1")] == ["alert", "kill"]
     finally:
         await run.stop()
+
+
+@pytest.mark.integration
+async def test_a_hang_beside_a_computing_neighbour_is_caught_while_the_neighbour_computes(
+        tmp_path: Path) -> None:
+    """Three jobs share one GPU: the card reads busy all along, so only each job's own
+    utilisation (the probe's per-process reading) tells the hung one apart; a quiet job that
+    computes without printing beside them is never flagged."""
+    window = 2.0
+    jobs = [job("busy", "fake-train --epochs 40 --epoch-seconds 0.5 --mem 2000", mem_mib=2000),
+            job("hung", HUNG, mem_mib=2000, stall_after=window, on_stall="kill"),
+            job("quiet", "fake-train --epochs 1 --epoch-seconds 8 --mem 2000", mem_mib=2000,
+                stall_after=window)]
+    run = await start_engine(make_manifest(tmp_path, jobs, hosts=sim_hosts(("sim", 1))),
+                             tmp_path / "run")
+    try:
+        await run.wait_for(lambda: run.status("hung") == "killed", timeout=60)
+        await run.wait_for(lambda: run.engine.finished, timeout=60)
+    finally:
+        await run.stop()
+    assert [e.action for e in stalls(run, "hung")] == ["alert", "kill"]
+    assert {"log_silent", "gpus_idle"} <= set(stalls(run, "hung")[0].signs)
+    assert stalls(run, "quiet") == [] and run.status("quiet") == "completed"
+    spans = {i.job: i for i in run_intervals(run.runs())}
+    # from the host's records: the hung job ended (killed) while its neighbour still computed
+    assert spans["hung"].end < spans["busy"].end
+    assert spans["busy"].exit == 0
+
+
+def test_own_utilisation_reads_the_jobs_processes_and_is_blind_on_a_shared_card() -> None:
+    gpus = (GpuReading(0, "G0", "sim", 4000, 24576, 97), GpuReading(1, "G1", "sim", 0, 24576, 3))
+    mine = GpuProcess(11, "G0", 2000, pgid=10, sid=10)
+    theirs = GpuProcess(21, "G0", 2000, pgid=20, sid=20)
+    shared = HostSnapshot("h", True, 0.0, gpus=gpus, processes=(mine, theirs))
+    assert own_utilisation(shared, [0], 10) is None  # the card's 97 % is anyone's
+    sampled = HostSnapshot("h", True, 0.0, gpus=gpus, processes=(
+        replace(mine, util_pct=0), replace(theirs, util_pct=97)))
+    assert own_utilisation(sampled, [0], 10) == [0]
+    assert own_utilisation(sampled, [0], 20) == [97]
+    alone = HostSnapshot("h", True, 0.0, gpus=gpus, processes=(replace(mine, gpu_uuid="G1"),))
+    assert own_utilisation(alone, [1], 10) == [3]  # alone on it: the card's figure is its own

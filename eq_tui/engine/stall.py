@@ -1,13 +1,19 @@
 """Hang detection: is a running job stalled, and what then.
 
 A job is stalled when, over its window, at least two of these hold: its log has not grown,
-every GPU it holds is under IDLE_UTIL_PCT utilisation, its progress (`epoch 3/10`,
+its own processes compute under IDLE_UTIL_PCT on every GPU it holds, its progress (`epoch 3/10`,
 `step 1200/5000`, tqdm's `45%|`, read by progress_line.py) has not advanced while its log grew
 (a job that shows no progress never has this sign). A known hang line (an NCCL watchdog
 timeout) marks it stalled at once. The window is the job's `stall_after`, else
 max(DEFAULT_FLOOR_S, 3 x the longest gap between log growths seen so far). Each tick, `check`
 reads this tick's probes: the facts come from the probe (log size, GPU utilisation, last log
 line), the times from the engine's clock.
+
+"Its own" utilisation: on a GPU several processes share, the card's figure is anyone's, so the
+probe reads each process's own (NVML's per-process samples, `nvidia-smi pmon`) and the job's
+processes (its process group or session) are summed. Where a shared GPU gives no per-process
+reading, utilisation is no evidence either way: one sign of the log (silent, or no progress)
+is enough then.
 
 on_stall: `alert` marks the job and says so; `restart` and `kill` also act once it has been
 stalled for another window (at once on a hang line): restart requeues it as failure class
@@ -50,8 +56,15 @@ class Track:
     longest_gap: float = 0.0
     hang_line: str = ""
     seen_at: float | None = None  # the previous probe's time
+    blind: bool = False  # by the last probe: a shared GPU with no per-process reading
 
-    def observe(self, probe: AttemptProbe, utils: list[int | None], now: float) -> None:
+    @property
+    def signs_needed(self) -> int:
+        return 1 if self.blind else 2
+
+    def observe(self, probe: AttemptProbe, utils: list[int | None] | None, now: float) -> None:
+        """`utils`: the job's own utilisation per GPU (None: unknown, never idle); None as a
+        whole: no evidence (a shared GPU with no per-process reading)."""
         if probe.log_size > self.size:
             # it grew since the last look: silence counts from then (the earliest it could
             # have been written), so a hang is called within its window plus one poll
@@ -59,6 +72,7 @@ class Track:
             self.grown_at = self.seen_at if self.seen_at is not None else now
         self.seen_at = now
         self.size = max(self.size, probe.log_size)
+        self.blind = utils is None
         if not utils or any(u is None or u >= IDLE_UTIL_PCT for u in utils):
             self.busy_at = now  # unknown utilisation never counts as idle
         progress = progress_fraction(probe.last_line)
@@ -127,7 +141,7 @@ class StallWatch:
         if probe is None or probe.exit_code is not None or not probe.pid_alive:
             return
         track = self._track(job, probe, now)
-        track.observe(probe, _utils(snap, job.gpus), now)
+        track.observe(probe, own_utilisation(snap, job.gpus, probe.pgid), now)
         await self._judge(job, track, now)
 
     def _track(self, job: JobState, probe: AttemptProbe, now: float) -> Track:
@@ -151,7 +165,7 @@ class StallWatch:
         signs = track.signs(window, now)
         if track.hang_line:
             signs.append("hang_line")
-        stalled = bool(track.hang_line) or len(signs) >= 2
+        stalled = bool(track.hang_line) or len(signs) >= track.signs_needed
         if not stalled:
             if job.stalled_since is not None:
                 self._recovered(job, track, now)
@@ -216,6 +230,22 @@ class StallWatch:
                       host=job.host, job=job.id)
 
 
-def _utils(snap: HostSnapshot, gpus: list[int]) -> list[int | None]:
-    by_index = {gpu.index: gpu.utilization_pct for gpu in snap.gpus}
-    return [by_index.get(gpu) for gpu in gpus]
+def own_utilisation(snap: HostSnapshot, gpus: list[int],
+                    group: int | None) -> list[int | None] | None:
+    """The job's own utilisation on each of its GPUs: its processes' (process group or session
+    `group`) where the probe read each process's; the card's where nothing else is on it; None
+    when a GPU is shared and there is no per-process reading (no evidence)."""
+    by_index = {gpu.index: gpu for gpu in snap.gpus}
+    utils: list[int | None] = []
+    for index in gpus:
+        reading = by_index.get(index)
+        here = [p for p in snap.processes
+                if reading is not None and p.gpu_uuid == reading.uuid]
+        mine = [p for p in here if group is not None and group in (p.pgid, p.sid)]
+        if any(p.util_pct is not None for p in here):
+            utils.append(sum(p.util_pct or 0 for p in mine))
+        elif len(mine) < len(here):
+            return None  # someone else computes here too: the card's figure is no one's
+        else:
+            utils.append(reading.utilization_pct if reading is not None else None)
+    return utils

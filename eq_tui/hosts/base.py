@@ -36,6 +36,9 @@ class GpuProcess:
     # False: the host's `ps` had no such process (memory still charged to a process that is
     # gone); None: not looked up
     running: bool | None = None
+    # its own SM utilisation (NVML's per-process samples, `nvidia-smi pmon`): 0 when it computed
+    # nothing; None when the host gave no per-process reading
+    util_pct: int | None = None
 
 
 @dataclass(frozen=True)

@@ -57,3 +57,17 @@ def parse_apps(text: str) -> tuple[list[GpuProcess], list[str]]:
             continue
         processes.append(GpuProcess(pid=pid, gpu_uuid=fields[1], used_mib=_number(fields[2])))
     return processes, warnings
+
+
+def parse_pmon(text: str) -> dict[tuple[int, int], int]:
+    """`nvidia-smi pmon -c 1 -s u`: (GPU index, pid) -> the process's own SM utilisation there
+    (`-`, a process that computed nothing in the sample, is 0)."""
+    utils: dict[tuple[int, int], int] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 4 or line.lstrip().startswith("#"):
+            continue
+        gpu, pid = _number(fields[0]), _number(fields[1])
+        if gpu is not None and pid is not None:
+            utils[(gpu, pid)] = _number(fields[3]) or 0
+    return utils

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from eq_tui.hosts.base import GpuProcess, GpuReading
+
+SAMPLE_WINDOW_S = 3.0  # per-process utilisation samples looked at: about one probe interval
 
 
 class NvmlReader:
@@ -45,14 +49,16 @@ class NvmlReader:
                 util = None
             readings.append(GpuReading(index, uuid, _text(nvml.nvmlDeviceGetName(handle)), used,
                                        total, util))
+            on_gpu: list[GpuProcess] = []
             try:
                 for proc in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
                     mib = proc.usedGpuMemory // (1024 * 1024) if proc.usedGpuMemory else None
                     pid = int(proc.pid)
-                    processes.append(GpuProcess(pid, uuid, mib, pgid=_group(os.getpgid, pid),
-                                                sid=_group(os.getsid, pid)))
+                    on_gpu.append(GpuProcess(pid, uuid, mib, pgid=_group(os.getpgid, pid),
+                                             sid=_group(os.getsid, pid)))
             except nvml.NVMLError:
                 pass
+            processes += _with_own_utilisation(nvml, handle, on_gpu)
         return readings, processes, warnings
 
     async def read(self) -> tuple[list[GpuReading], list[GpuProcess], list[str]]:
@@ -60,6 +66,24 @@ class NvmlReader:
             return await asyncio.to_thread(self._read_sync)
         except Exception as exc:
             return [], [], [f"NVML read failed: {exc}"]
+
+
+def _with_own_utilisation(nvml: Any, handle: Any,
+                          processes: list[GpuProcess]) -> list[GpuProcess]:
+    """On a GPU several processes share, each one's own SM utilisation over the last seconds
+    (NVML leaves a process that computed nothing out of its samples: 0); as they were where the
+    driver cannot tell."""
+    if len(processes) < 2:
+        return processes
+    since_us = int((time.time() - SAMPLE_WINDOW_S) * 1_000_000)
+    try:
+        samples = nvml.nvmlDeviceGetProcessUtilization(handle, since_us)
+    except nvml.NVMLError:
+        return processes
+    own: dict[int, int] = {}
+    for sample in samples:
+        own[int(sample.pid)] = max(own.get(int(sample.pid), 0), int(sample.smUtil))
+    return [replace(p, util_pct=own.get(p.pid, 0)) for p in processes]
 
 
 def _group(read: Callable[[int], int], pid: int) -> int | None:

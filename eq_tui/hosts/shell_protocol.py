@@ -29,7 +29,7 @@ from eq_tui.hosts.base import (
     PathCheck,
     ProbeRequest,
 )
-from eq_tui.hosts.gpu_csv import parse_apps, parse_gpus
+from eq_tui.hosts.gpu_csv import parse_apps, parse_gpus, parse_pmon
 from eq_tui.hosts.logclean import clean_line
 
 PROBE_TIMEOUT_S = 30.0
@@ -254,7 +254,17 @@ def _gpus(sections: Sections) -> tuple[list[GpuReading], list[GpuProcess], list[
         processes, app_warnings = parse_apps(sections.text("apps"))
         warnings += app_warnings
         processes = with_owners(processes, sections.lines.get("owners"))
+        if sections.codes.get("pmon_rc") == 0:
+            processes = with_utilisation(processes, gpus, parse_pmon(sections.text("pmon")))
     return gpus, processes, warnings
+
+
+def with_utilisation(processes: list[GpuProcess], gpus: list[GpuReading],
+                     utils: dict[tuple[int, int], int]) -> list[GpuProcess]:
+    """Each process with its own utilisation on its GPU (absent from the sample: 0)."""
+    index = {gpu.uuid: gpu.index for gpu in gpus}
+    return [replace(p, util_pct=utils.get((index.get(p.gpu_uuid, -1), p.pid), 0))
+            for p in processes]
 
 
 def with_owners(processes: list[GpuProcess], lines: list[str] | None) -> list[GpuProcess]:

@@ -78,6 +78,14 @@ if [ "$query_gpus" = 1 ]; then
         echo "$b owners"
         ps -ww -o pid=,pgid=,sid=,user=,args= -p "$pids" 2>/dev/null </dev/null | cut -c1-300
     fi
+    # a GPU that several processes share: its utilisation says nothing of any one of them, so
+    # each process's own (one sample, ~55 ms on an H100; only then, never on a card alone)
+    shared=$(printf '%s\n' "$apps" | cut -d, -f2 | sort | uniq -d)
+    if [ "$apps_rc" = 0 ] && [ -n "$shared" ]; then
+        echo "$b pmon"
+        nvidia-smi pmon -c 1 -s u 2>&1 </dev/null
+        echo "$b pmon_rc $?"
+    fi
     if [ "$health" = 1 ]; then
         # uncorrected ECC errors and retired pages pending: queries that need no root
         echo "$b health"

@@ -2,7 +2,9 @@
 """Simulated nvidia-smi: answers from the state directory named by $EQ_SIM_STATE.
 
 Supported: --query-gpu=FIELDS, --query-compute-apps=FIELDS, --format=csv[,noheader][,nounits],
--i/--id=LIST, -L/--list-gpus, and no arguments (a short table). Like the real tool it ignores
+-i/--id=LIST, -L/--list-gpus, `pmon -c 1 [-s u]` (one sample of each process's own
+utilisation, `-` for a process that computes nothing, as an H100 prints it) and no arguments
+(a short table). Like the real tool it ignores
 CUDA_VISIBLE_DEVICES.
 """
 
@@ -130,7 +132,30 @@ def table(config: dict[str, Any], indices: list[int], apps: list[core.ComputeApp
     return lines
 
 
+def pmon(config: dict[str, Any], apps: list[core.ComputeApp]) -> list[str]:
+    """`nvidia-smi pmon -c 1 -s u`: a line per process and GPU, its own SM utilisation."""
+    lines = ["# gpu         pid   type     sm    mem    enc    dec    jpg    ofa    command",
+             "# Idx           #    C/G      %      %      %      %      %      %    name"]
+    for a in sorted(apps, key=lambda app: (app.gpu, app.pid)):
+        if a.foreign and a.pid <= 0:
+            continue
+        own = core.process_utilization(a)
+        sm = "-" if not own else str(own)
+        lines.append(f"    {a.gpu:>1} {a.pid:>11}     C {sm:>6} {'-':>6} {'-':>6} {'-':>6} "
+                     f"{'-':>6} {'-':>6}    python3")
+    return lines
+
+
+def pmon_args(args: list[str]) -> str | None:
+    """Why these pmon arguments are not supported, or None (one sample: `-c 1`)."""
+    if "-c" not in args or args[args.index("-c") + 1:args.index("-c") + 2] != ["1"]:
+        return "this simulator takes one sample only: pmon -c 1 [-s u]"
+    return None
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["pmon"]:
+        return main_pmon(argv[1:])
     query_gpu: str | None = None
     query_apps: str | None = None
     fmt: set[str] | None = None
@@ -202,6 +227,24 @@ def main(argv: list[str]) -> int:
         return 2
     if out:
         sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
+def main_pmon(args: list[str]) -> int:
+    problem = pmon_args(args)
+    if problem is not None:
+        return fail_usage(problem)
+    state_dir = core.state_dir_from_env()
+    if state_dir is None:
+        return fail_driver()
+    try:
+        config = core.load_config(state_dir)
+    except core.ConfigMissing:
+        return fail_driver()
+    if config["quirk"] == "fail":
+        return fail_driver()
+    apps = [a for a in core.compute_apps(state_dir, config) if a.alive]
+    print("\n".join(pmon(config, apps)))
     return 0
 
 

@@ -159,6 +159,13 @@ def room_mib(config: dict[str, Any], apps: list[ComputeApp], gpu: int, pid: int)
     return int(config["memory_mib"]) - used_mib(config, others, gpu)
 
 
+def process_utilization(app: ComputeApp) -> int:
+    """One process's own utilisation: busy (90-99 %, stable per pid) unless set (0: hung)."""
+    if not app.alive:
+        return 0
+    return 90 + app.pid % 10 if app.util is None else app.util
+
+
 def utilization(apps: list[ComputeApp], gpu: int) -> int:
     """Busy (90-99 %, stable per pid) while a running process is on the GPU; lingering memory
     alone computes nothing."""
