@@ -276,6 +276,25 @@ def command_while_killed(driver: Driver, behaviours: dict[str, str], n: int) -> 
 
 
 
+class RunStopped(Exception):
+    """The queue cannot finish by itself: a phase waits for a person, or time ran out."""
+
+
+def wait_to_end(driver: Driver, timeout: float) -> None:
+    """Until the engine exits; a phase the crash guard held (the queue then waits for a person
+    for good) or the timeout stops the run at once, naming why, instead of waiting."""
+    deadline = time.monotonic() + timeout
+    while not driver.finished():
+        state = driver.state() or {}
+        held = (state.get("crash_guard") or {}).get("held") or {}
+        if held:
+            raise RunStopped("the crash guard held " + "; ".join(
+                f"phase {phase}: {why}" for phase, why in held.items()))
+        if time.monotonic() > deadline:
+            raise RunStopped(f"the queue did not finish in {timeout:g}s: {dict(driver.counts())}")
+        time.sleep(0.5)  # a harness poll, not a test's wait before an assertion
+
+
 def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
     started = time.monotonic()
     bed = SshBed.create([("alpha", GPUS_PER_HOST, 24576, "NVIDIA RTX 4090 (sim)"),
@@ -312,7 +331,7 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
             else:
                 injected.append(inject(kind, driver, bed, work, rng))
         assert driver.engine is not None
-        driver.engine.wait(timeout=600)
+        wait_to_end(driver, timeout=600)
         victims = retry_fault_victims(manifest, run_dir, bed)
         verdict = check(driver, bed, behaviours, injected, victims, work)
         verdict.wall_s = time.monotonic() - started
@@ -445,7 +464,11 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the bed and run dir")
     parser.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
     args = parser.parse_args()
-    verdict = run(args.jobs, args.faults, args.seed, keep=args.keep)
+    try:
+        verdict = run(args.jobs, args.faults, args.seed, keep=args.keep)
+    except RunStopped as exc:
+        print(f"chaos: no verdict: {exc}", file=sys.stderr)
+        sys.exit(1)
     if args.json:
         print(json.dumps(verdict.to_json()))
     else:
