@@ -27,7 +27,8 @@ resume after a crash. Full-screen UI by default; --no-ui for scripts and nohup."
 
 EPILOG = """\
 other commands (RUN_DIR may be HOST:RUN_DIR, a run dir on an ssh host; add --ssh-config PATH):
-  eq-tui status RUN_DIR        counts by status, and the jobs that need a person
+  eq-tui status RUN_DIR        counts by status, and the jobs that need a person; --jobs: a
+                               line a job (status, host:gpus, why it waits), --json for both
   eq-tui attach RUN_DIR        the UI on an engine that is already running (q detaches);
                                --resume starts it in the background first if it is not running,
                                and hands a running one the secrets it lacks
@@ -123,6 +124,9 @@ RUN_DIR_HELP = ("a run dir here, or HOST:RUN_DIR on an ssh host (an existing loc
 def build_status_parser() -> argparse.ArgumentParser:
     parser = build_run_dir_parser("status", "Counts by status and the jobs that need a person.")
     parser.add_argument("--json", action="store_true", help="print the counts as JSON")
+    parser.add_argument("--jobs", action="store_true",
+                        help="one line a job instead: id, status, host:gpus (or -), why it "
+                             "waits or what ended it; with --json, a list of objects")
     return parser
 
 
@@ -204,10 +208,12 @@ def _run_dir_command(command: str, rest: list[str]) -> int:
         if target is not None:
             from eq_tui.remote.status import print_remote_status
 
-            return print_remote_status(target, as_json=options.json, config_path=config)
+            return print_remote_status(target, as_json=options.json, config_path=config,
+                                       each_job=options.jobs)
         from eq_tui.status import print_status
 
-        return print_status(Path(options.run_dir), as_json=options.json)
+        return print_status(Path(options.run_dir), as_json=options.json,
+                            each_job=options.jobs)
     if target is not None:
         from eq_tui.remote.status import stop_remote_engine
 

@@ -45,3 +45,9 @@ class HostError(EqTuiError):
     """A host could not be used (exit 3 when it stops the run)."""
 
     exit_code = 3
+
+
+class UnfitJobError(EqTuiError):
+    """A job that no host of the manifest could ever run: refused before any launch (exit 3)."""
+
+    exit_code = 3

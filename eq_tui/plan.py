@@ -15,14 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from eq_tui.engine.command_words import command_checks
+from eq_tui.engine.fit import allowed_only, misfits, needs_gpu_facts, probe_gpu_totals
 from eq_tui.engine.model import JobState
 from eq_tui.engine.preflight import explain, preflight_request
 from eq_tui.engine.scheduler import GpuView, HostView, decide
 from eq_tui.engine.store import RunDir
-from eq_tui.hosts.base import PreflightFinding
+from eq_tui.hosts.base import Host, PreflightFinding
 from eq_tui.manifest.model import Manifest
 from eq_tui.manifest.secrets import warnings as secret_warnings
 from eq_tui.plan_existing import PlannedJob, existing_plan, placement
+
+LAUNCHABLE = ("pending", "failed_oom", "held")  # statuses (as the plan shows them) that launch
 
 
 def first_wave(manifest: Manifest) -> dict[str, str]:
@@ -42,7 +45,21 @@ def first_wave(manifest: Manifest) -> dict[str, str]:
     return {x.job_id: placement(x.host, x.gpus) for x in decision.launches}
 
 
-async def _preflight(manifest: Manifest, ssh_config: str | None) -> list[PreflightFinding]:
+async def _fit(manifest: Manifest, hosts: dict[str, Host],
+               to_launch: set[str]) -> list[PreflightFinding]:
+    """A `fit` finding for each job that no host could ever run."""
+    specs = [spec for spec in manifest.jobs if spec.id in to_launch]
+    if not needs_gpu_facts(specs):
+        return []
+    allowed = {h.name: frozenset(h.gpus) if h.gpus is not None else None for h in manifest.hosts}
+    totals = allowed_only(await probe_gpu_totals(hosts), allowed)
+    return [PreflightFinding(host="", check="fit", ok=False, detail=misfit.detail, job=misfit.job)
+            for misfit in misfits(specs, totals, manifest.gpu_margin_mib)]
+
+
+async def _preflight(manifest: Manifest, ssh_config: str | None,
+                     to_launch: set[str]) -> list[PreflightFinding]:
+    """`to_launch`: the jobs that may still launch (the fit of the others is not checked)."""
     from eq_tui.hosts.factory import job_cwd, make_hosts
 
     findings: list[PreflightFinding] = []
@@ -60,6 +77,7 @@ async def _preflight(manifest: Manifest, ssh_config: str | None) -> list[Preflig
                 except Exception as exc:
                     findings.append(PreflightFinding(host=name, check="connection", ok=False,
                                                      detail=str(exc)))
+            findings += await _fit(manifest, hosts, to_launch)
         finally:
             for host in hosts.values():
                 await host.close()
@@ -85,7 +103,8 @@ async def print_plan(manifests: list[Manifest], run_dirs: list[Path], *,
     failed = False
     for manifest, run_dir in zip(manifests, run_dirs, strict=True):
         plan, saved = _plan(manifest, run_dir)
-        findings = await _preflight(manifest, ssh_config)
+        to_launch = {p.id for p in plan if p.status.split(" ")[-1] in LAUNCHABLE}
+        findings = await _preflight(manifest, ssh_config, to_launch)
         failed = failed or any(not f.ok for f in findings)
         specs = manifest.job_specs
         if as_json:
@@ -114,6 +133,9 @@ async def print_plan(manifests: list[Manifest], run_dirs: list[Path], *,
                   f"{p.cmd}{note}")
         print("preflight:")
         for finding in findings:
+            if finding.check == "fit":
+                print(f"  FAIL job {finding.job}: {finding.detail}")
+                continue
             mark = "ok  " if finding.ok else "FAIL"
             job = f" [{finding.job}]" if finding.job else ""
             print(f"  {mark} {finding.host}: {finding.check}{job}: {finding.detail}".rstrip())

@@ -1,4 +1,5 @@
-"""`eq-tui status RUN_DIR`: counts by status and the jobs that need a person (from the state)."""
+"""`eq-tui status RUN_DIR`: counts by status and the jobs that need a person (from the state);
+with --jobs, one line a job: its status, where it runs and why it waits."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def from_snapshot(live: Snapshot) -> tuple[dict[str, Any], list[JobState]]:
     """(saved, jobs) from a running engine's snapshot, in the shape of the state file."""
     saved: dict[str, Any] = {"project": live["project"], "paused": live["paused"],
                              "live_pid": live["settings"].get("pid"),
-                             "crash_guard": {"held": dict(live.get("held_phases") or {})}}
+                             "crash_guard": {"held": dict(live.get("held_phases") or {})},
+                             "waiting_reason": live.get("waiting_reason") or ""}
     return saved, [JobState.from_json(dict(raw)) for raw in live["jobs"]]
 
 
@@ -55,13 +57,13 @@ def jobs_from_state(saved: dict[str, Any], where: str) -> list[JobState]:
         raise RunDirError(f"{where}: a job record is unreadable ({exc!r})") from None
 
 
-def print_status(run_dir: Path, *, as_json: bool = False) -> int:
+def print_status(run_dir: Path, *, as_json: bool = False, each_job: bool = False) -> int:
     live = None if "\0" in str(run_dir) else asyncio.run(_live_snapshot(run_dir))
     if live is not None:
         saved, jobs = from_snapshot(live)
     else:
         saved, jobs = load_jobs(run_dir)
-    return show_status(saved, jobs, as_json=as_json)
+    return show_status(saved, jobs, as_json=as_json, each_job=each_job)
 
 
 def needs_person_line(job: JobState) -> str:
@@ -76,12 +78,52 @@ def needs_person_line(job: JobState) -> str:
     return " ".join([*words, detail]).strip()
 
 
+def job_where(job: JobState) -> str | None:
+    """host:gpus where a job runs (or last ran, once finished); None while it waits."""
+    if job.host is None or job.status.is_waiting or job.status.is_held:
+        return None
+    return f"{job.host}:{','.join(map(str, job.gpus))}" if job.gpus else job.host
+
+
+def job_reason(job: JobState, queue_reason: str = "") -> str:
+    """Why it waits (its own reason, else the queue's), or what ended it (for a job that
+    needs a person)."""
+    if job.reason:
+        return job.reason
+    if job.status.is_waiting:
+        return queue_reason
+    return job.failure.detail if job.failure and job.status.needs_person else ""
+
+
+def job_row(job: JobState, queue_reason: str = "") -> dict[str, Any]:
+    where = job_where(job)
+    return {"id": job.id, "status": str(job.status), "host": job.host if where else None,
+            "gpus": list(job.gpus) if where else [], "where": where,
+            "reason": job_reason(job, queue_reason)}
+
+
+def show_jobs(jobs: list[JobState], *, as_json: bool = False, queue_reason: str = "") -> None:
+    rows = [job_row(job, queue_reason) for job in jobs]
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    width = min(40, max((len(job.id) for job in jobs), default=0))
+    places = min(24, max((len(str(row["where"] or "-")) for row in rows), default=1))
+    for row in rows:
+        line = f"{row['id']:<{width}}  {row['status']:<10}  {row['where'] or '-':<{places}}"
+        sys.stdout.write(f"{line}  {row['reason'] or '-'}\n")
+
+
 def show_status(saved: dict[str, Any], jobs: list[JobState], *, as_json: bool = False,
-                where: str = "") -> int:
-    """Prints the counts and the jobs that need a person; `where` names the SSH host of a
-    remote run dir. Exit code: 1 when a job needs a person, else 0."""
+                where: str = "", each_job: bool = False) -> int:
+    """Prints the counts and the jobs that need a person (`each_job`: a line per job instead);
+    `where` names the SSH host of a remote run dir. Exit code: 1 when a job needs a person,
+    else 0."""
     counts = status_counts(jobs)
     needing = [job for job in jobs if job.status.needs_person]
+    if each_job:
+        show_jobs(jobs, as_json=as_json, queue_reason=str(saved.get("waiting_reason") or ""))
+        return 1 if needing else 0
     if as_json:
         print(json.dumps({
             "project": saved.get("project"), "paused": saved.get("paused", False),

@@ -6,6 +6,7 @@ import asyncio
 import os
 import secrets
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,18 @@ async def test_real_exit_code_env_and_fresh_attempt_dir(sim, launcher: str) -> N
     # an attempt directory is never launched into twice
     with pytest.raises(HostError, match="already exists"):
         await host.launch(req)
+
+
+@pytest.mark.parametrize("launcher", ["screen", "tmux"])
+async def test_a_wrapper_that_gives_up_before_the_command_records_both_ends(  # type: ignore[no-untyped-def]
+        sim, launcher: str) -> None:
+    host, tmp, started = sim
+    req = replace(request(tmp, "nowhere", "true", launcher=launcher), cwd=str(tmp / "absent"))
+    ref = await launch(host, started, req)
+    _snap, probe = await until_exited(host, ref)
+    assert probe.exit_code == 2 and "does not exist" in probe.log_tail
+    assert probe.started is not None and probe.exited_at is not None
+    assert probe.exited_at >= probe.started
 
 
 async def test_values_with_shell_metacharacters_arrive_verbatim(sim) -> None:  # type: ignore[no-untyped-def]

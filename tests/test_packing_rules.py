@@ -165,7 +165,7 @@ def test_a_shared_oom_asks_for_half_again_then_for_its_gpu_alone() -> None:
     assert placed(run(m, [first], [host()])) == [("j", "h", (0,), None)]
 
 
-def test_after_a_shared_oom_the_job_does_not_go_back_to_the_crowded_gpu() -> None:
+def test_after_a_shared_oom_another_gpu_comes_first_and_the_crowded_one_where_it_fits() -> None:
     m = manifest(spec("j", 10 * GIB), spec("other", 10 * GIB))
     other = running("other", "h", [0], 10 * GIB)
     job = JobState(id="j", phase="main", cmd="train", status=JobStatus.FAILED_OOM,
@@ -175,9 +175,13 @@ def test_after_a_shared_oom_the_job_does_not_go_back_to_the_crowded_gpu() -> Non
                                failure_class=FailureClass.CUDA_OOM))
     d = run(m, [other, job], [host(used=(10 * GIB, 0), others=(0, 0))])
     assert placed(d) == [("j", "h", (1,), 15 * GIB)]
-    # with only the crowded GPU, it waits rather than going straight back
+    # with only the crowded GPU, it goes back beside what is there when 1.5x fits now (a
+    # single shared card would otherwise wait for every other job to end)
     d = run(m, [other, job], [host(used=(10 * GIB,), others=(0,))])
-    assert d.launches == []
+    assert placed(d) == [("j", "h", (0,), 15 * GIB)]
+    # and waits, saying how much is free, when it does not
+    d = run(m, [other, job], [host(used=(10 * GIB,), others=(0,), total=24 * GIB)])
+    assert d.launches == [] and "needs 15.0" in d.waiting["j"]
 
 
 def test_auto_runs_alone_until_its_family_is_measured_then_packs() -> None:

@@ -45,6 +45,7 @@ from eq_tui.manifest.model import (
     SlurmSpec,
 )
 from eq_tui.sim.state import init_sim_state, sim_bin_dir
+from tests.support.attempt_times import assert_host_times
 from tests.support.engine_run import EngineRun, job, make_manifest, run_to_end, start_engine
 from tests.support.ground_truth import launches_per_job
 from tests.support.slurmbed import SharedSlurm, SlurmBed, slurm_available
@@ -791,3 +792,18 @@ async def test_the_sample_manifest_runs_to_the_end_under_the_cli_like_an_ssh_run
     slurm_shape, box_shape = _run_dir_shape(slurm_dir), _run_dir_shape(runs["box"][0])
     for key, value in box_shape.items():
         assert slurm_shape[key] == value, key
+
+
+@pytest.mark.integration
+@needs_slurm
+async def test_every_attempt_has_the_times_its_batch_script_recorded(cluster: SlurmBed,
+                                                                    tmp_path: Path) -> None:
+    """Jobs that exit at once included: the start is the wrapper's on the node, never sbatch's
+    return on the engine's clock, and no end comes before it."""
+    jobs = [job("ok", "true"), job("bad", "false"), job("train", QUICK)]
+    manifest = slurm_manifest(tmp_path, jobs, project="times")
+    _, run = await run_to_end(manifest, tmp_path / "run", timeout=40)
+    states = run.state["jobs"]
+    assert {j["id"]: j["status"] for j in states} == {
+        "ok": "completed", "bad": "stuck", "train": "completed"}
+    assert_host_times(states)

@@ -30,6 +30,7 @@ from eq_tui.engine.events import (
     PreflightReported,
     QueueFinished,
     QueuePaused,
+    QueueWaiting,
     event_from_json,
 )
 from eq_tui.engine.model import FailureClass, JobState, JobStatus
@@ -59,6 +60,6 @@ __all__ = [
     "Event", "FailureClass", "GpuView", "HostEntry", "HostProbed", "HostStateChanged",
     "JobRecord", "JobState", "JobStateChanged", "JobStatus", "JobUpdated", "NodeView", "Pace",
     "PaceBook", "PhaseHeld", "PhaseReleased", "PreflightReported", "ProjectState",
-    "QueueFinished", "QueuePaused", "Snapshot",
+    "QueueFinished", "QueuePaused", "QueueWaiting", "Snapshot",
     "completed_duration", "event_from_json", "progress_fraction", "serve_control",
 ]

@@ -64,6 +64,7 @@ class JobRecord(TypedDict, total=False):
     stalled_since: float | None  # hang detection: stalled since then (running jobs only)
     silent_since: float | None  # while stalled: its log's last growth
     mem_escalation: int  # CUDA OOMs on a shared GPU: 1 asks 1.5x its estimate, 2 its GPU alone
+    min_gpu_mib: int | None  # its OOM asked more than its card: only larger GPUs from then on
 
 
 class GpuJob(TypedDict):
@@ -138,6 +139,7 @@ class Snapshot(TypedDict, total=False):
     hosts: list[HostEntry]
     alerts: list[dict[str, Any]]  # Alert.to_json(), most recent last, bounded
     held_phases: dict[str, str]  # phase -> why the crash guard holds it
+    waiting_reason: str  # why waiting jobs with no reason of their own wait (the queue's)
 
 
 class CommandResult(TypedDict):

@@ -193,6 +193,7 @@ class Commands:
             self.ctx.crash_guard.release(job.phase, f"retry of {job.id}")
             job.retry_base = job.attempts  # a fresh retry budget; attempts keep counting
             job.retries_by_class = {}
+            job.min_gpu_mib = None  # a person may have changed what it asks for
             job.retry_at = None
             job.reason = None
             job.failure = None

@@ -47,6 +47,8 @@ class RunContext:
     created: float
     started_at: float
     paused: bool = False
+    # why the waiting jobs with no reason of their own wait (the last full tick's): the queue's
+    waiting_reason: str = ""
     commands: CommandLog = field(default_factory=CommandLog)
     crash_guard: CrashGuard = field(init=False)
 

@@ -93,6 +93,7 @@ class Editing:
         old, requeue = job.cmd, job.status.is_finished
         now = ctx.clock()
         job.cmd = new
+        job.min_gpu_mib = None  # what the old command asked for
         spec = ctx.ledger.specs.get(job.id)
         if spec is not None:
             ctx.ledger.set_spec(job.id, replace(spec, cmd=new))

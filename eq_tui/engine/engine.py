@@ -20,7 +20,7 @@ from eq_tui.engine.bus import Bus
 from eq_tui.engine.client import CommandResult, SecretsAnswer, Snapshot
 from eq_tui.engine.commands import Commands
 from eq_tui.engine.context import RunContext, output_pattern
-from eq_tui.engine.events import Event, QueueFinished
+from eq_tui.engine.events import Event, QueueFinished, QueueWaiting
 from eq_tui.engine.gpu_health import GpuHealthWatch
 from eq_tui.engine.gpu_view import node_views
 from eq_tui.engine.harvest import Harvest, results_settings
@@ -304,8 +304,9 @@ class Engine:
             self.watchers.sync(self._watch_requests())
 
     def _apply_waiting(self, decision: Decision, *, whole_picture: bool) -> None:
-        """Blocked jobs, and why the others wait (a partial tick sees only some hosts: its
-        reasons for waiting are not the whole story, so only a full tick records them)."""
+        """Blocked jobs, and why every other waiting job was not launched (a partial tick sees
+        only some hosts: its reasons for waiting are not the whole story, so only a full tick
+        records them)."""
         ledger = self.ctx.ledger
         for job_id, reason in decision.block.items():
             job = self.jobs[job_id]
@@ -316,12 +317,25 @@ class Engine:
             return
         stopped = self.ctx.stopped_hosts()
         unusable = "; ".join(f"{host}: {why}" for host, why in stopped.items())
-        for job_id, reason in decision.waiting.items():
-            if unusable and "free GPU" in reason:
-                reason = f"{reason} (not launching on {unusable})"
-            job = self.jobs[job_id]
-            if job.reason != reason:
-                job.reason = reason
+        shared = decision.shared_reason()
+        if unusable and "free GPU" in shared:
+            shared = f"{shared} (not launching on {unusable})"
+        if shared != self.ctx.waiting_reason:
+            self.ctx.waiting_reason = shared
+            self.ctx.bus.publish(QueueWaiting(project=self.project, at=self.ctx.clock(),
+                                              reason=shared))
+        for job in self.jobs.values():
+            why = decision.why_waiting(job)
+            if why is None:
+                continue
+            if unusable and "free GPU" in why:
+                why = f"{why} (not launching on {unusable})"
+            # the queue's own reason is kept once (snapshot, state file), not in every record:
+            # it changes as GPUs free and fill, and 10,000 records rewritten each time would
+            # make every tick a whole-state write
+            own: str | None = None if why == shared else why
+            if job.reason != own:
+                job.reason = own
                 ledger.changed(job)
 
     def _watch_requests(self) -> dict[str, WatchRequest]:
@@ -420,4 +434,5 @@ class Engine:
             "hosts": hosts,  # type: ignore[typeddict-item]
             "alerts": list(ctx.bus.alerts),
             "held_phases": dict(ctx.crash_guard.held),
+            "waiting_reason": ctx.waiting_reason,
         }

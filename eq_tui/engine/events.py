@@ -86,6 +86,14 @@ class QueuePaused(Event):
 
 
 @dataclass(frozen=True)
+class QueueWaiting(Event):
+    """Why the waiting jobs with no reason of their own wait (the queue's reason changed)."""
+
+    type: ClassVar[str] = "queue_waiting"
+    reason: str
+
+
+@dataclass(frozen=True)
 class QueueFinished(Event):
     type: ClassVar[str] = "queue_finished"
     counts: dict[str, int] = field(default_factory=dict)
@@ -209,7 +217,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (JobStateChanged, JobUpdated, HostProbed, HostStateChanged, Alert,
                               QueuePaused, QueueFinished, PreflightReported, JobEdited,
                               JobAdded, JobRetired, PhaseHeld, PhaseReleased, JobStalled,
-                              GpuQuarantined)
+                              GpuQuarantined, QueueWaiting)
 }
 
 

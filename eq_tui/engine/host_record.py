@@ -39,6 +39,9 @@ class HostRecord:
     quarantine_reasons: dict[int, str] = field(default_factory=dict)  # why, per GPU
     stopped: str | None = None  # why nothing launches there (disk full, preflight), if so
     cores: int | None = None  # CPU cores, once a probe counted them
+    # each GPU's total memory (MiB) as the last probe that listed GPUs read it (kept while the
+    # host is down)
+    gpu_totals: dict[int, int] | None = None
 
     @property
     def max_cpu_jobs(self) -> int:
@@ -54,3 +57,18 @@ class HostRecord:
     @property
     def allowed(self) -> frozenset[int] | None:
         return frozenset(self.spec.gpus) if self.spec and self.spec.gpus is not None else None
+
+    def note_gpus(self, snap: HostSnapshot) -> None:
+        if self.kind == "slurm":
+            return  # a cluster's slots are placeholders, not cards of a known size
+        totals = {g.index: g.memory_total_mib for g in snap.gpus if g.memory_total_mib}
+        if snap.ok and totals:
+            self.gpu_totals = totals
+
+    def allowed_totals(self) -> dict[int, int] | None:
+        """The total memory of each GPU a job may use here (None: not known yet)."""
+        if self.gpu_totals is None:
+            return None
+        allowed = self.allowed
+        return {index: total for index, total in self.gpu_totals.items()
+                if allowed is None or index in allowed}

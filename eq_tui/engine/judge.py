@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 from eq_tui.engine.classify import classify_failure
 from eq_tui.engine.model import FailureClass, JobState, JobStatus
+from eq_tui.engine.oversize import GpuTotals, Oversize, oversize
 from eq_tui.hosts.base import AttemptProbe
 from eq_tui.manifest.model import Manifest
 
@@ -67,6 +68,7 @@ class Verdict:
     quarantine_gpus: bool = False  # a GPU fault: counts toward quarantining its GPUs
     stop_host: bool = False  # disk full: launch nothing more there
     escalate_memory: bool = False  # a CUDA OOM on a shared GPU: ask for more next time
+    min_gpu_mib: int | None = None  # asked more than its card: only GPUs larger than this next
 
 
 def _retry_or_stuck(job: JobState, manifest: Manifest, cls: FailureClass, detail: str,
@@ -81,10 +83,23 @@ def _retry_or_stuck(job: JobState, manifest: Manifest, cls: FailureClass, detail
     return Verdict(status, str(cls), detail, retry_at=retry_at, quarantine_gpus=quarantine)
 
 
+def _too_big(job: JobState, manifest: Manifest, big: Oversize, now: float) -> Verdict:
+    """An OOM asking more than its card holds is never retried on a card that size: on a
+    larger GPU at once, or stuck when the run has none."""
+    if not big.fits_somewhere:
+        return Verdict(JobStatus.STUCK, str(FailureClass.CUDA_OOM), big.detail)
+    verdict = _retry_or_stuck(job, manifest, FailureClass.CUDA_OOM, big.retry_detail,
+                              JobStatus.FAILED_OOM, now)
+    if verdict.status == JobStatus.STUCK:
+        return verdict
+    return replace(verdict, min_gpu_mib=big.floor_mib)
+
+
 def verdict_for_exit(job: JobState, exited: Exited, manifest: Manifest, *, now: float,
-                     has_output_check: bool, output_where: str = "") -> Verdict:
+                     has_output_check: bool, output_where: str = "",
+                     gpu_totals: GpuTotals | None = None) -> Verdict:
     """`output_where`: the output_check glob as it was looked for, and where (for the detail
-    of output_missing)."""
+    of output_missing). `gpu_totals`: what the run knows of its GPUs' sizes (None: nothing)."""
     if exited.exit_code == 0:
         if not has_output_check or exited.output_ok:
             return Verdict(JobStatus.COMPLETED)
@@ -98,6 +113,10 @@ def verdict_for_exit(job: JobState, exited: Exited, manifest: Manifest, *, now: 
     match found.cls:
         case FailureClass.CUDA_OOM:
             current = job.current
+            big = None if current is None or gpu_totals is None else oversize(
+                exited.log_tail, current.host, current.gpus, gpu_totals)
+            if big is not None:
+                return _too_big(job, manifest, big, now)
             if current is not None and current.shared and job.mem_escalation < 2:
                 # crowding, not the job, is the likely cause: after the delay it goes wherever
                 # more memory fits beside what the others there showed; then it waits for its

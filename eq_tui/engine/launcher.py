@@ -143,7 +143,7 @@ class Launcher:
             return
         await self.ctx.hosts[job.host].host.kill(current.session, current.attempt_dir,
                                                  self.ctx.manifest.launcher, reason)
-        current.end = self.ctx.clock()
+        current.close(self.ctx.clock())
 
     async def settle(self) -> None:
         """Wait for sessions being started: how each launch ended gets recorded."""

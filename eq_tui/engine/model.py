@@ -102,6 +102,11 @@ class Attempt:
     estimate_mib: int | None = None  # what it was placed for (per GPU); None: a GPU alone
     shared: bool = False  # placed by memory: other jobs may share its GPUs
 
+    def close(self, end: float) -> None:
+        """Record its end, never before its start: an exit record with whole seconds only, or
+        an engine's clock behind the host's, must not make a negative duration."""
+        self.end = end if self.start is None else max(end, self.start)
+
 
 @dataclass
 class JobState:
@@ -136,6 +141,8 @@ class JobState:
     silent_since: float | None = None  # while stalled: when its log last grew
     # CUDA OOMs on a shared GPU so far: 1 asks for 1.5x its estimate, 2 for its GPUs alone
     mem_escalation: int = 0
+    # its CUDA OOM asked more than its card's total: it launches only on GPUs larger than this
+    min_gpu_mib: int | None = None
 
     @property
     def current(self) -> Attempt | None:
@@ -215,6 +222,7 @@ class JobState:
             stalled_since=data.get("stalled_since"),
             silent_since=data.get("silent_since"),
             mem_escalation=int(data.get("mem_escalation") or 0),
+            min_gpu_mib=data.get("min_gpu_mib"),
         )
 
 

@@ -76,6 +76,7 @@ class Observation:
         checked: set[str] = set()
         for name, snap in zip(list(requests), results, strict=True):
             ctx.hosts[name].snapshot = snap
+            ctx.hosts[name].note_gpus(snap)
             if snap.cores:
                 ctx.hosts[name].cores = snap.cores
             self._update_link(name, snap)

@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from eq_tui.engine.model import JobState
-from eq_tui.engine.placement import NEVER_SAME_GPU, Hold, HostView, Launch, Need, place_alone
+from eq_tui.engine.placement import (
+    NEVER_SAME_GPU,
+    Hold,
+    HostView,
+    Launch,
+    Need,
+    no_room,
+    place_alone,
+)
 from eq_tui.manifest.model import JobSpec, Manifest
 
 ROOM_UNIT_MIB = 4096
@@ -134,6 +142,17 @@ class MemoryPlacer:
                     seats += 1
             total += min(seats, self.slots[host.name])
         return total
+
+    def gpu_full(self) -> str:
+        """Why no GPU job can be placed now: the GPUs that could take one, per host, are those
+        with room to share or free for a job alone."""
+        open_gpus = {h.name: [room.index for room in self.rooms[h.name].values()
+                              if self._open(h.name, room)] for h in self.hosts}
+        return no_room(self.hosts, open_gpus, self.slots)
+
+    def _open(self, host: str, room: Room) -> bool:
+        return room.free_alone(self.threshold) or (
+            self.sharable(host, room) and (room.left(self.margin) or 0) > 0)
 
     def place_gpu(self, job: JobState, spec: JobSpec) -> Launch | str:
         need = self.plan.need(job, spec)
@@ -274,6 +293,9 @@ class _GpuSeat:
     def place(self, job: JobState, spec: JobSpec) -> Launch | str:
         return self.placer.place_gpu(job, spec)
 
+    def full(self) -> str:
+        return self.placer.gpu_full()
+
 
 class _CpuSeat:
     def __init__(self, placer: MemoryPlacer) -> None:
@@ -287,3 +309,6 @@ class _CpuSeat:
 
     def place(self, job: JobState, spec: JobSpec) -> Launch | str:
         return self.placer.place_cpu(job)
+
+    def full(self) -> str:
+        return "waiting for a CPU slot (max_cpu_jobs)"

@@ -46,6 +46,7 @@ class Persistence:
             "retired": ctx.ledger.retired,
             "commands": ctx.commands.to_json(),
             "crash_guard": ctx.crash_guard.to_json(),
+            "waiting_reason": ctx.waiting_reason,
         }
 
     def state_json(self) -> dict[str, Any]:

@@ -132,6 +132,28 @@ def quiet_gpus(host: HostView, threshold_mib: int) -> list[int]:
     return quiet
 
 
+def no_room(hosts: Sequence[HostView], open_gpus: Mapping[str, Sequence[int]],
+            slots: Mapping[str, int]) -> str:
+    """Why no job can be placed now: every GPU we may use busy, or the hosts with a free GPU at
+    their max_parallel. `open_gpus`: per host, the GPUs that could still take a job."""
+    usable = [h for h in hosts if h.usable]
+    if not usable:
+        return "no host can take a job now (unreachable or stopped)"
+    ours = sum(1 for h in usable for gpu in h.gpus
+               if (h.allowed is None or gpu.index in h.allowed) and gpu.index not in h.quarantined)
+    limited = [h for h in usable if open_gpus.get(h.name) and slots.get(h.name, 0) <= 0]
+    if limited and len(limited) == sum(1 for h in usable if open_gpus.get(h.name)):
+        if len(limited) == 1:
+            return f"host limit max_parallel {limited[0].max_parallel} reached"
+        named = ", ".join(f"{h.name} {h.max_parallel}" for h in limited)
+        return f"host limits max_parallel reached ({named})"
+    quarantined = sum(len(h.quarantined) for h in usable)
+    if ours == 0:
+        return "no GPU we may use" + (f" ({quarantined} quarantined)" if quarantined else "")
+    extra = f"; {quarantined} quarantined" if quarantined else ""
+    return f"no free GPU ({ours} of {ours} busy{extra})"
+
+
 class Placer(Protocol):
     def order(self, queue: list[JobState]) -> list[JobState]:
         """The waiting jobs (by priority, then queue order) in the order to place them."""
@@ -143,6 +165,10 @@ class Placer(Protocol):
 
     def place(self, job: JobState, spec: JobSpec) -> Launch | str:
         """Where `job` goes (and the room it takes is taken), or why it waits."""
+        ...
+
+    def full(self) -> str:
+        """Why no more job can be placed (when capacity() is 0)."""
         ...
 
 
@@ -163,6 +189,9 @@ class OnePerGpu:
 
     def capacity(self) -> int:
         return sum(min(len(self.free[h.name]), self.slots[h.name]) for h in self.hosts)
+
+    def full(self) -> str:
+        return no_room(self.hosts, self.free, self.slots)
 
     def place(self, job: JobState, spec: JobSpec) -> Launch | str:
         count = spec.gpus_per_job

@@ -11,7 +11,8 @@ from typing import Any
 from eq_tui.engine.command_words import command_checks, jobs_text
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.events import PreflightReported
-from eq_tui.errors import HostError
+from eq_tui.engine.fit import misfits, needs_gpu_facts, probe_gpu_totals
+from eq_tui.errors import HostError, UnfitJobError
 from eq_tui.hosts.base import CommandCheck, PreflightFinding, PreflightRequest
 from eq_tui.manifest.model import Manifest
 
@@ -93,3 +94,29 @@ async def preflight(ctx: RunContext) -> None:
     if ctx.hosts and len(unusable_hosts) == len(ctx.hosts) and not any(
             job.status.is_active for job in jobs):
         raise HostError("no host can be used: " + "; ".join(unusable))
+    await refuse_misfits(ctx)
+
+
+async def refuse_misfits(ctx: RunContext) -> None:
+    """A job waiting to launch that no host could ever run stops a run with nothing running
+    (exit 3, nothing launched); beside running jobs it is an alert."""
+    ledger = ctx.ledger
+    specs = [ledger.specs[job.id] for job in ledger.jobs.values()
+             if (job.status.is_waiting or job.status.is_held) and job.id in ledger.specs]
+    if not needs_gpu_facts(specs):
+        return
+    totals = await probe_gpu_totals({name: record.host for name, record in ctx.hosts.items()})
+    for name, found in totals.items():
+        if found is not None:
+            ctx.hosts[name].gpu_totals = found
+    never = misfits(specs, {name: record.allowed_totals() for name, record in ctx.hosts.items()},
+                    ctx.manifest.gpu_margin_mib)
+    if not never:
+        return
+    if not any(job.status.is_active for job in ledger.jobs.values()):
+        raise UnfitJobError("no host can ever run "
+                            + ("this job" if len(never) == 1 else "these jobs")
+                            + "; nothing launched:\n"
+                            + "\n".join(f"  {misfit.line}" for misfit in never))
+    for misfit in never:
+        ctx.bus.alert("error", f"{misfit.job} can never launch: {misfit.detail}", job=misfit.job)

@@ -21,7 +21,7 @@ from eq_tui.engine.judge import (
 from eq_tui.engine.model import FailureClass, JobState, JobStatus
 from eq_tui.engine.scheduler import phase_gates
 from eq_tui.errors import HostError
-from eq_tui.hosts.base import ProbeRequest
+from eq_tui.hosts.base import AttemptProbe, ProbeRequest
 from eq_tui.hosts.logclean import clean_text
 
 MAX_LAUNCH_FAILURES = 3
@@ -39,7 +39,7 @@ class Reconciler:
         launch had not returned when these probes were asked."""
         ctx = self.ctx
         now = ctx.clock()
-        stale: list[tuple[JobState, Exited]] = []
+        stale: list[tuple[JobState, Exited, AttemptProbe | None]] = []
         # only the probed hosts' attempts: another host's last snapshot was judged already
         attempts = ctx.ledger.attempts_by_host()
         asked = {(host, ref.key, ref.session) for host, request in requests.items()
@@ -72,15 +72,16 @@ class Reconciler:
                 if now - (current.decided_at or 0.0) >= LAUNCH_GRACE_S:
                     self.never_started(job, "the session never started")
             elif isinstance(seen, Lost):
-                current.end = now
+                current.close(now)
                 self.apply_verdict(job, verdict_for_lost(job))
             elif isinstance(seen, Exited):
                 if seen.stale:
-                    stale.append((job, seen))
+                    stale.append((job, seen, probe))
                 else:
-                    self._judge_exit(job, seen, probe.exited_at if probe else None)
+                    self._judge_exit(job, seen, probe)
         if stale:
-            await asyncio.gather(*(self._clean_stale(job, seen) for job, seen in stale))
+            await asyncio.gather(*(self._clean_stale(job, seen, probe)
+                                   for job, seen, probe in stale))
 
     def _note_running(self, job: JobState, seen: Running, started: float | None) -> None:
         current = job.current
@@ -110,7 +111,8 @@ class Reconciler:
             job.reason = f"launch failed: {why}; trying again"
             self.ctx.ledger.set_status(job, JobStatus.PENDING)
 
-    async def _clean_stale(self, job: JobState, seen: Exited) -> None:
+    async def _clean_stale(self, job: JobState, seen: Exited,
+                           probe: AttemptProbe | None) -> None:
         current = job.current
         assert current is not None and job.host is not None
         try:
@@ -122,18 +124,24 @@ class Reconciler:
             return
         self.ctx.bus.alert("info", f"{job.id}: stale session {current.session} cleaned "
                            f"(process exited {seen.exit_code})", host=job.host, job=job.id)
-        self._judge_exit(job, seen, None)
+        self._judge_exit(job, seen, probe)
 
-    def _judge_exit(self, job: JobState, seen: Exited, exited_at: float | None) -> None:
+    def _judge_exit(self, job: JobState, seen: Exited, probe: AttemptProbe | None) -> None:
         current = job.current
         assert current is not None
         now = self.ctx.clock()
+        # the host's clock for both ends: an attempt that exited at once is judged here, on
+        # the first probe that saw it, never seen running
+        if probe is not None and probe.started is not None:
+            current.start = probe.started
         spec = self.ctx.ledger.specs.get(job.id)
         verdict = verdict_for_exit(job, seen, self.ctx.manifest, now=now,
                                    has_output_check=bool(spec and spec.output_check),
-                                   output_where=self._output_where(job))
+                                   output_where=self._output_where(job),
+                                   gpu_totals={name: record.allowed_totals()
+                                               for name, record in self.ctx.hosts.items()})
         current.exit_code = seen.exit_code
-        current.end = exited_at or now
+        current.close(probe.exited_at if probe is not None and probe.exited_at else now)
         job.exited_seen_at = None
         final = [line for line in clean_text(seen.log_tail) if line.strip()]
         if final:
@@ -163,6 +171,8 @@ class Reconciler:
         job.retry_at = verdict.retry_at
         if verdict.escalate_memory:
             job.mem_escalation += 1
+        if verdict.min_gpu_mib is not None:
+            job.min_gpu_mib = verdict.min_gpu_mib
         job.exited_seen_at = None
         if verdict.quarantine_gpus and self.on_gpu_fault is not None:
             self.on_gpu_fault(job)  # counts toward quarantining its GPUs (gpu_health.py)

@@ -20,6 +20,7 @@ from eq_tui.engine.events import (
     PhaseReleased,
     QueueFinished,
     QueuePaused,
+    QueueWaiting,
 )
 from eq_tui.engine.gpu_view import holds_memory
 from eq_tui.engine.model import ACTIVE
@@ -52,6 +53,7 @@ class ProjectState:
     hosts: dict[str, HostEntry] = field(default_factory=dict)
     alerts: list[dict[str, Any]] = field(default_factory=list)
     held_phases: dict[str, str] = field(default_factory=dict)  # the crash guard's, with why
+    waiting_reason: str = ""  # the queue's: why waiting jobs with no reason of their own wait
 
     @classmethod
     def from_snapshot(cls, snapshot: Mapping[str, Any]) -> ProjectState:
@@ -63,7 +65,8 @@ class ProjectState:
             jobs={str(job["id"]): dict(job) for job in snapshot.get("jobs") or []},  # type: ignore[misc]
             hosts={str(h["name"]): dict(h) for h in snapshot.get("hosts") or []},  # type: ignore[misc]
             alerts=[dict(a) for a in snapshot.get("alerts") or []],
-            held_phases=dict(snapshot.get("held_phases") or {}))
+            held_phases=dict(snapshot.get("held_phases") or {}),
+            waiting_reason=str(snapshot.get("waiting_reason") or ""))
 
     def to_snapshot(self) -> Snapshot:
         snap: dict[str, Any] = {
@@ -71,7 +74,8 @@ class ProjectState:
             "started_at": self.started_at, "finished": self.finished,
             "exit_code": self.exit_code, "settings": dict(self.settings),
             "jobs": list(self.jobs.values()), "hosts": list(self.hosts.values()),
-            "alerts": list(self.alerts), "held_phases": dict(self.held_phases)}
+            "alerts": list(self.alerts), "held_phases": dict(self.held_phases),
+            "waiting_reason": self.waiting_reason}
         if self.created is not None:
             snap["created"] = self.created
         return snap  # type: ignore[return-value]
@@ -128,6 +132,9 @@ class ProjectState:
             applied.header = True
         elif isinstance(event, PhaseReleased):
             self.held_phases.pop(event.phase, None)
+            applied.header = True
+        elif isinstance(event, QueueWaiting):
+            self.waiting_reason = event.reason
             applied.header = True
         elif isinstance(event, Alert):
             applied.alert = event.to_json()

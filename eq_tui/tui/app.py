@@ -23,7 +23,7 @@ from eq_tui.tui.config import save_setting
 from eq_tui.tui.filter_bar import FilterBar
 from eq_tui.tui.gpu_grid import GpuGrid
 from eq_tui.tui.gpu_release import release_gpu_commands
-from eq_tui.tui.header import RunHeader
+from eq_tui.tui.header import RunHeader, with_queue_reason
 from eq_tui.tui.job_table import JobTable
 from eq_tui.tui.layout import Room, room_for
 from eq_tui.tui.living import LIVING_BINDINGS, LivingQueueActions
@@ -205,7 +205,8 @@ class EqTuiApp(LivingQueueActions, App[int]):
                 if isinstance(screen, JobDetailsScreen) and screen.key in changes.jobs:
                     found = self.view.job(screen.key)
                     if found is not None:
-                        screen.show_job(found[1], self.view.pace(screen.key, now))
+                        screen.show_job(with_queue_reason(found[0], found[1]),
+                                        self.view.pace(screen.key, now))
             if changes.hosts:
                 self.grid.show(self.view, changes.hosts)
             if changes.header or changes.jobs or changes.alerts:
@@ -258,7 +259,8 @@ class EqTuiApp(LivingQueueActions, App[int]):
         project, job = found
         key = row_key(project.project, str(job["id"]))
         pace = self.view.pace(key, self.clock())
-        self.push_screen(JobDetailsScreen(key, job, max_attempts=project.max_attempts,
+        self.push_screen(JobDetailsScreen(key, with_queue_reason(project, job),
+                                          max_attempts=project.max_attempts,
                                           fetch=self.tail, pace=pace))
 
     def action_attempt(self, delta: int) -> None:

@@ -3,9 +3,13 @@ small screen all of it on one line."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from textual.content import Content
 from textual.widgets import Static
 
+from eq_tui.engine import ProjectState
 from eq_tui.tui.eta import view_eta
 from eq_tui.tui.palette import status_markup_style
 from eq_tui.tui.progress import Progress, ordered_counts
@@ -50,6 +54,9 @@ def header_content(view: RunView, now: float, eta_s: float | None = None, *,
         parts += [" ", (f" HELD: {', '.join(held)} ", "bold reverse $error")]
     if finished:
         parts += [" ", (" FINISHED ", "bold reverse $success")]
+    waiting = queue_waiting(view)
+    if waiting and not compact:
+        parts += ["  waiting: ", (waiting, "$warning")]
     counts: list[Part] = []
     for status, n in ordered_counts(progress.counts):
         if counts:
@@ -59,6 +66,22 @@ def header_content(view: RunView, now: float, eta_s: float | None = None, *,
     if compact:
         return Content.assemble(*parts, ("  ", ""), *counts)
     return Content.assemble(*parts, "\n", *(counts or [("no jobs", "dim")]))
+
+
+def queue_waiting(view: RunView) -> str:
+    """Why the queue's waiting jobs with no reason of their own wait (one line for all)."""
+    reasons = {p.waiting_reason for p in view.projects.values()
+               if p.waiting_reason and not p.finished
+               and any(str(j.get("status")) in ("pending", "failed_oom") and not j.get("reason")
+                       for j in p.jobs.values())}
+    return "; ".join(sorted(reasons))
+
+
+def with_queue_reason(project: ProjectState, job: Mapping[str, Any]) -> dict[str, Any]:
+    """A waiting job's record with the queue's reason where it has none of its own."""
+    if job.get("reason") or str(job.get("status")) not in ("pending", "failed_oom"):
+        return dict(job)
+    return {**job, "reason": project.waiting_reason or None}
 
 
 class RunHeader(Static):

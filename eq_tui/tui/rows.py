@@ -40,6 +40,7 @@ WHERE_COLUMN = next(c for c in COLUMNS if c.key == "where")
 WHERE_WIDTH_MAX = 32
 COLUMN_KEYS: tuple[str, ...] = tuple(c.key for c in COLUMNS)
 LIVE_STATUSES = frozenset({"launching", "running"})
+WAITING_NOW = frozenset({"pending", "failed_oom"})
 Cells = tuple[str, ...]
 
 
@@ -143,9 +144,11 @@ def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts:
     `pace`: a running job's progress, from the run view; `shared`: how many of our jobs share
     its GPU). A stalled job reads `stalled`, with how long its log has been silent ahead of its
     last line; a running job far slower than its phase siblings reads `slow`."""
-    last = job.get("last_line") or job.get("reason") or ""
-    priority = int(job.get("priority") or 0)
     status = str(job.get("status", ""))
+    reason = str(job.get("reason") or "")
+    # a waiting job's last line is a past attempt's: why it waits now comes first
+    last = (reason if status in WAITING_NOW else "") or job.get("last_line") or reason
+    priority = int(job.get("priority") or 0)
     if stalled(job):
         status = "stalled"
         silent = job.get("silent_since") or job.get("stalled_since") or now

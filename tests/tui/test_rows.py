@@ -53,6 +53,23 @@ def test_a_finished_job_keeps_its_run_time_and_shows_its_failure() -> None:
     assert cells["last_line"] == "exit 3: ValueError"  # the reason when no log line
 
 
+def test_a_waiting_job_shows_why_it_waits_before_its_last_attempts_line() -> None:
+    record = job("o", "failed_oom", history=[attempt(1, "b", 0, T0 - 60, T0 - 50, 1,
+                                                     "cuda_oom")],
+                 last_line="torch.OutOfMemoryError", reason="retry in 12s (OOM)")
+    assert cells_by_column(record)["last_line"] == "retry in 12s (OOM)"
+    record.update(status="running", reason=None)
+    assert cells_by_column(record)["last_line"] == "torch.OutOfMemoryError"
+
+
+def test_the_details_of_a_waiting_job_say_why_it_waits() -> None:
+    from eq_tui.tui.screens.details import job_summary
+
+    record = job("p", "pending", reason="behind a bigger job (packing order): w went first")
+    assert "waiting behind a bigger job (packing order): w went first" in job_summary(
+        record, 3).plain
+
+
 def test_pending_job_has_empty_runtime_cells() -> None:
     cells = cells_by_column(job("p", "pending"))
     assert (cells["where"], cells["attempt"], cells["duration"]) == ("", "", "")

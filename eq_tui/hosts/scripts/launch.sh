@@ -28,11 +28,10 @@ dir=$1
 . "$dir/env.fifo"
 rm -f "$dir/env.fifo"
 ps -o pgid= -p $$ | tr -d ' ' > "$dir/pgid"
+# eq-tui include: _attempt_records.sh
 {
     if [ -n "${EQ_CWD:-}" ] && ! cd "$EQ_CWD"; then
-        echo "eq-tui: working directory $EQ_CWD does not exist on $(hostname)"
-        echo 2 > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
-        exit 2
+        fail "working directory $EQ_CWD does not exist on $(hostname)"
     fi
     if [ -n "${EQ_CONDA:-}" ]; then
         if [ -n "${EQ_CONDA_HOOK:-}" ]; then
@@ -49,36 +48,20 @@ ps -o pgid= -p $$ | tr -d ' ' > "$dir/pgid"
         case $(command -v conda 2>/dev/null) in
             /*) eval "$(conda shell.posix hook 2>/dev/null)" ;;
         esac
-        if ! conda activate "$EQ_CONDA"; then
-            echo "eq-tui: could not activate conda env $EQ_CONDA"
-            echo 2 > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
-            exit 2
-        fi
+        conda activate "$EQ_CONDA" || fail "could not activate conda env $EQ_CONDA"
     fi
     if [ -n "${EQ_VENV:-}" ]; then
-        if [ -f "$EQ_VENV/bin/activate" ]; then . "$EQ_VENV/bin/activate"
-        else
-            echo "eq-tui: virtualenv $EQ_VENV has no bin/activate"
-            echo 2 > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
-            exit 2
-        fi
+        [ -f "$EQ_VENV/bin/activate" ] || fail "virtualenv $EQ_VENV has no bin/activate"
+        . "$EQ_VENV/bin/activate"
     fi
-    started=$(date +%s.%N 2>/dev/null)
-    case $started in *N*|"") started=$(date +%s) ;; esac
-    echo "$started" > "$dir/start"
     if ! command_text=$(cat "$dir/cmd") || [ -z "$command_text" ]; then
-        echo "eq-tui: cannot read the command from $dir/cmd"
-        echo 2 > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
-        exit 2
+        fail "cannot read the command from $dir/cmd"
     fi
+    stamp start
     sh -c "$command_text" &
     echo $! > "$dir/pid"
     wait $!
-    code=$?
-    # the end to the sub-second, like the start (the exit file's mtime has whole seconds)
-    ended=$(date +%s.%N 2>/dev/null)
-    case $ended in *N*|"") ;; *) echo "$ended" > "$dir/end" ;; esac
-    echo $code > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+    finish $?
 } 2>&1 | tee -a "$dir/log"
 WRAPPER
 [ -s "$dir/run.sh" ] || fail_write run.sh

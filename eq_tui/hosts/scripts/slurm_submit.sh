@@ -40,11 +40,7 @@ cat > "$dir/run.sh" <<'WRAPPER'
 # own exit code written atomically to `exit`. Slurm writes stdout/stderr to the log.
 dir=$1
 ps -o pgid= -p $$ | tr -d ' ' > "$dir/pgid"
-fail() {
-    echo "eq-tui: $1"
-    echo 2 > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
-    exit 2
-}
+# eq-tui include: _attempt_records.sh
 if [ -n "${EQ_CWD:-}" ] && ! cd "$EQ_CWD"; then
     fail "working directory $EQ_CWD does not exist on $(hostname)"
 fi
@@ -65,19 +61,14 @@ if [ -n "${EQ_VENV:-}" ]; then
     [ -f "$EQ_VENV/bin/activate" ] || fail "virtualenv $EQ_VENV has no bin/activate"
     . "$EQ_VENV/bin/activate"
 fi
-started=$(date +%s.%N 2>/dev/null)
-case $started in *N*|"") started=$(date +%s) ;; esac
-echo "$started" > "$dir/start"
 if ! command_text=$(cat "$dir/cmd") || [ -z "$command_text" ]; then
     fail "cannot read the command from $dir/cmd"
 fi
+stamp start
 sh -c "$command_text" &
 echo $! > "$dir/pid"
 wait $!
-code=$?
-ended=$(date +%s.%N 2>/dev/null)
-case $ended in *N*|"") ;; *) echo "$ended" > "$dir/end" ;; esac
-echo $code > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+finish $?
 WRAPPER
 [ -s "$dir/run.sh" ] || fail_write run.sh
 

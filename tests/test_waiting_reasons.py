@@ -1,0 +1,186 @@
+"""Every waiting job that a tick does not launch says why (Decision.why_waiting), whether or not
+decide() looked at it: the queue paused, a retry time, a phase, the crash guard, a bigger job
+placed first, no free GPU, a host's max_parallel."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eq_tui.engine.memory import MemoryPlan
+from eq_tui.engine.model import Attempt, FailureClass, JobState, JobStatus
+from eq_tui.engine.scheduler import Decision, GpuView, HostView, PhaseLimit, decide
+from eq_tui.manifest.model import JobSpec, Manifest, PhaseSpec
+from tests.test_scheduler_reference import EXAMPLES, scenarios
+
+GIB = 1024
+NOW = 1000.0
+
+
+def spec(id: str, mem: int | None = None, **kwargs: Any) -> JobSpec:
+    return JobSpec(id=id, phase=kwargs.pop("phase", "main"), cmd="train", mem_mib=mem,
+                   family="main", **kwargs)
+
+
+def manifest(*specs: JobSpec, **kwargs: Any) -> Manifest:
+    return replace(Manifest(project="p", source="m.yaml", jobs=specs), **kwargs)
+
+
+def host(used: tuple[int, ...] = (0,), total: int = 80 * GIB, **kwargs: Any) -> HostView:
+    gpus = tuple(GpuView(i, u, total, u) for i, u in enumerate(used))
+    defaults: dict[str, Any] = {"usable": True, "allowed": None, "max_parallel": 8}
+    return HostView(name="h", gpus=gpus, **{**defaults, **kwargs})
+
+
+def jobs(m: Manifest) -> list[JobState]:
+    return [JobState(id=s.id, phase=s.phase, cmd=s.cmd) for s in m.jobs]
+
+
+def running(job: JobState, gpus: list[int]) -> JobState:
+    job.status = JobStatus.RUNNING
+    job.history.append(Attempt(n=1, host="h", gpus=gpus, session="s", attempt_dir="d", log="l"))
+    return job
+
+
+def reasons(d: Decision, states: list[JobState]) -> dict[str, str | None]:
+    return {job.id: d.why_waiting(job) for job in states}
+
+
+def decide_now(m: Manifest, states: list[JobState], hosts: list[HostView], *,
+               packing: bool = False, **kwargs: Any) -> Decision:
+    plan = MemoryPlan(m.job_specs, {}, {}, NOW) if packing else None
+    return decide(m, states, hosts, now=NOW, paused=kwargs.pop("paused", False),
+                  preconditions={}, memory=plan, **kwargs)
+
+
+def test_small_jobs_listed_first_say_they_wait_behind_the_bigger_job_packed_first() -> None:
+    # the issue's case: two 10 GiB jobs listed first, a whole-card job third, one 80 GiB GPU
+    m = manifest(spec("small1", 10 * GIB), spec("small2", 10 * GIB), spec("whole"))
+    states = jobs(m)
+    d = decide_now(m, states, [host()], packing=True)
+    assert [x.job_id for x in d.launches] == ["whole"]
+    assert reasons(d, states) == {
+        "small1": "behind a bigger job (packing order): whole went first",
+        "small2": "behind a bigger job (packing order): whole went first",
+        "whole": None}
+
+
+def test_with_every_gpu_busy_the_jobs_say_no_free_gpu_without_being_looked_at() -> None:
+    m = manifest(*(spec(f"j{i}") for i in range(3)))
+    states = jobs(m)
+    d = decide_now(m, states, [host(used=(9000, 9000, 9000, 9000))])
+    assert set(reasons(d, states).values()) == {"no free GPU (4 of 4 busy)"}
+
+
+def test_gpus_our_jobs_hold_are_busy_too() -> None:
+    m = manifest(*(spec(f"j{i}") for i in range(4)))
+    states = jobs(m)
+    running(states[0], [0])
+    running(states[1], [1])
+    d = decide_now(m, states, [host(used=(0, 0))])
+    assert reasons(d, states) == {"j0": None, "j1": None, "j2": "no free GPU (2 of 2 busy)",
+                                  "j3": "no free GPU (2 of 2 busy)"}
+
+
+def test_a_host_at_max_parallel_names_its_limit() -> None:
+    m = manifest(*(spec(f"j{i}") for i in range(4)))
+    states = jobs(m)
+    running(states[0], [0])
+    running(states[1], [1])
+    d = decide_now(m, states, [host(used=(0, 0, 0, 0), max_parallel=2)])
+    assert reasons(d, states)["j3"] == "host limit max_parallel 2 reached"
+
+
+def test_a_full_shared_gpu_says_what_it_has_and_what_the_job_needs() -> None:
+    m = manifest(spec("a", 40 * GIB), spec("b", 40 * GIB), spec("c", 40 * GIB))
+    d = decide_now(m, jobs(m), [host()], packing=True)
+    assert [x.job_id for x in d.launches] == ["a"]
+    assert d.why_waiting(jobs(m)[1]) == "h GPU 0 has 39.0 GiB free of 80; needs 40.0"
+
+
+def test_a_job_waiting_for_its_retry_says_when_and_after_what() -> None:
+    m = manifest(spec("oom"), spec("port"))
+    oom, port = jobs(m)
+    for job, status, cls in ((oom, JobStatus.FAILED_OOM, FailureClass.CUDA_OOM),
+                             (port, JobStatus.PENDING, FailureClass.PORT_IN_USE)):
+        running(job, [0])
+        job.status, job.retry_at = status, NOW + 11.5
+        assert job.current is not None
+        job.current.failure_class = cls
+    d = decide_now(m, [oom, port], [host(used=(0, 0))])
+    assert d.launches == []
+    due = time.strftime("%H:%M:%S", time.localtime(NOW + 11.5))
+    # a clock time, not a countdown: the record does not change every tick while it waits
+    assert reasons(d, [oom, port]) == {"oom": f"retry at {due} (OOM)",
+                                       "port": f"retry at {due} (port_in_use)"}
+    later = decide_now(m, [oom, port], [host(used=(0, 0))])
+    assert reasons(later, [oom, port]) == reasons(d, [oom, port])
+
+
+def test_a_dependent_phase_says_which_phase_it_waits_for() -> None:
+    phases = (PhaseSpec("train"), PhaseSpec("eval", depends_on=("train",)))
+    m = manifest(spec("t", phase="train"), spec("e", phase="eval"), phases=phases)
+    states = jobs(m)
+    d = decide_now(m, states, [host(used=(0, 0))])
+    assert reasons(d, states) == {"t": None, "e": "waits for phase train"}
+
+
+def test_a_phase_the_crash_guard_holds_says_so_even_with_no_gpu_free() -> None:
+    m = manifest(spec("a"), spec("b"))
+    states = jobs(m)
+    held = {"main": PhaseLimit(0, "crash guard: 2 jobs of phase main failed")}
+    d = decide_now(m, states, [host(used=(9000,))], limits=held)
+    assert set(reasons(d, states).values()) == {"crash guard: 2 jobs of phase main failed"}
+
+
+def test_paused_and_strict_waves_hold_every_waiting_job() -> None:
+    m = manifest(spec("a"), spec("b"))
+    states = jobs(m)
+    assert set(reasons(decide_now(m, states, [host()], paused=True), states).values()) == {
+        "the queue is paused"}
+    strict = replace(m, waves="strict")
+    running(states[0], [0])
+    d = decide_now(strict, states, [host(used=(0, 0))])
+    assert reasons(d, states) == {
+        "a": None, "b": "waves: strict; waits for the running wave to end"}
+
+
+def test_jobs_past_the_lookahead_say_they_are_behind_the_ones_looked_at() -> None:
+    m = manifest(*(spec(f"j{i}", gpus_per_job=2) for i in range(6)))
+    states = jobs(m)
+    d = decide_now(m, states, [host(used=(0,))])  # one GPU: capacity 1, lookahead 4
+    got = reasons(d, states)
+    assert {got[f"j{i}"] for i in range(4)} == {"waiting for 2 free GPU(s) on one host"}
+    assert got["j4"] == got["j5"] == "in the queue behind the 4 jobs looked at this tick"
+
+
+def test_cpu_jobs_say_they_wait_for_a_cpu_slot() -> None:
+    m = manifest(spec("gpu", 10 * GIB), *(spec(f"c{i}", gpus_per_job=0) for i in range(3)))
+    states = jobs(m)
+    d = decide_now(m, states, [host(max_cpu_jobs=1)], packing=True)
+    got = reasons(d, states)
+    assert [got[f"c{i}"] for i in range(3)].count(None) == 1
+    assert {got[f"c{i}"] for i in range(3)} - {None} == {"waiting for a CPU slot (max_cpu_jobs)"}
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.booleans())
+def test_every_waiting_job_not_launched_or_blocked_has_a_reason(case: dict[str, Any],
+                                                               packing: bool) -> None:
+    m = case["manifest"]
+    states = case["jobs"]
+    plan = MemoryPlan(m.job_specs, {}, {}, case["now"]) if packing else None
+    d = decide(m, states, case["hosts"], now=case["now"], paused=case["paused"],
+               preconditions=case["preconditions"], memory=plan)
+    launched = {x.job_id for x in d.launches}
+    for job in states:
+        reason = d.why_waiting(job)
+        if job.status in (JobStatus.PENDING, JobStatus.FAILED_OOM) and job.id not in launched \
+                and job.id not in d.block:
+            assert reason, (job.id, job.status, d)
+        else:
+            assert reason is None
