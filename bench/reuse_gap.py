@@ -1,7 +1,7 @@
 """GPU reuse gap and makespan on real sshd hosts with simulated GPUs.
 
     .venv/bin/python bench/reuse_gap.py [--sweep reference|gap] [--hosts 2] [--poll 2]
-                                        [--waves rolling|strict] [--quick]
+                                        [--waves rolling|strict] [--quick] [--no-crash-guard]
 
 Runs a seeded sweep through the engine (in this process, so its counters can be read) against
 real sshd hosts on loopback whose GPUs are simulated, then measures from two independent
@@ -61,11 +61,13 @@ class SweepConfig:
     seed: int = 7
     quick: bool = False
     watch: bool = True  # False: the periodic probe alone, like today's polling scripts
+    crash_guard: bool = True  # False: `crash_guard: false` (to show what the guard costs)
 
     @property
     def label(self) -> str:
         watcher = "" if self.watch else "-nowatch"
-        return f"{self.sweep}-{self.waves}-poll{self.poll:g}-{self.hosts}h{watcher}"
+        guard = "" if self.crash_guard else "-noguard"
+        return f"{self.sweep}-{self.waves}-poll{self.poll:g}-{self.hosts}h{watcher}{guard}"
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,8 @@ def job_lines(config: SweepConfig) -> list[str]:
 
 def manifest_text(bed: SshBed, work: Path, config: SweepConfig) -> str:
     hosts = "\n".join(f"  - {{name: {n}, ssh: {n}, log_dir: {work}/logs}}" for n in bed.hosts)
-    head = (f"project: bench\ncwd: {work}\nwaves: {config.waves}\n"
+    guard = "" if config.crash_guard else "crash_guard: false\n"
+    head = (f"project: bench\ncwd: {work}\nwaves: {config.waves}\n{guard}"
             f"oom_retry: {{delay: {OOM_DELAY_S:g}, max_attempts: 3}}\nhosts:\n{hosts}\njobs:")
     return "\n".join([head, *job_lines(config)]) + "\n"
 
@@ -325,9 +328,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="shorter jobs: a look, not figures")
     parser.add_argument("--no-watch", action="store_true",
                         help="the periodic probe alone (how polling scripts work)")
+    parser.add_argument("--no-crash-guard", action="store_true",
+                        help="crash_guard: false (what the default guard costs a healthy sweep)")
     args = parser.parse_args()
     config = SweepConfig(args.sweep, args.hosts, args.poll, args.waves, args.seed, args.quick,
-                         watch=not args.no_watch)
+                         watch=not args.no_watch, crash_guard=not args.no_crash_guard)
     result = run_sweep(config)
     print(describe(result))
     out = Path(__file__).parent / "results"
