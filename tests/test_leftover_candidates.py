@@ -59,3 +59,12 @@ def test_the_probe_marks_processes_ps_did_not_list_as_gone() -> None:
     assert [(p.pid, p.running, p.pgid, p.user) for p in owned] == [
         (100, True, 100, "eqtest"), (200, False, None, "")]
     assert with_owners(listed, None) == listed  # no owners section: nothing known
+
+
+def test_an_attempts_own_process_comes_from_proc_without_user_or_command() -> None:
+    """The probe reads an attempt's processes' group and session from /proc (no `ps`): three
+    fields; someone else's still come from `ps` with their user and command."""
+    listed = [GpuProcess(100, "GPU-0", 500), GpuProcess(300, "GPU-0", 700)]
+    owned = with_owners(listed, ["100 90 90", "300 300 300 alice python their.py"])
+    assert [(p.pid, p.running, p.pgid, p.sid, p.user, p.command) for p in owned] == [
+        (100, True, 90, 90, "", ""), (300, True, 300, 300, "alice", "python their.py")]

@@ -269,16 +269,16 @@ def with_utilisation(processes: list[GpuProcess], gpus: list[GpuReading],
 
 def with_owners(processes: list[GpuProcess], lines: list[str] | None) -> list[GpuProcess]:
     """The processes with their process group, session, user and command from the `owners`
-    section (`ps` lines: pid pgid sid user args). None: no such section (`ps` did not run); a
-    process `ps` did not list was gone."""
+    section (`ps` lines: pid pgid sid user args; an attempt's own process: pid pgid sid, from
+    /proc). None: no such section (`ps` did not run); a process not listed was gone."""
     if lines is None:
         return processes
     owners: dict[int, GpuProcess] = {}
     for line in lines:
         parts = line.split(None, 4)
-        if len(parts) >= 4 and all(part.isdigit() for part in parts[:3]):
-            pid = int(parts[0])
-            owners[pid] = GpuProcess(pid, "", None, parts[3],
+        if len(parts) >= 3 and all(part.isdigit() for part in parts[:3]):
+            pid = int(parts[0])  # an attempt's own process comes with no user or command
+            owners[pid] = GpuProcess(pid, "", None, parts[3] if len(parts) > 3 else "",
                                      parts[4].strip() if len(parts) == 5 else "",
                                      pgid=int(parts[1]), sid=int(parts[2]))
     return [replace(owners[p.pid], gpu_uuid=p.gpu_uuid, used_mib=p.used_mib, running=True)

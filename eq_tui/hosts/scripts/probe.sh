@@ -60,6 +60,22 @@ if command -v tmux >/dev/null 2>&1; then
     done
 fi
 
+# the requests, read before anything else: the GPU section needs our attempts' process groups
+requests=
+while IFS= read -r line; do requests="$requests$line
+"; done
+# our attempts' process groups and sessions (each wrapper leads both): " 123 456 "
+ours=" "
+if [ "$query_gpus" = 1 ]; then
+    while IFS="$tab" read -r kind key a dir c; do
+        [ "$kind" = A ] || continue
+        first_line g "$dir/pgid"
+        case $g in ''|*[!0-9]*) ;; *) ours="$ours$g " ;; esac
+    done <<REQUESTS
+$requests
+REQUESTS
+fi
+
 if [ "$query_gpus" = 1 ]; then
     echo "$b gpus"
     nvidia-smi --query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu \
@@ -71,12 +87,36 @@ if [ "$query_gpus" = 1 ]; then
     apps_rc=$?
     [ -z "$apps" ] || printf '%s\n' "$apps"
     echo "$b apps_rc $apps_rc"
-    # who holds each GPU process (one ps for all of them): pid, process group, session (which
-    # attempt it belongs to), user, command
+    # who holds each GPU process: pid, process group, session (which attempt it belongs to),
+    # user, command. A process of one of our attempts is known from /proc/PID/stat, read by the
+    # shell itself; one ps (user and command) only for the others: someone else's, a leftover
     pids=$(printf '%s\n' "$apps" | sed -n 's/^[[:space:]]*\([0-9][0-9]*\),.*/\1/p' | paste -sd, -)
     if [ "$apps_rc" = 0 ] && [ -n "$pids" ]; then
         echo "$b owners"
-        ps -ww -o pid=,pgid=,sid=,user=,args= -p "$pids" 2>/dev/null </dev/null | cut -c1-300
+        others=
+        if [ -d /proc/self ]; then
+            IFS=,
+            for p in $pids; do
+                IFS=' '
+                st=
+                read -r st < "/proc/$p/stat" 2>/dev/null || :
+                # after the command's closing paren: state ppid pgrp session ...
+                set -- ${st##*) }
+                if [ "$#" -ge 4 ] && { case $ours in *" $3 "*|*" $4 "*) true ;; *) false ;; esac; }
+                then
+                    echo "$p $3 $4"
+                else
+                    others="$others${others:+,}$p"
+                fi
+                IFS=,
+            done
+            IFS=' '
+        else
+            others=$pids
+        fi
+        if [ -n "$others" ]; then
+            ps -ww -o pid=,pgid=,sid=,user=,args= -p "$others" 2>/dev/null </dev/null | cut -c1-300
+        fi
     fi
     # a GPU that several processes share: its utilisation says nothing of any one of them, so
     # each process's own (one sample, ~55 ms on an H100; only then, never on a card alone)
@@ -151,5 +191,7 @@ while IFS="$tab" read -r kind key a b2 c; do
             echo "${kind}${tab}${key}${tab}${found}"
             ;;
     esac
-done
+done <<REQUESTS
+$requests
+REQUESTS
 echo "$b end"

@@ -16,6 +16,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
     from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
@@ -132,6 +133,18 @@ def table(config: dict[str, Any], indices: list[int], apps: list[core.ComputeApp
     return lines
 
 
+def load_state() -> tuple[Path, dict[str, Any]] | None:
+    """The state directory and its config; None where the real tool would find no driver."""
+    state_dir = core.state_dir_from_env()
+    if state_dir is None:
+        return None
+    try:
+        config = core.load_config(state_dir)
+    except core.ConfigMissing:
+        return None
+    return None if config["quirk"] == "fail" else (state_dir, config)
+
+
 def pmon(config: dict[str, Any], apps: list[core.ComputeApp]) -> list[str]:
     """`nvidia-smi pmon -c 1 -s u`: a line per process and GPU, its own SM utilisation."""
     lines = ["# gpu         pid   type     sm    mem    enc    dec    jpg    ofa    command",
@@ -184,16 +197,11 @@ def main(argv: list[str]) -> int:
     if (query_gpu or query_apps) and (fmt is None or "csv" not in fmt):
         return fail_usage('"--format=" switch is missing. Please specify "--format=csv".')
 
-    state_dir = core.state_dir_from_env()
-    if state_dir is None:
+    loaded = load_state()
+    if loaded is None:
         return fail_driver()
-    try:
-        config = core.load_config(state_dir)
-    except core.ConfigMissing:
-        return fail_driver()
+    state_dir, config = loaded
     quirk = config["quirk"]
-    if quirk == "fail":
-        return fail_driver()
     if quirk == "empty":
         return 0
 
@@ -234,15 +242,10 @@ def main_pmon(args: list[str]) -> int:
     problem = pmon_args(args)
     if problem is not None:
         return fail_usage(problem)
-    state_dir = core.state_dir_from_env()
-    if state_dir is None:
+    loaded = load_state()
+    if loaded is None:
         return fail_driver()
-    try:
-        config = core.load_config(state_dir)
-    except core.ConfigMissing:
-        return fail_driver()
-    if config["quirk"] == "fail":
-        return fail_driver()
+    state_dir, config = loaded
     apps = [a for a in core.compute_apps(state_dir, config) if a.alive]
     print("\n".join(pmon(config, apps)))
     return 0
