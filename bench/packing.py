@@ -6,8 +6,8 @@ Every sweep runs `eq-tui --no-ui` (a process of its own) against real sshd hosts
 with simulated GPUs; what ran where and when is read from the fake jobs' own records on the
 hosts. Every fake job ramps its memory up over 5 s after it starts (`fake-train --ramp 5`), so
 a job placed on memory that another job has not allocated yet would run out of memory. The
-crash guard is off in every sweep: it starts only 3 jobs of a new phase until one proves
-itself, which would add the same minute to each policy and blur the ratios.
+crash guard is on, as by default: a healthy sweep never trips it, and it then launches
+exactly as with `crash_guard: false`.
 
 - declared: N jobs x 18 GiB (`mem_mib: 18432`) on 2 hosts x 4 GPUs of 80 GiB, against the
   same sweep one job per GPU. 4 jobs fit a GPU (4 x 18 + 1 GiB margin), so equal jobs need
