@@ -27,27 +27,15 @@ cat > "$dir/run.sh" <<'WRAPPER'
 dir=$1
 . "$dir/env.fifo"
 rm -f "$dir/env.fifo"
-ps -o pgid= -p $$ | tr -d ' ' > "$dir/pgid"
 # eq-tui include: _attempt_records.sh
+# eq-tui include: _conda.sh
+own_pgid > "$dir/pgid"
 {
     if [ -n "${EQ_CWD:-}" ] && ! cd "$EQ_CWD"; then
         fail "working directory $EQ_CWD does not exist on $(hostname)"
     fi
     if [ -n "${EQ_CONDA:-}" ]; then
-        if [ -n "${EQ_CONDA_HOOK:-}" ]; then
-            if [ -f "$EQ_CONDA_HOOK" ]; then . "$EQ_CONDA_HOOK"; else eval "$EQ_CONDA_HOOK"; fi
-        elif ! command -v conda >/dev/null 2>&1; then
-            for hook in "$HOME/miniconda3" "$HOME/anaconda3" "$HOME/miniforge3" \
-                        "$HOME/mambaforge" /opt/conda /opt/miniconda3; do
-                if [ -f "$hook/etc/profile.d/conda.sh" ]; then
-                    . "$hook/etc/profile.d/conda.sh"; break
-                fi
-            done
-        fi
-        # conda as a bare executable (not the shell function) cannot `activate`: hook it in
-        case $(command -v conda 2>/dev/null) in
-            /*) eval "$(conda shell.posix hook 2>/dev/null)" ;;
-        esac
+        conda_hook "${EQ_CONDA_HOOK:-}"
         conda activate "$EQ_CONDA" || fail "could not activate conda env $EQ_CONDA"
     fi
     if [ -n "${EQ_VENV:-}" ]; then

@@ -43,26 +43,14 @@ if [ "$query_gpus" = 1 ]; then
 fi
 # the jobs' PATH (the manifest's env sets it) before their conda env or venv, as at launch
 [ "$job_path" = "-" ] || PATH=$job_path
+# eq-tui include: _conda.sh
 if [ "$conda_env" != "-" ]; then
-    if [ "$conda_hook" != "-" ]; then
-        if [ -f "$conda_hook" ]; then . "$conda_hook" >/dev/null 2>&1 </dev/null
-        else eval "$conda_hook" >/dev/null 2>&1 </dev/null; fi
-    elif ! command -v conda >/dev/null 2>&1; then
-        for hook in "$HOME/miniconda3" "$HOME/anaconda3" "$HOME/miniforge3" \
-                    "$HOME/mambaforge" /opt/conda /opt/miniconda3; do
-            if [ -f "$hook/etc/profile.d/conda.sh" ]; then
-                . "$hook/etc/profile.d/conda.sh" </dev/null; break
-            fi
-        done
-    fi
+    conda_hook "$conda_hook" >/dev/null 2>&1 </dev/null
     if ! command -v conda >/dev/null 2>&1; then
         report conda fail "not found (set conda_hook to your conda.sh)"
     elif conda env list 2>/dev/null </dev/null | awk '{print $1}' | grep -qxF -e "$conda_env" ||
          [ -d "$conda_env" ]; then
         report conda ok "$conda_env"
-        case $(command -v conda 2>/dev/null) in
-            /*) eval "$(conda shell.posix hook 2>/dev/null)" ;;
-        esac
         conda activate "$conda_env" >/dev/null 2>&1 </dev/null
     else
         report conda fail "conda env $conda_env does not exist"

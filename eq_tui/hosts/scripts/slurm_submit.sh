@@ -39,22 +39,14 @@ cat > "$dir/run.sh" <<'WRAPPER'
 # eq-tui attempt wrapper (Slurm batch script): pid/pgid/start beside the log, and the command's
 # own exit code written atomically to `exit`. Slurm writes stdout/stderr to the log.
 dir=$1
-ps -o pgid= -p $$ | tr -d ' ' > "$dir/pgid"
 # eq-tui include: _attempt_records.sh
+# eq-tui include: _conda.sh
+own_pgid > "$dir/pgid"
 if [ -n "${EQ_CWD:-}" ] && ! cd "$EQ_CWD"; then
     fail "working directory $EQ_CWD does not exist on $(hostname)"
 fi
 if [ -n "${EQ_CONDA:-}" ]; then
-    if [ -n "${EQ_CONDA_HOOK:-}" ]; then
-        if [ -f "$EQ_CONDA_HOOK" ]; then . "$EQ_CONDA_HOOK"; else eval "$EQ_CONDA_HOOK"; fi
-    elif ! command -v conda >/dev/null 2>&1; then
-        for hook in "$HOME/miniconda3" "$HOME/anaconda3" "$HOME/miniforge3" \
-                    "$HOME/mambaforge" /opt/conda /opt/miniconda3; do
-            if [ -f "$hook/etc/profile.d/conda.sh" ]; then
-                . "$hook/etc/profile.d/conda.sh"; break
-            fi
-        done
-    fi
+    conda_hook "${EQ_CONDA_HOOK:-}"
     conda activate "$EQ_CONDA" || fail "could not activate conda env $EQ_CONDA"
 fi
 if [ -n "${EQ_VENV:-}" ]; then
