@@ -1,6 +1,7 @@
 # _attempt_records.sh: included (shell_host.script) in the attempt wrappers of launch.sh and
 # slurm_submit.sh, with $dir the attempt dir. The host's clock times both ends of an attempt:
-# `start` just before the command runs, `end` and then `exit` (atomically) once it is over.
+# `start` as the command's process is forked, `end` and then `exit` (atomically) once it is
+# over.
 # stamp NAME: the host's time, to the sub-second where `date` has it, into $dir/NAME
 stamp() {
     eq_now=$(date +%s.%N 2>/dev/null)

@@ -56,9 +56,10 @@ fi
 if ! command_text=$(cat "$dir/cmd") || [ -z "$command_text" ]; then
     fail "cannot read the command from $dir/cmd"
 fi
-stamp start
+# the start is stamped just after the fork: the job does not wait for `date`
 sh -c "$command_text" &
 echo $! > "$dir/pid"
+stamp start
 wait $!
 finish $?
 WRAPPER
