@@ -65,10 +65,13 @@ EOF
     if [ "$query_gpus" = 1 ] && [ "$draining" != ' ' ]; then
         if readings=$(nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits \
                       2>&1 </dev/null); then
+            # each reading read by the shell itself (an awk per GPU per round adds up while
+            # many GPUs drain on a busy host); a GPU with no reading keeps draining
             still=' '
-            for g in $draining; do
-                used=$(printf '%s\n' "$readings" |
-                       awk -F', *' -v g="$g" '$1 == g {print $2; exit}')
+            read_gpus=' '
+            while IFS=', ' read -r g used rest; do
+                case $draining in *" $g "*) ;; *) continue ;; esac
+                read_gpus="$read_gpus$g "
                 case $used in
                     ''|*[!0-9]*) still="$still$g " ;;
                     *) if [ "$used" -lt "$threshold" ]; then
@@ -77,6 +80,11 @@ EOF
                            still="$still$g "
                        fi ;;
                 esac
+            done <<EOF
+$readings
+EOF
+            for g in $draining; do
+                case $read_gpus in *" $g "*) ;; *) still="$still$g " ;; esac
             done
             draining=$still
         else
