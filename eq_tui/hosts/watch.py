@@ -17,6 +17,8 @@ from eq_tui.errors import HostError
 from eq_tui.hosts.runner import LineStream, StreamingRunner
 
 WATCH_INTERVAL_S = 0.25
+# while a GPU drains the next job waits on this reading: it is looked at more often then
+DRAIN_INTERVAL_S = 0.1
 WATCH_LIFETIME_S = 900
 _FIELD_UNSAFE = frozenset("\t\n\r")
 
@@ -38,6 +40,7 @@ class WatchRequest:
     threshold_mib: int = 500
     interval_s: float = WATCH_INTERVAL_S
     lifetime_s: int = WATCH_LIFETIME_S
+    drain_interval_s: float = DRAIN_INTERVAL_S
 
     @property
     def empty(self) -> bool:
@@ -102,7 +105,7 @@ async def run_watch(runner: StreamingRunner, script: str, request: WatchRequest,
                     query_gpus: bool, on_event: Callable[[WatchEvent], None]) -> WatchEnd:
     """Start watch.sh through the runner and relay its lines until it ends."""
     args = [f"{request.interval_s:g}", str(request.threshold_mib), "1" if query_gpus else "0",
-            str(request.lifetime_s)]
+            str(request.lifetime_s), f"{min(request.drain_interval_s, request.interval_s):g}"]
     stream: LineStream = await runner.stream(script, args, stdin=watch_stdin(request))
     try:
         while True:

@@ -1,4 +1,4 @@
-# watch.sh INTERVAL THRESHOLD_MIB QUERY_GPUS LIFETIME_S
+# watch.sh INTERVAL THRESHOLD_MIB QUERY_GPUS LIFETIME_S [DRAIN_INTERVAL]
 # stdin (read to EOF before watching):
 #   A key attempt_dir gpus    an attempt to watch for its exit record (gpus: comma list or -)
 #   G gpu                     a GPU whose memory we wait to see released
@@ -9,11 +9,12 @@
 #   E message                 nvidia-smi failed; GPUs are no longer watched (the probe decides)
 #   H                         heartbeat (a closed channel ends us at the next write)
 #   Q done|lifetime           the last line: nothing is left to watch, or LIFETIME_S is up
-# It checks exit records (cheap file tests) every INTERVAL seconds and runs nvidia-smi only
+# It checks exit records (cheap file tests) every INTERVAL seconds (DRAIN_INTERVAL while a GPU
+# drains: the next job waits on that reading) and runs nvidia-smi only
 # while a GPU is being watched. It exits after LIFETIME_S; the engine starts a fresh one.
 set -u
 set -f
-interval=$1 threshold=$2 query_gpus=$3 lifetime=$4
+interval=$1 threshold=$2 query_gpus=$3 lifetime=$4 drain_interval=${5:-$1}
 tab=$(printf '\t')
 nl='
 '
@@ -104,5 +105,7 @@ EOF
         fi
         if [ $((now - started)) -ge "$lifetime" ]; then echo "Q${tab}lifetime"; exit 0; fi
     fi
-    sleep "$interval" 2>/dev/null || sleep 1
+    # a GPU draining: the next job waits on its reading, so it is looked at more often
+    if [ "$draining" != ' ' ]; then pause=$drain_interval; else pause=$interval; fi
+    sleep "$pause" 2>/dev/null || sleep 1
 done
