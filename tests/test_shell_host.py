@@ -430,3 +430,16 @@ async def test_the_probe_ties_a_gpu_process_to_its_attempt_by_process_group(
     assert snap.cores == os.cpu_count()
     plain = await bed.host.probe(ProbeRequest(attempts=(ref,), cwd=str(bed.tmp)))
     assert plain.cores is None
+
+
+async def test_launches_as_the_last_tmux_session_ends_all_start(bed: Bed) -> None:
+    """A tmux server exits with its last session, and a client that reaches it then is told
+    "server exited unexpectedly" (about one launch in five, back to back with instant jobs on
+    the bed's server of its own). The launch starts the session on a fresh server instead of
+    failing, and never twice."""
+    # each job ends a little later than the last: one of them ends as the next launch connects
+    refs = [await bed.launch(bed.request(f"quick{i}", f"sleep {i / 200:.3f}", launcher="tmux"))
+            for i in range(40)]
+    for ref in refs:
+        assert (await bed.finished(ref)).exit_code == 0
+        assert Path(ref.attempt_dir, "start").read_text().strip()  # its wrapper ran, once

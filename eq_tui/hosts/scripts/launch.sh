@@ -57,17 +57,6 @@ WRAPPER
 
 mkfifo -m 600 "$dir/env.fifo" || exit 5
 quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
-case $launcher in
-    screen) screen -dmS "$session" sh "$dir/run.sh" "$dir" ;;
-    tmux) tmux new-session -d -s "$session" "sh $(quote "$dir/run.sh") $(quote "$dir")" ;;
-esac
-status=$?
-if [ "$status" -ne 0 ]; then
-    rm -f "$dir/env.fifo"
-    echo "eq-tui: $launcher could not start session $session (exit $status)" >&2
-    exit 6
-fi
-
 session_exists() {
     case $launcher in
         screen) screen -ls 2>/dev/null </dev/null |
@@ -76,6 +65,29 @@ session_exists() {
         tmux) tmux has-session -t "=$session" 2>/dev/null </dev/null ;;
     esac
 }
+start_session() {
+    case $launcher in
+        screen) screen -dmS "$session" sh "$dir/run.sh" "$dir" ;;
+        tmux) tmux new-session -d -s "$session" "sh $(quote "$dir/run.sh") $(quote "$dir")" ;;
+    esac
+}
+start_session
+status=$?
+# a tmux server that is exiting (its last session just ended) drops a new client: "server
+# exited unexpectedly". A fresh server takes the session: tried again, only while it did not
+# start (never twice)
+tries=1
+while [ "$status" -ne 0 ] && [ "$launcher" = tmux ] && [ "$tries" -lt 3 ] && ! session_exists; do
+    sleep 0.2
+    start_session
+    status=$?
+    tries=$((tries + 1))
+done
+if [ "$status" -ne 0 ]; then
+    rm -f "$dir/env.fifo"
+    echo "eq-tui: $launcher could not start session $session (exit $status)" >&2
+    exit 6
+fi
 give_up() {
     kill "$writer" 2>/dev/null
     rm -f "$dir/env.fifo"
