@@ -154,6 +154,16 @@ def test_log_bytes_of_any_kind_clean_to_text(data: bytes) -> None:
                for line in lines)
 
 
+@FAST
+@given(st.lists(st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7e),
+                        min_size=1, max_size=40).filter(str.strip), min_size=1, max_size=8))
+def test_plain_log_lines_clean_to_themselves(lines: list[str]) -> None:
+    """The positive half: a log of plain printable lines comes back as those lines (a cleaner
+    that returned nothing would pass the property above alone)."""
+    cleaned = clean_text(("\n".join(lines) + "\n").encode())
+    assert [line.rstrip() for line in cleaned if line.strip()] == [line.rstrip() for line in lines]
+
+
 H100_PMON = """\
 # gpu         pid   type     sm    mem    enc    dec    jpg    ofa    command
 # Idx           #    C/G      %      %      %      %      %      %    name

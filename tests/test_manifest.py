@@ -20,7 +20,7 @@ from eq_tui.manifest.jobs import parse_grid
 from eq_tui.manifest.model import DEFAULT_PHASE, Manifest, Precondition
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.yaml_lines import Located
-from tests.support.manifest_props import load_checked
+from tests.support.manifest_props import VALID_JSON, VALID_YAML, assert_valid_loads, load_checked
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_manifests"
 EXAMPLES = int(os.environ.get("EQ_HYPOTHESIS_EXAMPLES", "200"))
@@ -259,6 +259,8 @@ def _outcome(text: str, source: str = "fuzz.yaml") -> None:
 def test_fuzz_arbitrary_text(text: str) -> None:
     _outcome(text)
     _outcome(text, "fuzz.json")
+    assert_valid_loads(VALID_YAML, "fuzz.yaml")
+    assert_valid_loads(VALID_JSON, "fuzz.json")
 
 
 _scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 300), st.floats(allow_nan=True),
@@ -278,6 +280,8 @@ def test_fuzz_near_miss_manifests(data: dict[str, object]) -> None:
     base: dict[str, object] = {"default_cmd": "run", "jobs": [{"id": "a"}]}
     _outcome(json.dumps({**base, **data}), "near.json")
     _outcome(yaml.safe_dump({**base, **data}), "near.yaml")
+    assert_valid_loads(json.dumps(base), "near.json")  # the base itself is a manifest
+    assert_valid_loads(yaml.safe_dump(base), "near.yaml")
 
 
 ENV_JOB = "jobs: [{id: a, cmd: x}]\n"

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from eq_tui.errors import ManifestError
 from eq_tui.manifest.loader import load_manifest, load_manifest_text
-from tests.support.manifest_props import load_checked
+from tests.support.manifest_props import VALID_JSON, VALID_YAML, assert_valid_loads, load_checked
 
 EXAMPLES = int(os.environ.get("EQ_HYPOTHESIS_EXAMPLES", "200"))
 SAMPLES = Path(__file__).parent.parent / "sample_manifests"
@@ -250,12 +250,29 @@ trees = st.recursive(yaml_scalars, lambda inner: st.one_of(
 @given(trees)
 def test_arbitrary_structures_give_a_plan_or_a_clean_error(tree: object) -> None:
     load_checked(json.dumps(tree), "m.json")
+    assert_valid_loads(VALID_JSON, "m.json")
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(st.text(max_size=200))
 def test_arbitrary_text_gives_a_plan_or_a_clean_error(text: str) -> None:
     load_checked(text, "m.yaml")
+    assert_valid_loads(VALID_YAML, "m.yaml")
+
+
+def test_the_fuzz_properties_reject_a_loader_that_refuses_everything(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loader that answers every input with a clean, located ManifestError passes the
+    negative half of the fuzz properties; the positive half (a valid base loads) fails it."""
+    import tests.support.manifest_props as props
+
+    def refuses(_text: str, source: str) -> None:
+        raise ManifestError("no jobs", path=source)
+
+    monkeypatch.setattr(props, "load_manifest_text", refuses)
+    assert isinstance(props.load_checked("[", "m.yaml"), ManifestError)  # passes alone
+    with pytest.raises(ManifestError):
+        props.assert_valid_loads()
 
 
 def test_the_fuzz_property_rejects_a_loader_bug(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -165,3 +165,28 @@ def test_log_line_round_trip(values: dict[str, float]) -> None:
                                                            "port", "rank", "node")}
     line = " ".join(f"{k}={v!r}" for k, v in values.items())
     assert log_numbers(line) == {k: float(repr(v)) for k, v in values.items()}
+
+
+_METRIC_KEYS = st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True)
+_FINITE = st.floats(allow_nan=False, allow_infinity=False, width=32)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(_METRIC_KEYS, _FINITE, min_size=1, max_size=5))
+def test_a_metrics_json_reads_back_every_value(values: dict[str, float]) -> None:
+    """The positive half for parse_json (the never-crashes property passes on `{}` alone)."""
+    import json
+
+    assert parse_json(json.dumps(values)) == {k: [float(v)] for k, v in values.items()}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_METRIC_KEYS, min_size=1, max_size=4, unique=True),
+       st.lists(st.lists(_FINITE, min_size=4, max_size=4), min_size=1, max_size=6))
+def test_a_metrics_csv_reads_back_every_column(header: list[str],
+                                               rows: list[list[float]]) -> None:
+    """The positive half for parse_csv: each column's values, in order."""
+    text = ",".join(header) + "\n" + "\n".join(
+        ",".join(repr(v) for v in row[:len(header)]) for row in rows) + "\n"
+    assert parse_csv(text) == {key: [float(row[i]) for row in rows]
+                               for i, key in enumerate(header)}

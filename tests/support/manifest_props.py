@@ -41,3 +41,16 @@ def load_checked(text: str, source: str) -> Manifest | ManifestError:
         return exc
     assert isinstance(result, Manifest) and result.jobs
     return result
+
+
+# A manifest every loader must accept: the positive half of the fuzz properties (a loader
+# that refused everything with a clean, located error would pass the negative half alone).
+VALID_YAML = "jobs: [{id: a, cmd: x}]\n"
+VALID_JSON = '{"default_cmd": "run", "jobs": [{"id": "a"}]}'
+
+
+def assert_valid_loads(text: str = VALID_YAML, source: str = "valid.yaml") -> Manifest:
+    """`text` (known to be valid) loads into a manifest with its jobs, not an error."""
+    result = load_manifest_text(text, source)
+    assert isinstance(result, Manifest) and [job.id for job in result.jobs] == ["a"], result
+    return result
