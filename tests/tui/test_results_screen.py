@@ -102,7 +102,9 @@ async def test_sorting_on_a_column_and_reversing() -> None:
 
 def test_results_screen_snapshot(snap_compare: Any) -> None:
     async def open_results(pilot: Pilot[Any]) -> None:
-        await pilot.pause(0.3)  # the log pane's first tail
+        # the log pane has followed the selected job (its title names it)
+        await eventually(pilot, lambda: str(pilot.app.log_pane.border_title).startswith("log: "),
+                         what="the log pane following the selected job")
         await pilot.press("R")
         await eventually(pilot, lambda: isinstance(pilot.app.screen, ResultsScreen))
         await pilot.pause()

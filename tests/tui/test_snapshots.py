@@ -70,7 +70,11 @@ def test_small_screen_log_tab(snap_compare: Any) -> None:
     async def open_logs(pilot: Pilot[Any]) -> None:
         await settle(pilot)
         await pilot.press("l")
-        await pilot.pause(0.3)
+        # the log and retry queue have replaced the table, the log pane shows its tail
+        await eventually(pilot, lambda: pilot.app.room.logs_tab
+                         and pilot.app.retry_pane.has_focus
+                         and bool(pilot.app.query_one("#log").lines), what="the log tab")
+        await pilot.pause()
 
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=open_logs)
 
