@@ -242,8 +242,7 @@ STUBBORN_JOB = (
 
 async def test_killing_several_jobs_stops_their_sessions_side_by_side(tmp_path: Path) -> None:
     """Each job ignores SIGTERM, so each stop waits out the 5 s grace before SIGKILL: one after
-    another that would be 15 s; side by side every job has its TERM before any is ended. (Three:
-    the crash guard lets no more start before one has run a minute.)"""
+    another that would be 15 s; side by side every job has its TERM before any is ended."""
     ids = [f"stubborn{n}" for n in range(3)]
     manifest = make_manifest(tmp_path, [job(i, f"{STUBBORN_JOB} {tmp_path}/{i}.term")
                                         for i in ids], hosts=sim_hosts(("sim", 3)))
@@ -262,3 +261,5 @@ async def test_killing_several_jobs_stops_their_sessions_side_by_side(tmp_path: 
     ended = [float((d / "end").read_text()) for d in attempt_dirs.values()]
     assert [(d / "exit").read_text().strip() for d in attempt_dirs.values()] == ["137"] * 3
     assert max(termed) < min(ended), (termed, ended)
+    # the state file keeps how each attempt ended, as its own exit record says
+    assert [run.job(i)["history"][-1]["exit_code"] for i in ids] == [137] * 3

@@ -141,9 +141,11 @@ class Launcher:
         current = job.current
         if current is None or job.host is None or job.host not in self.ctx.hosts:
             return
-        await self.ctx.hosts[job.host].host.kill(current.session, current.attempt_dir,
-                                                 self.ctx.manifest.launcher, reason)
+        code = await self.ctx.hosts[job.host].host.kill(current.session, current.attempt_dir,
+                                                        self.ctx.manifest.launcher, reason)
         current.close(self.ctx.clock())
+        if code is not None:
+            current.exit_code = code  # its own record's, as the host wrote it
 
     async def settle(self) -> None:
         """Wait for sessions being started: how each launch ended gets recorded."""

@@ -190,10 +190,11 @@ class Host(Protocol):
         ...
 
     async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
-                   reason: str = "") -> None:
+                   reason: str = "") -> int | None:
         """Stop the attempt's process group and its session (addressed exactly). With a
         `reason` (a person's kill), an attempt that wrote no exit record gets one, and its log
-        a line saying why and with which signal."""
+        a line saying why and with which signal. Returns the exit code its record holds then
+        (None: no record, or a host that cannot tell)."""
         ...
 
     async def tail(self, attempt_dir: str, lines: int) -> list[str]: ...

@@ -130,11 +130,12 @@ class ShellHost:
             raise HostError(f"{self.name}: {message}")
 
     async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
-                   reason: str = "") -> None:
-        code, _out, err = await self._run("kill.sh", [launcher, session, attempt_dir,
-                                                      clean_line(reason)], timeout=30)
+                   reason: str = "") -> int | None:
+        code, out, err = await self._run("kill.sh", [launcher, session, attempt_dir,
+                                                     clean_line(reason)], timeout=30)
         if code != 0:
             raise HostError(f"{self.name}: kill failed: {err.decode(errors='replace')[:300]}")
+        return killed_exit_code(out.decode(errors="replace"))
 
     async def reap(self, request: ReapRequest) -> list[Reaped]:
         """End the processes still holding an ended attempt's GPUs that are that attempt's."""
@@ -189,3 +190,11 @@ class ShellHost:
     async def close(self) -> None:
         await self.runner.close()
 
+
+def killed_exit_code(out: str) -> int | None:
+    """kill.sh's `exit CODE` line: how the attempt ended, by its own record."""
+    for line in out.splitlines():
+        word, _, value = line.partition(" ")
+        if word == "exit" and value.strip().isdigit():
+            return int(value)
+    return None

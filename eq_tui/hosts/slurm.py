@@ -247,12 +247,13 @@ class SlurmHost:
             raise HostError(f"{self.name}: {message or f'sbatch exited {result.returncode}'}")
 
     async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
-                   reason: str = "") -> None:  # Slurm records how its job ended itself
+                   reason: str = "") -> int | None:  # Slurm records how its job ended itself
         result = await self.runner.run(script("slurm_cancel.sh"), [session, attempt_dir],
                                        timeout=30)
         if result.returncode != 0:
             raise HostError(f"{self.name}: scancel failed: "
                             f"{result.stderr.decode(errors='replace')[:300]}")
+        return None
 
     async def tail(self, attempt_dir: str, lines: int) -> list[str]:
         return await self._files.tail(attempt_dir, lines)

@@ -97,13 +97,14 @@ class MemoryHost:
             self.used_mib[gpu] = 4000
 
     async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
-                   reason: str = "") -> None:
+                   reason: str = "") -> int | None:
         self.kills.append(session)
         found = self.sessions.get(attempt_dir)
         if found is not None:
             found.alive = False
             for gpu in found.request.gpus:
                 self.used_mib[gpu] = 0
+        return None  # an in-memory session has no exit record
 
     async def tail(self, attempt_dir: str, lines: int) -> list[str]:
         session = self.sessions.get(attempt_dir)

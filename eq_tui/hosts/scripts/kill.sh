@@ -3,6 +3,7 @@
 # addressed exactly (screen by PID.NAME, tmux by =NAME): a bare screen name matches by prefix.
 # With REASON (a person's kill), an attempt with no exit record gets one (128 + the signal that
 # ended it) and its log a line saying so: the wrapper died with its group and could not.
+# Output: `exit CODE` when the attempt has an exit record by then.
 set -u
 launcher=$1 session=$2 dir=$3 reason=${4:-}
 signal=
@@ -47,4 +48,8 @@ case $launcher in
         ;;
     tmux) tmux kill-session -t "=$session" 2>/dev/null ;;
 esac
+# how the attempt ended, as its exit record says (the wrapper's, or the one written above)
+code=
+[ -r "$dir/exit" ] && IFS= read -r code < "$dir/exit"
+case $code in ''|*[!0-9]*) ;; *) echo "exit $code" ;; esac
 exit 0
