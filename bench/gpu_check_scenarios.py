@@ -23,6 +23,7 @@ from bench.gpu_check_harness import (
     read_state,
     run_eq,
 )
+from tests.support.ground_truth import most_overlapping
 
 MARGIN_MIB = 1024  # eq-tui's gpu_margin_mib default
 PROGRESS = ("step ", "epoch ")
@@ -119,15 +120,6 @@ def job_mib(bench: Bench, samples: list[Sample], project: str) -> list[dict[str,
                 per[owner.job] = per.get(owner.job, 0) + app.mib
         found.append(per)
     return found
-
-
-def most_overlapping(spans: list[tuple[float, float]]) -> int:
-    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
-    most = now = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
 
 
 def attempt_spans(run: Run) -> list[tuple[float, float]]:

@@ -23,6 +23,7 @@ from tests.support.engine_run import (
     sim_hosts,
     start_engine,
 )
+from tests.support.ground_truth import most_overlapping
 
 pytestmark = pytest.mark.integration
 # a command that does not exist, behind a variable preflight cannot expand (a plain missing
@@ -154,13 +155,7 @@ async def test_a_broken_command_on_sixteen_gpus_costs_one_wave(tmp_path: Path) -
 def most_at_once(run: EngineRun) -> int:
     """The most jobs running at one moment on the host, from its own start/end records."""
     spans = {(i.job, i.attempt): (i.start, i.end) for i in run_intervals(run.runs())}
-    edges = sorted([(start, 1) for start, _ in spans.values()]
-                   + [(end, -1) for _, end in spans.values()])
-    most = now = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
+    return most_overlapping(spans.values())
 
 
 async def test_a_healthy_packed_sweep_launches_as_without_the_guard(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from eq_tui.hosts.factory import sim_state_dir
 from eq_tui.manifest.model import HostSpec, SimulateSpec
 from eq_tui.sim.state import init_sim_state, run_intervals
 from tests.support.engine_run import EngineRun, job, make_manifest, run_to_end, start_engine
+from tests.support.ground_truth import most_overlapping
 
 pytestmark = pytest.mark.integration
 GPU_MIB = 24576
@@ -29,13 +30,7 @@ def train(mem: int, seconds: float = 2.0) -> str:
 
 def most_at_once(run: EngineRun, gpu: int = 0) -> int:
     """The most attempts that held GPU `gpu` at the same moment, from the host's records."""
-    intervals = [i for i in run_intervals(run.runs()) if i.gpu == gpu]
-    edges = sorted([(i.start, 1) for i in intervals] + [(i.end, -1) for i in intervals])
-    most = now = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
+    return most_overlapping((i.start, i.end) for i in run_intervals(run.runs()) if i.gpu == gpu)
 
 
 def ooms(run: EngineRun) -> list[dict[str, Any]]:

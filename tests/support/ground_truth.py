@@ -54,3 +54,14 @@ def overlaps(state_dir: Path) -> list[str]:
     """Starts on a GPU whose previous holder's memory had not been released yet."""
     return [f"{a.job}/a{a.attempt} then {b.job}/a{b.attempt} on GPU {a.gpu}"
             for a, b in find_overlaps(read_runs(state_dir), include_linger=True)]
+
+
+def most_overlapping(spans: Iterable[tuple[float, float]]) -> int:
+    """The most (start, end) spans open at one moment: a sweep over their edges (an end and a
+    start at the same instant do not overlap)."""
+    edges = sorted(edge for start, end in spans for edge in ((start, 1), (end, -1)))
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
