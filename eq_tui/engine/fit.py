@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from eq_tui.engine.host_record import card_totals
 from eq_tui.engine.oversize import GpuTotals
 from eq_tui.hosts.base import Host, ProbeRequest
 from eq_tui.manifest.model import JobSpec
@@ -35,14 +36,14 @@ async def probe_gpu_totals(hosts: Mapping[str, Host]) -> dict[str, dict[int, int
     """Each host's GPUs' total memory (MiB) by index, from one probe (None: not known)."""
 
     async def one(host: Host) -> dict[int, int] | None:
-        if getattr(host, "kind", "") == "slurm":
-            return None  # a cluster's slots are placeholders, not cards of a known size
+        kind = str(getattr(host, "kind", ""))
+        if kind == "slurm":
+            return None  # its slots say nothing of card sizes: no probe for them
         try:
             snap = await host.probe(ProbeRequest())
         except Exception:
             return None  # unreachable: not known, never a reason to refuse
-        totals = {g.index: g.memory_total_mib for g in snap.gpus if g.memory_total_mib}
-        return totals if snap.ok and totals else None
+        return card_totals(snap, kind)
 
     found = await asyncio.gather(*(one(host) for host in hosts.values()))
     return dict(zip(hosts, found, strict=True))

@@ -59,10 +59,8 @@ class HostRecord:
         return frozenset(self.spec.gpus) if self.spec and self.spec.gpus is not None else None
 
     def note_gpus(self, snap: HostSnapshot) -> None:
-        if self.kind == "slurm":
-            return  # a cluster's slots are placeholders, not cards of a known size
-        totals = {g.index: g.memory_total_mib for g in snap.gpus if g.memory_total_mib}
-        if snap.ok and totals:
+        totals = card_totals(snap, self.kind)
+        if totals is not None:
             self.gpu_totals = totals
 
     def allowed_totals(self) -> dict[int, int] | None:
@@ -72,3 +70,12 @@ class HostRecord:
         allowed = self.allowed
         return {index: total for index, total in self.gpu_totals.items()
                 if allowed is None or index in allowed}
+
+
+def card_totals(snap: HostSnapshot, kind: str) -> dict[int, int] | None:
+    """Each GPU's total memory (MiB) by index, as this probe read it; None when it says nothing
+    of card sizes (a failed probe, no readings, a Slurm host's slots, which are placeholders)."""
+    if kind == "slurm" or not snap.ok:
+        return None
+    totals = {g.index: g.memory_total_mib for g in snap.gpus if g.memory_total_mib}
+    return totals or None
