@@ -8,16 +8,6 @@ stamp() {
     case $eq_now in *N*|"") eq_now=$(date +%s) ;; esac
     echo "$eq_now" > "$dir/$1"
 }
-# own_pgid: this shell's process group, read by the shell itself from /proc (a ps and a tr
-# before every job's start add up on a busy host); ps where there is no /proc
-own_pgid() {
-    if read -r eq_stat < "/proc/$$/stat" 2>/dev/null; then
-        set -- ${eq_stat##*) }
-        echo "$3"
-    else
-        ps -o pgid= -p $$ | tr -d ' '
-    fi
-}
 # finish CODE: an attempt that never ran its command (set-up failed) starts as it ends
 finish() {
     [ -s "$dir/start" ] || stamp start

@@ -9,7 +9,9 @@ launcher=$1 session=$2 dir=$3 reason=${4:-}
 signal=
 
 pgid=$(tr -d ' \n' < "$dir/pgid" 2>/dev/null)
-mine=$(ps -o pgid= -p $$ | tr -d ' ')
+# eq-tui include: _proc_groups.sh
+proc_groups $$
+mine=$eq_pgid
 case $pgid in ''|*[!0-9]*) pgid= ;; esac
 # Members of the group that are still running (zombies left for init to reap do not count).
 running() {

@@ -20,6 +20,7 @@ relative_ok=1
 if [ -n "$cwd" ] && [ "$cwd" != "-" ]; then cd "$cwd" 2>/dev/null || relative_ok=0; fi
 
 # eq-tui include: _matches.sh
+# eq-tui include: _proc_groups.sh
 hex() { od -An -v -tx1 | tr -d ' \n'; }
 # first_line VAR FILE: the file's first line into VAR (empty when there is none), read by the
 # shell itself: a process per small file per attempt per tick adds up over many hosts
@@ -98,13 +99,10 @@ if [ "$query_gpus" = 1 ]; then
             IFS=,
             for p in $pids; do
                 IFS=' '
-                st=
-                read -r st < "/proc/$p/stat" 2>/dev/null || :
-                # after the command's closing paren: state ppid pgrp session ...
-                set -- ${st##*) }
-                if [ "$#" -ge 4 ] && { case $ours in *" $3 "*|*" $4 "*) true ;; *) false ;; esac; }
+                if proc_groups "$p" &&
+                   { case $ours in *" $eq_pgid "*|*" $eq_sid "*) true ;; *) false ;; esac; }
                 then
-                    echo "$p $3 $4"
+                    echo "$p $eq_pgid $eq_sid"
                 else
                     others="$others${others:+,}$p"
                 fi

@@ -41,7 +41,9 @@ cat > "$dir/run.sh" <<'WRAPPER'
 dir=$1
 # eq-tui include: _attempt_records.sh
 # eq-tui include: _conda.sh
-own_pgid > "$dir/pgid"
+# eq-tui include: _proc_groups.sh
+proc_groups $$
+echo "$eq_pgid" > "$dir/pgid"
 if [ -n "${EQ_CWD:-}" ] && ! cd "$EQ_CWD"; then
     fail "working directory $EQ_CWD does not exist on $(hostname)"
 fi
