@@ -92,8 +92,7 @@ class Editing:
         by = str(args.get("by") or "")
         old, requeue = job.cmd, job.status.is_finished
         now = ctx.clock()
-        job.cmd = new
-        job.min_gpu_mib = None  # what the old command asked for
+        job.change_cmd(new)
         spec = ctx.ledger.specs.get(job.id)
         if spec is not None:
             ctx.ledger.set_spec(job.id, replace(spec, cmd=new))

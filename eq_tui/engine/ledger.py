@@ -160,8 +160,8 @@ class Ledger:
                 if job.edits and job.cmd != spec.cmd:
                     self.specs[spec.id] = replace(spec, cmd=job.cmd)  # a person's edit stays
                 elif job.cmd != spec.cmd and job.status != JobStatus.COMPLETED:
-                    was, job.cmd = job.cmd, spec.cmd
-                    job.min_gpu_mib = None  # what the old command asked for
+                    was = job.cmd
+                    job.change_cmd(spec.cmd)
                     if job.status.needs_person:
                         self.reopen(job, f"{spec.id}: command changed since it was "
                                     f"{job.status}; retrying with `{spec.cmd}` (was `{was}`)")

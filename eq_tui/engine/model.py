@@ -148,6 +148,11 @@ class JobState:
     def current(self) -> Attempt | None:
         return self.history[-1] if self.history else None
 
+    def change_cmd(self, new: str) -> None:
+        """A new command: what the old one's failures taught (its OOM's size) no longer holds."""
+        self.cmd = new
+        self.min_gpu_mib = None
+
     @property
     def placed(self) -> Attempt | None:
         """The current attempt when its session started (where the job is); None before the

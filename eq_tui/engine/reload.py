@@ -120,8 +120,9 @@ def _restored(saved: dict[str, Any] | None, spec: JobSpec) -> JobState | None:
         return None
     job = JobState.from_json(saved)
     job.status, job.attempts, job.failure, job.retry_at = JobStatus.PENDING, 0, None, None
-    job.retries_by_class, job.reason, job.min_gpu_mib = {}, None, None
-    job.cmd, job.phase = spec.cmd, spec.phase
+    job.retries_by_class, job.reason = {}, None
+    job.change_cmd(spec.cmd)
+    job.phase = spec.phase
     if not job.priority_set:
         job.priority = spec.priority
     return job
@@ -134,8 +135,7 @@ def _update(ctx: RunContext, job: JobState, spec: JobSpec, by: str, now: float) 
     if not job.priority_set:
         job.priority = spec.priority
     if spec.cmd != old:
-        job.cmd = spec.cmd
-        job.min_gpu_mib = None  # what the old command asked for
+        job.change_cmd(spec.cmd)
         job.edits.append({"kind": "reload", "at": now, "by": by, "old": old, "new": spec.cmd,
                           "requeued": False})
         ctx.bus.publish(JobEdited(project=ctx.project, at=now, job=job.id, old_cmd=old,

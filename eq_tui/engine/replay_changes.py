@@ -38,7 +38,6 @@ def replay_change(ctx: RunContext, event: dict[str, Any]) -> None:
         return
     job.edits.append({"kind": "edit", "at": event.get("at"), "by": event.get("by", ""),
                       "old": job.cmd, "new": new, "requeued": False})
-    job.cmd = new
-    job.min_gpu_mib = None  # what the old command asked for
+    job.change_cmd(new)
     if job.spec is not None:
         job.spec = {**job.spec, "cmd": new}
