@@ -1,7 +1,7 @@
 """Mutation score of the pure core (mutmut), module by module, with only its fast unit tests.
 
     .venv/bin/python bench/mutation.py                       # every module in MODULES
-    .venv/bin/python bench/mutation.py eq_tui/engine/judge.py --jobs 2
+    .venv/bin/python bench/mutation.py eq_tui/engine/tick/judge.py --jobs 2
     .venv/bin/python bench/mutation.py --list
 
 Not part of CI (minutes per module). Each module runs in its own copy of the checkout (mutmut
@@ -31,16 +31,18 @@ MUTMUT_VERSION = "3.8.1"
 
 _MANIFEST = ["tests/test_manifest.py", "tests/test_manifest_loader.py"]
 MODULES: dict[str, list[str]] = {
-    "eq_tui/engine/classify.py": ["tests/test_classify.py"],
-    "eq_tui/engine/judge.py": ["tests/test_judge.py"],
-    "eq_tui/engine/scheduler.py": ["tests/test_scheduler.py", "tests/test_scheduler_reference.py",
-                                   "tests/test_packing_rules.py"],
-    "eq_tui/engine/placement.py": ["tests/test_scheduler.py", "tests/test_scheduler_reference.py",
-                                   "tests/test_packing_rules.py"],
-    "eq_tui/engine/packing.py": ["tests/test_packing_rules.py", "tests/test_scheduler.py",
+    "eq_tui/engine/tick/classify.py": ["tests/test_classify.py"],
+    "eq_tui/engine/tick/judge.py": ["tests/test_judge.py"],
+    "eq_tui/engine/decide/scheduler.py": [
+        "tests/test_scheduler.py", "tests/test_scheduler_reference.py",
+        "tests/test_packing_rules.py"],
+    "eq_tui/engine/decide/placement.py": [
+        "tests/test_scheduler.py", "tests/test_scheduler_reference.py",
+        "tests/test_packing_rules.py"],
+    "eq_tui/engine/decide/packing.py": ["tests/test_packing_rules.py", "tests/test_scheduler.py",
                                  "tests/test_scheduler_reference.py"],
-    "eq_tui/engine/journal.py": ["tests/test_journal.py", "tests/test_statefile.py"],
-    "eq_tui/engine/statefile.py": ["tests/test_statefile.py", "tests/test_journal.py"],
+    "eq_tui/runfiles/journal.py": ["tests/test_journal.py", "tests/test_statefile.py"],
+    "eq_tui/runfiles/statefile.py": ["tests/test_statefile.py", "tests/test_journal.py"],
     "eq_tui/manifest/expand.py": ["tests/test_expand.py", *_MANIFEST],
     "eq_tui/manifest/jobs.py": [*_MANIFEST, "tests/test_manifest_sharing.py",
                                 "tests/test_manifest_watch.py", "tests/test_manifest_results.py"],

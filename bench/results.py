@@ -30,11 +30,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eq_tui.engine.atomic import write_atomic
+from eq_tui.cli.results import build_parser, table_text
 from eq_tui.results.parse import log_numbers, parse_jsonl, parse_log
 from eq_tui.results.records import dumps, make_record, read_records
 from eq_tui.results.settings import ResultSettings
-from eq_tui.results_cli import build_parser, table_text
+from eq_tui.runfiles.atomic import write_atomic
 
 OUT = Path(__file__).resolve().parent / "results"
 GOALS = {"val_acc": "max", "loss": "min", "f1": "max"}
@@ -119,7 +119,7 @@ def run() -> dict[str, float]:
     screens = [asyncio.run(screen_ms(records)) for _ in range(3)]
     figures["screen_1000_jobs_ms"] = min(r for r, _ in screens)
     figures["help_screen_same_app_ms"] = min(h for _, h in screens)
-    from eq_tui.engine import ProjectState
+    from eq_tui.api import ProjectState
     from eq_tui.tui.screens.results import project_table, signature
 
     state = ProjectState(project="p", settings={"goals": GOALS}, jobs={

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eq_tui.engine.model import Attempt, JobState, JobStatus
-from eq_tui.engine.scheduler import GpuView, HostView, decide
+from eq_tui.api.model import Attempt, JobState, JobStatus
+from eq_tui.engine.decide.scheduler import GpuView, HostView, decide
 from eq_tui.manifest.model import JobSpec, Manifest
 
 HOSTS, GPUS = 16, 8

@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eq_tui.engine.events import Event, HostProbed, JobUpdated
+from eq_tui.api.events import Event, HostProbed, JobUpdated
 from eq_tui.tui.app import EqTuiApp
 from tests.tui.fake_client import T0, FakeClient, fleet_snapshot, sample_snapshot
 from tests.tui.pilot_wait import eventually

@@ -1,3 +1,3 @@
-from eq_tui.cli import main
+from eq_tui.cli.main import main
 
 raise SystemExit(main())

@@ -5,13 +5,11 @@ sees them, never seen running, and still get the host's start."""
 from __future__ import annotations
 
 import asyncio
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from eq_tui.engine.model import Attempt
+from eq_tui.api.model import Attempt
 from eq_tui.manifest.loader import load_manifest
 from eq_tui.manifest.model import JobSpec
 from tests.support.attempt_times import assert_host_times
@@ -60,18 +58,13 @@ jobs:
 """
 
 
-@pytest.fixture(scope="module")
-def bed() -> Iterator[SshBed]:
-    ssh_bed = SshBed.create([("delta", 2, 24576, "Sim")])
-    yield ssh_bed
-    ssh_bed.close()
+BED_HOSTS = [("delta", 2, 24576, "Sim")]
 
 
 @pytest.mark.integration
-async def test_over_ssh_every_attempt_has_the_hosts_times(bed: SshBed, tmp_path: Path) -> None:
-    work = bed.work / tmp_path.name
-    work.mkdir()
-    shutil.chown(work, "eqtest", "eqtest")
+async def test_over_ssh_every_attempt_has_the_hosts_times(bed: SshBed, bed_work: Path,
+                                                         tmp_path: Path) -> None:
+    work = bed_work
     path = tmp_path / "times.yaml"
     path.write_text(SSH_MANIFEST.format(work=work))
     run = await start_engine(load_manifest(path), tmp_path / "run", poll=0.3,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from eq_tui.engine.classify import classify_failure
-from eq_tui.engine.model import FailureClass
+from eq_tui.api.model import FailureClass
+from eq_tui.engine.tick.classify import classify_failure
 
 OOM_TRACE = """Traceback (most recent call last):
   File "train.py", line 10, in <module>

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.cli import main
-from eq_tui.engine.model import Attempt, Failure, JobState, JobStatus
+from eq_tui.api.model import Attempt, Failure, JobState, JobStatus
+from eq_tui.cli.main import main
 
 EQ = [sys.executable, "-m", "eq_tui"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eq_tui.engine.events import QueuePaused
-from eq_tui.engine.model import JobStatus
+from eq_tui.api.events import QueuePaused
+from eq_tui.api.model import JobStatus
 from tests.support.memory_host import MemoryHost
 from tests.test_ledger import drain, started
 

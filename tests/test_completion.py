@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.cli import main
-from eq_tui.completion import bash_script, commands, fish_script, theme_names, zsh_script
+from eq_tui.cli.completion import bash_script, commands, fish_script, theme_names, zsh_script
+from eq_tui.cli.main import main, parsers
 
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
@@ -66,12 +66,17 @@ def test_bash_completes_subcommands_flags_files_dirs_hosts_and_themes(
     assert complete(script, project, "eq-tui completion ") == ["bash", "fish", "zsh"]
     assert complete(script, project, "eq-tui init --c") == ["--cmd", "--conda"]
     assert complete(script, project, "eq-tui sweep.yaml --poll ") == []
+    assert complete(script, project, "eq-tui kill exp") == ["experiment_queue"]
+    assert complete(script, project, "eq-tui results exp") == ["experiment_queue"]
+    assert complete(script, project, "eq-tui edit --s") == ["--set", "--ssh-config"]
 
 
 def test_every_flag_of_every_parser_is_in_every_script() -> None:
-    cmds = commands()
-    assert {c.name for c in cmds} == {"", "status", "attach", "stop", "schema", "init",
-                                      "completion"}
+    cmds = commands(parsers())
+    assert {c.name for c in cmds} == {
+        "", "status", "attach", "stop", "schema", "init", "completion", "results",
+        "notify-test", "kill", "retry", "requeue", "hold", "release", "pause", "resume",
+        "priority", "edit", "clone", "add", "reload"}
     themes = theme_names()
     assert {"eq-dark", "eq-light", "eq-ansi"} <= set(themes)
     scripts = [bash_script(cmds, themes), zsh_script(cmds, themes)]

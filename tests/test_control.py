@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.engine.control import ControlClient, find_socket
-from eq_tui.engine.events import JobUpdated
-from eq_tui.engine.model import JobStatus
+from eq_tui.api.control_client import ControlClient, find_socket
+from eq_tui.api.events import JobUpdated
+from eq_tui.api.model import JobStatus
 from eq_tui.manifest.model import EnvVar
 from tests.support.engine_run import job, make_manifest, start_engine
 from tests.support.secret_search import files_holding
@@ -128,7 +128,7 @@ async def test_secrets_handed_to_a_running_engine_launch_its_waiting_jobs(
 async def test_attach_resume_says_which_secrets_it_handed_over_and_which_are_missing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from eq_tui.attach import hand_over_secrets
+    from eq_tui.cli.attach import hand_over_secrets
 
     value = f"ctl-{secrets.token_hex(8)}"
     manifest = make_manifest(

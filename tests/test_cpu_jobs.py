@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from eq_tui.cli.dry_run import first_wave
 from eq_tui.hosts.base import LaunchRequest
 from eq_tui.hosts.runner import CommandResult
 from eq_tui.hosts.slurm import SlurmHost, sbatch_options
 from eq_tui.manifest.loader import load_manifest_text
 from eq_tui.manifest.model import SlurmSpec
-from eq_tui.plan import first_wave
 from tests.test_ledger import started
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.engine.events import PhaseHeld
+from eq_tui.api.events import PhaseHeld
 from eq_tui.manifest.model import CrashGuard, JobSpec
 from eq_tui.sim.state import run_intervals
 from tests.support.engine_run import (

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eq_tui.engine.bus import Bus
-from eq_tui.engine.crash_guard import CrashGuard
-from eq_tui.engine.model import Attempt, JobState, JobStatus
-from eq_tui.engine.store import RunDir
+from eq_tui.api.model import Attempt, JobState, JobStatus
+from eq_tui.engine.decide.crash_guard import CrashGuard
+from eq_tui.engine.state.bus import Bus
+from eq_tui.engine.state.store import RunDir
 from eq_tui.manifest.model import CrashGuard as Spec
 
 

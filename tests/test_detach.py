@@ -112,7 +112,7 @@ def test_detach_on_a_finished_run_says_so_and_one_that_resumes_says_how_far(
 
 
 def test_what_a_detach_on_a_host_said_is_read_back() -> None:
-    from eq_tui.remote.start import parse_started
+    from eq_tui.cli.remote.start import parse_started
 
     said = ("eq-tui: resuming /home/u/.eq-tui/runs/p/run: 12 of 40 jobs done\n"
             "eq-tui: engine for m.yaml is running in the background (pid 7); run dir ...\n")

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
+from eq_tui.api.model import JobStatus
+from eq_tui.cli.status_report import load_jobs
 from eq_tui.engine.engine import Engine
-from eq_tui.engine.model import JobStatus
-from eq_tui.engine.statefile import SMALL_STATE_BYTES
-from eq_tui.engine.store import RunDir
+from eq_tui.engine.state.store import RunDir
 from eq_tui.hosts.base import LaunchRequest
 from eq_tui.hosts.factory import make_hosts
-from eq_tui.status import load_jobs
+from eq_tui.runfiles.statefile import SMALL_STATE_BYTES
 from tests.support.engine_run import FAST_JOB, job, make_manifest
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from eq_tui.engine.engine import Engine
-from eq_tui.engine.judge import LAUNCH_GRACE_S
+from eq_tui.engine.tick.judge import LAUNCH_GRACE_S
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import Host, LaunchRequest
 from eq_tui.hosts.factory import make_hosts, sim_state_dir

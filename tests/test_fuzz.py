@@ -13,7 +13,7 @@ import os
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from eq_tui.cli import main
+from eq_tui.cli.main import main
 from eq_tui.hosts.base import AttemptRef, ProbeRequest
 from eq_tui.hosts.gpu_csv import parse_apps, parse_gpus, parse_pmon
 from eq_tui.hosts.logclean import clean_text

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from eq_tui.api.events import GpuQuarantined
+from eq_tui.api.model import JobStatus
 from eq_tui.engine.engine import Engine
-from eq_tui.engine.events import GpuQuarantined
-from eq_tui.engine.model import JobStatus
 from eq_tui.hosts.factory import sim_state_dir
 from eq_tui.sim.state import hold_memory, init_sim_state, set_gpu_health
 from tests.support.engine_run import job, make_manifest, sim_hosts, start_engine

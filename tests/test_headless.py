@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.engine.events import JobStateChanged
-from eq_tui.headless import format_event
+from eq_tui.api.events import JobStateChanged
+from eq_tui.cli.headless import format_event
 from tests.support.engine_run import job, make_manifest, run_to_end, start_engine
 
 pytestmark = pytest.mark.integration
@@ -125,8 +125,8 @@ async def test_a_summary_line_comes_every_period_with_the_counts_and_hosts(
     import asyncio
     import io
 
+    from eq_tui.cli.headless import SUMMARY_EVERY_S, Headless
     from eq_tui.engine.engine import Engine
-    from eq_tui.headless import SUMMARY_EVERY_S, Headless
     from eq_tui.hosts.factory import make_hosts
 
     assert SUMMARY_EVERY_S == 30.0  # the README's "a compact summary every 30 s"
@@ -155,8 +155,8 @@ async def test_a_summary_line_comes_every_period_with_the_counts_and_hosts(
 
 
 def test_what_a_person_changed_gets_a_line() -> None:
-    from eq_tui.engine.events import JobAdded, JobEdited, JobRetired
-    from eq_tui.headless import format_event
+    from eq_tui.api.events import JobAdded, JobEdited, JobRetired
+    from eq_tui.cli.headless import format_event
 
     edited = format_event(JobEdited(project="p", at=0.0, job="s1", old_cmd="a --lr 1",
                                     new_cmd="a --lr 2", by="shell me@box", requeued=True),

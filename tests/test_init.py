@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.cli import main
-from eq_tui.init_cmd import split_braces
+from eq_tui.cli.init import split_braces
+from eq_tui.cli.main import main
 from eq_tui.manifest.loader import load_manifest
 
 EQ = [sys.executable, "-m", "eq_tui"]

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from eq_tui.engine.journal import encode_line, replay
+from eq_tui.runfiles.journal import encode_line, replay
 
 
 def line(gen: Any, fields: Any = None, jobs: Any = None) -> bytes:

@@ -14,7 +14,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eq_tui.cli import main
+from eq_tui.cli.main import main
 from eq_tui.errors import ManifestError
 from eq_tui.manifest import json_schema, schema
 from eq_tui.manifest.json_schema import SCHEMA, schema_text

@@ -1,6 +1,7 @@
 """What a probe says about an attempt, and the status it leads to."""
 
-from eq_tui.engine.judge import (
+from eq_tui.api.model import JobState, JobStatus
+from eq_tui.engine.tick.judge import (
     Exited,
     Lost,
     NeverStarted,
@@ -10,7 +11,6 @@ from eq_tui.engine.judge import (
     verdict_for_exit,
     verdict_for_lost,
 )
-from eq_tui.engine.model import JobState, JobStatus
 from eq_tui.hosts.base import AttemptProbe
 from eq_tui.manifest.model import Manifest, OomRetry
 

@@ -27,13 +27,13 @@ def packages(modules: set[str]) -> set[str]:
 
 
 def test_engine_does_not_import_textual() -> None:
-    code = ("import eq_tui.engine, eq_tui.engine.engine, eq_tui.headless, sys; "
+    code = ("import eq_tui.engine, eq_tui.engine.engine, eq_tui.cli.headless, sys; "
             "assert 'textual' not in sys.modules, 'the engine imported textual'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_cli_help_does_not_import_the_ui() -> None:
-    code = ("import sys; from eq_tui.cli import build_parser; build_parser(); "
+    code = ("import sys; from eq_tui.cli.main import parsers; parsers(); "
             "assert 'textual' not in sys.modules and 'asyncssh' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -54,8 +54,9 @@ def test_hosts_do_not_import_the_engine() -> None:
 
 
 @pytest.mark.parametrize("front_end", [
-    "eq_tui.status", "eq_tui.remote.target", "eq_tui.remote.link", "eq_tui.remote.start",
-    "eq_tui.remote.status", "eq_tui.remote.on_host", "eq_tui.detach", "eq_tui.plan"])
+    "eq_tui.cli.status_report", "eq_tui.cli.remote.target", "eq_tui.cli.remote.link",
+    "eq_tui.cli.remote.start", "eq_tui.cli.remote.status", "eq_tui.cli.remote.on_host",
+    "eq_tui.cli.detach", "eq_tui.cli.dry_run", "eq_tui.cli.status", "eq_tui.cli.stop"])
 def test_front_ends_without_a_screen_do_not_import_textual(front_end: str) -> None:
     loaded = packages(loaded_after(f"import {front_end}"))
     assert "textual" not in loaded, loaded
@@ -110,3 +111,145 @@ def test_a_jobs_spec_is_read_from_the_ledger_only() -> None:
                for n, line in enumerate(path.read_text().splitlines(), 1)
                if "manifest.job_specs.get(" in line or "manifest.job_specs[" in line]
     assert readers == []
+
+
+def _runtime_graph() -> dict[str, set[str]]:
+    """eq_tui's modules and the eq_tui modules each imports at run time (TYPE_CHECKING
+    blocks aside)."""
+    import grimp
+
+    graph = grimp.build_graph("eq_tui", exclude_type_checking_imports=True, cache_dir=None)
+    return {m: {i for i in graph.find_modules_directly_imported_by(m)
+                if i.startswith("eq_tui")} for m in graph.modules}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_back() -> None:
+    graph = _runtime_graph()
+    assert _cycles(graph) == []
+    # the check sees a cycle when there is one
+    assert _cycles({**graph, "eq_tui.errors": {"eq_tui.cli.main"}}) != []
+
+
+def test_at_most_three_loose_modules_at_the_top() -> None:
+    loose = sorted(p.name for p in (ROOT / "eq_tui").glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py", "errors.py"]
+
+
+def test_front_ends_reach_the_engine_only_through_the_contract() -> None:
+    """Front ends (cli, tui, notify) import eq_tui.api; two modules import the engine's own:
+    cli/run.py, which builds and runs an Engine, and cli/dry_run.py, which plans with its
+    scheduler without running it."""
+    graph = _runtime_graph()
+    front = ("eq_tui.cli", "eq_tui.tui", "eq_tui.notify")
+    importers = sorted(m for m, imported in graph.items() if m.startswith(front)
+                       and any(i == "eq_tui.engine" or i.startswith("eq_tui.engine.")
+                               for i in imported))
+    assert importers == ["eq_tui.cli.dry_run", "eq_tui.cli.run"]
+
+
+def test_every_verb_is_found_from_its_name() -> None:
+    """The CLI's table names each verb's module: `eq-tui VERB` runs eq_tui/cli/VERB.py (dashes
+    as underscores), and the queue verbs, one family, eq_tui/cli/queue_send.py."""
+    from eq_tui.cli.main import VERBS
+    from eq_tui.cli.queue_verbs import VERBS as QUEUE_VERBS
+
+    for name, verb in VERBS.items():
+        module = verb.parser.__module__ if name in QUEUE_VERBS else verb.run.__module__
+        expected = "eq_tui.cli.queue_verbs" if name in QUEUE_VERBS else \
+            f"eq_tui.cli.{name.replace('-', '_')}"
+        if name == "completion":
+            module = verb.parser.__module__
+        assert module == expected, (name, module)
+
+
+def test_modules_and_classes_stay_small() -> None:
+    """≤ 450 lines a module, ≤ 30 methods a class."""
+    import ast
+
+    long_modules, big_classes = [], []
+    for path in sorted((ROOT / "eq_tui").rglob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > 450:
+            long_modules.append(str(path.relative_to(ROOT)))
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                methods = [n for n in node.body
+                           if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+                if len(methods) > 30:
+                    big_classes.append(f"{path.relative_to(ROOT)}:{node.name}")
+    assert long_modules == [] and big_classes == []
+
+
+def test_only_the_ledger_assigns_a_jobs_status_or_attempts() -> None:
+    """docs/architecture.md: 'Only the ledger assigns a job's status or its attempt count'."""
+    import ast
+
+    writers = []
+    for path in sorted((ROOT / "eq_tui").rglob("*.py")):
+        if path.relative_to(ROOT).as_posix() == "eq_tui/engine/state/ledger.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+            for target in targets:
+                for leaf in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                    if isinstance(leaf, ast.Attribute) and leaf.attr in ("status", "attempts") \
+                            and not (isinstance(leaf.value, ast.Name) and leaf.value.id == "self"):
+                        writers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert writers == []
+
+
+def test_the_tick_runs_its_phases_in_the_order_the_architecture_says() -> None:
+    import ast
+    import re
+
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    section = doc[doc.index("## One tick, from probe to publish"):]
+    said = re.findall(r"`([a-z_.]+)`", section[:section.index("1. **Ask**")])
+    source = (ROOT / "eq_tui" / "engine" / "engine.py").read_text()
+    tick = next(node for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.AsyncFunctionDef) and node.name == "tick")
+    calls = []
+    for node in ast.walk(tick):
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func).removeprefix("self.")
+            if name.count(".") <= 1 and not name.startswith(("ctx", "pacing", "lock")):
+                calls.append((node.lineno, node.col_offset, name))
+    done = [name for _, _, name in sorted(calls)]
+    order = [name for name in done if name in said]
+    assert order == said, (order, said)

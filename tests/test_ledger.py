@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from eq_tui.api.events import JobStateChanged, JobUpdated
+from eq_tui.api.model import FailureClass, JobStatus
 from eq_tui.engine.engine import Engine
-from eq_tui.engine.events import JobStateChanged, JobUpdated
-from eq_tui.engine.model import FailureClass, JobStatus
 from eq_tui.errors import RunDirError
 from eq_tui.manifest.model import HostSpec, JobSpec, Manifest
 from tests.support.memory_host import MemoryHost

@@ -3,7 +3,7 @@ the probe's answer is built by hand)."""
 
 from __future__ import annotations
 
-from eq_tui.engine.leftovers import Ended, leftover_candidates
+from eq_tui.engine.tick.leftover_memory import Ended, leftover_candidates
 from eq_tui.hosts.base import AttemptProbe, GpuProcess, GpuReading, HostSnapshot
 from eq_tui.hosts.shell_protocol import with_owners
 

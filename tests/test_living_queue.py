@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from eq_tui.api.model import JobStatus
 from eq_tui.engine.engine import Engine
-from eq_tui.engine.model import JobStatus
 from tests.support.memory_host import MemoryHost
 from tests.test_ledger import started
 
@@ -209,7 +209,7 @@ async def test_jobs_made_and_edits_after_the_state_copy_a_restart_falls_back_to_
 def test_set_arg_changes_one_arg_and_leaves_the_rest_of_the_text() -> None:
     import pytest
 
-    from eq_tui.engine.cmd_args import ArgError, parse_sets, set_arg
+    from eq_tui.api.command_args import ArgError, parse_sets, set_arg
 
     assert set_arg("python t.py --lr 0.1 --seed 3", "lr", "0.2") == "python t.py --lr 0.2 --seed 3"
     assert set_arg("python t.py --lr=0.1", "lr", "0.2") == "python t.py --lr 0.2"
@@ -230,8 +230,8 @@ def test_set_arg_changes_one_arg_and_leaves_the_rest_of_the_text() -> None:
 def test_shell_verbs_parse_and_refuse_bad_usage() -> None:
     import pytest
 
+    from eq_tui.cli.queue_verbs import parse_verb
     from eq_tui.errors import UsageError
-    from eq_tui.shell_verbs import parse_verb
 
     edit = parse_verb("edit", ["run", "a", "b", "--", "python", "t.py", "--lr", "1e-3"])
     assert (edit.jobs, edit.args) == (["a", "b"], {"cmd": "python t.py --lr 1e-3"})
@@ -251,7 +251,7 @@ def test_shell_verbs_parse_and_refuse_bad_usage() -> None:
 
 
 def test_what_a_command_id_keeps_is_bounded() -> None:
-    from eq_tui.engine.command_log import KEEP, KEEP_RESULTS, CommandLog
+    from eq_tui.engine.state.command_log import KEEP, KEEP_RESULTS, CommandLog
 
     log = CommandLog()
     for n in range(KEEP + 5):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.cli import main
+from eq_tui.cli.main import main
 from eq_tui.manifest.model import CrashGuard, NotifySpec, OomRetry
 from eq_tui.notify.notifier import COALESCE_S
 from eq_tui.notify.outbox import OUTBOX

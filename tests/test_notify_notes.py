@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eq_tui.engine.events import (
+from eq_tui.api.events import (
     GpuQuarantined,
     HostStateChanged,
     JobStalled,
@@ -56,7 +56,7 @@ def test_a_digest_shows_the_first_in_full_and_counts_the_rest() -> None:
 
 
 def test_a_held_phase_is_a_stuck_note_that_says_what_to_do() -> None:
-    from eq_tui.engine.events import PhaseHeld
+    from eq_tui.api.events import PhaseHeld
 
     held = event_note("p", PhaseHeld(project="p", at=12.5, phase="train", jobs=("a", "b", "c"),
                                      failure_class="exit_nonzero",

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from eq_tui.engine.judge import Exited, verdict_for_exit
-from eq_tui.engine.model import Attempt, FailureClass, JobState, JobStatus
-from eq_tui.engine.oversize import OomAsk, Oversize, oom_ask, oversize
-from eq_tui.engine.scheduler import GpuView, HostView, decide
+from eq_tui.api.model import Attempt, FailureClass, JobState, JobStatus
+from eq_tui.engine.decide.oversize import OomAsk, Oversize, oom_ask, oversize
+from eq_tui.engine.decide.scheduler import GpuView, HostView, decide
+from eq_tui.engine.tick.judge import Exited, verdict_for_exit
 from eq_tui.manifest.model import JobSpec, Manifest, OomRetry
 
 TORCH = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 200.00 GiB. GPU 0 has a "

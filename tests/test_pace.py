@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from eq_tui.engine.pace import Pace, PaceBook
+from eq_tui.present.pace import Pace, PaceBook
 
 NOW = 100_000.0
 HOUR = 3600.0

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal
 
-from eq_tui.engine.memory import (
+from eq_tui.api.model import Attempt, FailureClass, JobState, JobStatus
+from eq_tui.engine.decide.packing import MemoryPlacer
+from eq_tui.engine.decide.scheduler import Decision, GpuView, HostView, decide
+from eq_tui.engine.tick.memory import (
     LEVEL_AFTER_S,
     LEVEL_LOW_S,
     LEVEL_UNKNOWN_S,
@@ -15,9 +18,6 @@ from eq_tui.engine.memory import (
     others_by_gpu,
     usage_by_group,
 )
-from eq_tui.engine.model import Attempt, FailureClass, JobState, JobStatus
-from eq_tui.engine.packing import MemoryPlacer
-from eq_tui.engine.scheduler import Decision, GpuView, HostView, decide
 from eq_tui.hosts.base import GpuProcess, GpuReading, HostSnapshot
 from eq_tui.manifest.model import JobSpec, Manifest
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.cli import main
-from eq_tui.engine.command_words import command_checks, command_words
+from eq_tui.cli.main import main
 from eq_tui.engine.engine import Engine
+from eq_tui.engine.preflight.command_words import command_checks, command_words
 from eq_tui.errors import HostError
 from eq_tui.hosts.factory import make_hosts
 from eq_tui.manifest.model import EnvVar

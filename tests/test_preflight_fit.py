@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.cli import main
+from eq_tui.cli.main import main
 from eq_tui.engine.engine import Engine
-from eq_tui.engine.fit import allowed_only, misfits
+from eq_tui.engine.preflight.fit import allowed_only, misfits
 from eq_tui.errors import UnfitJobError
 from eq_tui.hosts.factory import make_hosts, sim_state_dir
 from eq_tui.manifest.model import JobSpec

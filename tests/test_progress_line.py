@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from eq_tui.engine.progress_line import progress_fraction
+from eq_tui.api.progress_line import progress_fraction
 
 # what a training script prints around its progress, none of it progress
 NOISE = ("loss=0.4123", "lr=1/3", "lr 3e-4", "2026/11/23 12:00:01", "/data/run_3/10/ckpt.pt",

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,24 +85,17 @@ def test_a_host_that_cannot_be_reached_exits_3_naming_it(tmp_path: Path) -> None
     assert "Traceback" not in result.stderr
 
 
-@pytest.fixture(scope="module")
-def bed() -> Iterator[SshBed]:
-    ssh_bed = SshBed.create([("box", 2, 24576, "Sim RTX")])
-    try:
-        yield ssh_bed
-    finally:
-        ssh_bed.close()
+BED_HOSTS = [("box", 2, 24576, "Sim RTX")]
 
 
-def test_a_user_at_host_port_target_needs_no_alias(bed: SshBed, tmp_path: Path) -> None:
+def test_a_user_at_host_port_target_needs_no_alias(bed: SshBed, bed_work: Path,
+                                                   tmp_path: Path) -> None:
     host = bed.hosts["box"]
     # the ssh config names only the key and known_hosts; user and port come from the manifest
     config = tmp_path / "ssh_config"
     config.write_text(f"Host 127.0.0.1\n  IdentityFile {bed.root / 'client_key'}\n"
                       f"  UserKnownHostsFile {bed.known_hosts}\n  StrictHostKeyChecking yes\n")
-    work = bed.work / tmp_path.name
-    work.mkdir()
-    shutil.chown(work, USER, USER)
+    work = bed_work
     (tmp_path / "m.yaml").write_text(
         f"project: target\ncwd: {work}\nssh: {USER}@127.0.0.1:{host.port}\njobs:\n"
         "  - {id: a, cmd: 'fake-train --epochs 1 --epoch-seconds 0.1 --mem 100'}\n")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.attach import local_connector
-from eq_tui.engine.control import ControlClient, find_socket
-from eq_tui.engine.events import Alert, Event, JobUpdated
-from eq_tui.engine.reconnecting import ReconnectingClient, Streams
+from eq_tui.api.control_client import ControlClient, find_socket
+from eq_tui.api.events import Alert, Event, JobUpdated
+from eq_tui.api.reconnecting import ReconnectingClient, Streams
+from eq_tui.cli.attach import local_connector
 from tests.support.cut_link import CutLink
 from tests.support.engine_run import job, make_manifest, sim_hosts, start_engine
 

@@ -20,11 +20,10 @@ from typing import Any
 
 import pytest
 
-from eq_tui.engine.events import JobUpdated
-from eq_tui.remote.link import open_link
-from eq_tui.remote.target import RemoteTarget
+from eq_tui.api.events import JobUpdated
+from eq_tui.cli.remote.link import open_link
+from eq_tui.cli.remote.target import RemoteTarget
 from tests.support.ground_truth import exits, launches_per_job
-from tests.support.remote_eq import check_eq_tui_runs_there, install_eq_tui
 from tests.support.secret_search import poll as poll_until
 from tests.support.sshbed import USER, SshBed
 from tests.support.tmux_attach import needs_tmux, tmux, wait_for_screen
@@ -42,15 +41,8 @@ jobs:
 """
 
 
-@pytest.fixture(scope="module")
-def bed() -> Iterator[SshBed]:
-    ssh_bed = SshBed.create([("gpu", 2, 24576, "Sim RTX"), ("bare", 1, 8192, "Sim")])
-    try:
-        install_eq_tui(ssh_bed.hosts["gpu"])  # "bare" has no eq-tui
-        check_eq_tui_runs_there(ssh_bed, "gpu")
-        yield ssh_bed
-    finally:
-        ssh_bed.close()
+BED_HOSTS = [("gpu", 2, 24576, "Sim RTX"), ("bare", 1, 8192, "Sim")]
+BED_WITH_EQ_TUI = ("gpu",)  # "bare" has no eq-tui
 
 
 @pytest.fixture
@@ -288,8 +280,8 @@ def test_shell_verbs_over_ssh_and_a_command_resent_after_a_cut_link_is_applied_o
 
 async def test_an_attached_client_over_ssh_reconnects_after_a_cut_and_catches_up(
         bed: SshBed, tmp_path: Path, project: str) -> None:
-    from eq_tui.engine.events import Alert
-    from eq_tui.engine.reconnecting import ReconnectingClient, Streams
+    from eq_tui.api.events import Alert
+    from eq_tui.api.reconnecting import ReconnectingClient, Streams
 
     where = await asyncio.to_thread(start_on_gpu, bed, tmp_path, project, 600)
     target = RemoteTarget("gpu", remote_run_dir(project))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.cli import main
-from eq_tui.remote.target import RemoteTarget, command_line, parse_target
+from eq_tui.cli.main import main
+from eq_tui.cli.remote.target import RemoteTarget, command_line, parse_target
 
 
 @pytest.mark.parametrize(("text", "expected"), [

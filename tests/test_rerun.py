@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.cli import main
+from eq_tui.cli.main import main
 
 pytestmark = pytest.mark.integration
 
@@ -116,8 +116,8 @@ def test_dry_run_on_an_existing_run_dir_tells_the_truth(
 
 
 def test_the_retry_command_names_a_run_dir_that_is_not_the_default(tmp_path: Path) -> None:
-    from eq_tui.engine.model import JobState, JobStatus
-    from eq_tui.engine.rerun import stuck_notice
+    from eq_tui.api.model import JobState, JobStatus
+    from eq_tui.engine.commands.rerun import stuck_notice
 
     stuck = [JobState(id="a", phase="main", cmd="x", status=JobStatus.STUCK)]
     source = str(tmp_path / "m.yaml")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.cli import main
+from eq_tui.cli.main import main
 from eq_tui.results.records import dumps, make_record
 
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from eq_tui.cli import main
+from eq_tui.cli.main import main
 from eq_tui.manifest.loader import load_manifest
 from eq_tui.results.records import read_records
 from tests.support.engine_run import start_engine
@@ -34,20 +33,14 @@ template:
 """
 
 
-@pytest.fixture(scope="module")
-def bed() -> Iterator[SshBed]:
-    ssh_bed = SshBed.create([("alpha", 2, 24576, "NVIDIA RTX 4090 (sim)"),
-                             ("beta", 2, 24576, "NVIDIA RTX 4090 (sim)")])
-    yield ssh_bed
-    ssh_bed.close()
+BED_HOSTS = [("alpha", 2, 24576, "NVIDIA RTX 4090 (sim)"),
+             ("beta", 2, 24576, "NVIDIA RTX 4090 (sim)")]
 
 
-def test_metrics_over_ssh_then_results_from_the_host(bed: SshBed, tmp_path: Path,
+def test_metrics_over_ssh_then_results_from_the_host(bed: SshBed, bed_work: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    work = bed.work / tmp_path.name
-    work.mkdir()
-    shutil.chown(work, "eqtest", "eqtest")
+    work = bed_work
     path = tmp_path / "sweep.yaml"
     path.write_text(MANIFEST.format(work=work))
     manifest = load_manifest(path)

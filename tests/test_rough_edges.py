@@ -51,7 +51,7 @@ async def test_a_killed_attempt_records_its_exit_and_says_so_in_its_log(tmp_path
 
 
 def test_the_lock_error_names_the_run_dir_and_the_commands_for_it(tmp_path: Path) -> None:
-    from eq_tui.engine.store import RunDir
+    from eq_tui.engine.state.store import RunDir
     from eq_tui.errors import RunDirError
 
     held = RunDir(tmp_path / "run")

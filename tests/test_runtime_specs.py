@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from eq_tui.engine.engine import Engine
-from eq_tui.engine.job_specs import same_definition, spec_from_json, spec_to_json
+from eq_tui.engine.state.job_specs import same_definition, spec_from_json, spec_to_json
 from eq_tui.manifest.model import JobSpec, MetricsSpec, Precondition
 from tests.support.memory_host import MemoryHost
 from tests.test_ledger import manifest
@@ -147,8 +147,8 @@ async def test_jobs_made_after_the_state_copy_come_back_from_events_with_their_s
 
 
 def test_eq_tui_add_takes_mem_and_exclusive() -> None:
+    from eq_tui.cli.queue_verbs import parse_verb
     from eq_tui.errors import UsageError
-    from eq_tui.shell_verbs import parse_verb
 
     add = parse_verb("add", ["run", "--id", "x", "--gpus", "0", "--", "t"])
     assert add.args == {"id": "x", "cmd": "t", "gpus_per_job": 0}

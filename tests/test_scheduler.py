@@ -2,8 +2,8 @@
 
 from dataclasses import replace
 
-from eq_tui.engine.model import Attempt, FailureClass, JobState, JobStatus
-from eq_tui.engine.scheduler import (
+from eq_tui.api.model import Attempt, FailureClass, JobState, JobStatus
+from eq_tui.engine.decide.scheduler import (
     GpuView,
     HostView,
     PhaseGate,

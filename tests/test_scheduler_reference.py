@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from eq_tui.engine.model import ACTIVE, Attempt, JobState, JobStatus
-from eq_tui.engine.scheduler import (
+from eq_tui.api.model import ACTIVE, Attempt, JobState, JobStatus
+from eq_tui.engine.decide.scheduler import (
     Decision,
     GpuView,
     HostView,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.engine.model import JobState, JobStatus
-from eq_tui.engine.scheduler import GpuView, HostView, decide
+from eq_tui.api.model import JobState, JobStatus
+from eq_tui.engine.decide.scheduler import GpuView, HostView, decide
 from eq_tui.errors import ManifestError
 from eq_tui.manifest.loader import load_manifest, load_manifest_text
 from eq_tui.manifest.secret_copy import copy_without_secrets

@@ -101,7 +101,7 @@ def test_a_detached_engine_gets_the_secret_over_its_start_pipe_and_writes_it_now
 
     # what `eq-tui attach RUN_DIR --resume` does when no engine runs, from an environment
     # that has the secret (the UI it opens afterwards is not needed here)
-    from eq_tui.attach import EngineNotRunning, _not_running_here
+    from eq_tui.cli.attach import EngineNotRunning, _not_running_here
 
     monkeypatch.setenv("EQ_E2E_TOKEN", value)
     offer = _not_running_here(run_dir, None)

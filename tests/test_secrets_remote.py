@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.remote.target import RemoteTarget
-from tests.support.remote_eq import check_eq_tui_runs_there, install_eq_tui
+from eq_tui.cli.remote.target import RemoteTarget
 from tests.support.secret_search import command_lines_holding, files_holding, poll
 from tests.support.sshbed import SshBed, ensure_user
 from tests.support.tmux_attach import eq_tui_in_tmux, needs_tmux, quit_ui, wait_for_screen
@@ -48,15 +47,8 @@ def eq_home() -> Path:
     return Path(ensure_user().pw_dir) / ".eq-tui"
 
 
-@pytest.fixture(scope="module")
-def bed() -> Iterator[SshBed]:
-    ssh_bed = SshBed.create([("gpu", 1, 24576, "Sim RTX")])
-    try:
-        install_eq_tui(ssh_bed.hosts["gpu"])
-        check_eq_tui_runs_there(ssh_bed, "gpu")
-        yield ssh_bed
-    finally:
-        ssh_bed.close()
+BED_HOSTS = [("gpu", 1, 24576, "Sim RTX")]
+BED_WITH_EQ_TUI = ("gpu",)
 
 
 @pytest.fixture
@@ -153,7 +145,7 @@ def test_an_engine_without_its_secret_waits_until_a_resume_brings_it(
 
     # what `eq-tui attach HOST:RUN_DIR --resume` does, from an environment with the secrets:
     # the one written in the manifest is handed over as $EQ_REMOTE_INLINE, like a from_env one
-    from eq_tui.attach import _resume_remote
+    from eq_tui.cli.attach import _resume_remote
 
     monkeypatch.setenv("EQ_REMOTE_TOKEN", value)
     monkeypatch.setenv("EQ_REMOTE_INLINE", inline)

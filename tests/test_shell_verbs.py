@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from eq_tui.engine.control import ControlClient, find_socket
+from eq_tui.api.control_client import ControlClient, find_socket
 from eq_tui.manifest.loader import load_manifest
 from tests.support.engine_run import FAST_JOB, EngineRun, job, make_manifest, start_engine
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from eq_tui.engine.classify import classify_failure
-from eq_tui.engine.model import FailureClass
+from eq_tui.api.model import FailureClass
+from eq_tui.engine.tick.classify import classify_failure
 from eq_tui.sim.state import (
     find_overlaps,
     hold_memory,

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from eq_tui.engine.events import HostProbed
+from eq_tui.api.events import HostProbed
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import AttemptProbe, AttemptRef, ProbeRequest
 from eq_tui.hosts.local import LocalRunner
@@ -77,8 +77,8 @@ def test_squeue_lines_keep_the_newest_job_per_name_and_the_pending_reason() -> N
 
 
 def test_sacct_out_of_memory_maps_to_exit_137_and_a_host_oom_log_line() -> None:
-    from eq_tui.engine.classify import classify_failure
-    from eq_tui.engine.model import FailureClass
+    from eq_tui.api.model import FailureClass
+    from eq_tui.engine.tick.classify import classify_failure
 
     text = ("41|eq_p_t_big_a1|OUT_OF_MEMORY|0:125\n41.batch|batch|OUT_OF_MEMORY|0:125\n"
             "42|eq_p_t_tl_a1|TIMEOUT|0:0\n43|eq_p_t_gone_a1|NODE_FAIL|0:0\n"
@@ -338,7 +338,7 @@ async def test_a_failing_node_list_is_one_standing_warning_not_a_failed_probe(
 
 
 def test_host_probed_nodes_survive_the_control_socket_json() -> None:
-    from eq_tui.engine.events import HostProbed, event_from_json
+    from eq_tui.api.events import HostProbed, event_from_json
 
     node = {"name": "gpu01", "state": "MIXED", "gpus_used": 3, "gpus_total": 4, "jobs": ["j"]}
     event = HostProbed(project="p", at=1.0, host="c", ok=True, nodes=(node,))
@@ -507,7 +507,7 @@ async def test_kill_from_the_ui_scancels_the_job(cluster: SlurmBed, tmp_path: Pa
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The UI attached over the control socket (as `eq-tui attach` is): the node line shows
     the job on its node, then `k` and `y` on its row scancel it."""
-    from eq_tui.engine.control import ControlClient
+    from eq_tui.api.control_client import ControlClient
     from eq_tui.tui.app import EqTuiApp
     from eq_tui.tui.gpu_grid import HostPanel
     from eq_tui.tui.job_table import JobTable

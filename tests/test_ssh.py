@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,12 +25,8 @@ from tests.support.sshbed import SshBed
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def bed() -> Iterator[SshBed]:
-    ssh_bed = SshBed.create([("alpha", 2, 24576, "NVIDIA RTX 4090 (sim)"),
-                             ("beta", 2, 81920, "NVIDIA A100 80GB (sim)")])
-    yield ssh_bed
-    ssh_bed.close()
+BED_HOSTS = [("alpha", 2, 24576, "NVIDIA RTX 4090 (sim)"),
+             ("beta", 2, 81920, "NVIDIA A100 80GB (sim)")]
 
 
 def runner(bed: SshBed, name: str, **kwargs: object) -> SshRunner:

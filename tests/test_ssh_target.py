@@ -6,12 +6,12 @@ import json
 
 import pytest
 
+from eq_tui.cli.remote.start import ssh_command
+from eq_tui.cli.remote.target import RemoteTarget, check_host, parse_target
 from eq_tui.errors import HostError, ManifestError, UsageError
 from eq_tui.hosts.ssh import SshRunner
 from eq_tui.manifest import load_manifest_text
 from eq_tui.manifest.ssh_target import SshTarget, parse_ssh_target
-from eq_tui.remote.start import ssh_command
-from eq_tui.remote.target import RemoteTarget, check_host, parse_target
 
 GOOD = [
     ("gpu1", SshTarget("gpu1")),

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.engine.events import JobStalled
-from eq_tui.engine.stall import DEFAULT_FLOOR_S, Track, own_utilisation
+from eq_tui.api.events import JobStalled
+from eq_tui.engine.tick.stall import DEFAULT_FLOOR_S, Track, own_utilisation
 from eq_tui.hosts.base import AttemptProbe, GpuProcess, GpuReading, HostSnapshot
 from eq_tui.sim.state import run_intervals
 from tests.support.engine_run import job, make_manifest, sim_hosts, start_engine

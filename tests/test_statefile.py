@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from eq_tui.engine.statefile import StateFile
 from eq_tui.errors import RunDirError
+from eq_tui.runfiles.statefile import StateFile
 
 
 def job(i: int, status: str = "pending", **extra: Any) -> dict[str, Any]:
@@ -349,7 +349,7 @@ def test_a_state_without_a_generation_counts_from_zero(tmp_path: Path) -> None:
 
 def test_a_compaction_that_fails_midway_makes_the_next_write_compact(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import eq_tui.engine.statefile as statefile
+    import eq_tui.runfiles.statefile as statefile
 
     store, _clock = journaled(tmp_path)
     store.write_changes({"updated": 2.0}, [job(1, "running")])

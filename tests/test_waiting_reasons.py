@@ -11,9 +11,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eq_tui.engine.memory import MemoryPlan
-from eq_tui.engine.model import Attempt, FailureClass, JobState, JobStatus
-from eq_tui.engine.scheduler import Decision, GpuView, HostView, PhaseLimit, decide
+from eq_tui.api.model import Attempt, FailureClass, JobState, JobStatus
+from eq_tui.engine.decide.scheduler import Decision, GpuView, HostView, PhaseLimit, decide
+from eq_tui.engine.tick.memory import MemoryPlan
 from eq_tui.manifest.model import JobSpec, Manifest, PhaseSpec
 from tests.test_scheduler_reference import EXAMPLES, scenarios
 

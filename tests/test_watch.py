@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from eq_tui.engine.watchers import HostWatchers
+from eq_tui.engine.tick.host_watchers import HostWatchers
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import AttemptRef, ProbeRequest
 from eq_tui.hosts.local import make_sim_host

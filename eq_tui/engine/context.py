@@ -8,13 +8,13 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from eq_tui.engine.bus import Bus
-from eq_tui.engine.command_log import CommandLog
-from eq_tui.engine.crash_guard import CrashGuard
-from eq_tui.engine.host_record import HostRecord
-from eq_tui.engine.ledger import Ledger
-from eq_tui.engine.model import JobState
-from eq_tui.engine.store import RunDir
+from eq_tui.api.model import JobState
+from eq_tui.engine.decide.crash_guard import CrashGuard
+from eq_tui.engine.state.bus import Bus
+from eq_tui.engine.state.command_log import CommandLog
+from eq_tui.engine.state.host_record import HostRecord
+from eq_tui.engine.state.ledger import Ledger
+from eq_tui.engine.state.store import RunDir
 from eq_tui.hosts.factory import job_cwd
 from eq_tui.manifest.launchvars import substitute
 from eq_tui.manifest.model import JobSpec, Manifest

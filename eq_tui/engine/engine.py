@@ -16,32 +16,31 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from eq_tui.engine.bus import Bus
-from eq_tui.engine.client import CommandResult, SecretsAnswer, Snapshot
-from eq_tui.engine.commands import Commands
+from eq_tui.api.client import CommandResult, SecretsAnswer, Snapshot
+from eq_tui.api.events import Event, QueueFinished, QueueWaiting
+from eq_tui.api.gpu_view import node_views
+from eq_tui.api.model import FailureClass, JobState, JobStatus, status_counts
+from eq_tui.engine.commands.dispatch import Commands
+from eq_tui.engine.commands.rerun import stuck_notice
 from eq_tui.engine.context import RunContext, output_pattern
-from eq_tui.engine.events import Event, QueueFinished, QueueWaiting
-from eq_tui.engine.gpu_health import GpuHealthWatch
-from eq_tui.engine.gpu_view import node_views
-from eq_tui.engine.harvest import Harvest, results_settings
-from eq_tui.engine.host_record import HostLink, HostRecord
-from eq_tui.engine.launcher import Launcher
-from eq_tui.engine.ledger import Ledger
-from eq_tui.engine.leftovers import Leftovers
-from eq_tui.engine.memory import MemoryBook
-from eq_tui.engine.model import FailureClass, JobState, JobStatus
-from eq_tui.engine.naming import new_run_token
-from eq_tui.engine.observation import Observation, Readings
-from eq_tui.engine.pacing import Pacing
+from eq_tui.engine.decide.scheduler import Decision, decide
 from eq_tui.engine.persistence import Persistence
-from eq_tui.engine.preflight import preflight as check_hosts
-from eq_tui.engine.reconcile import Reconciler
-from eq_tui.engine.rerun import stuck_notice
-from eq_tui.engine.scheduler import Decision, decide
-from eq_tui.engine.stall import StallWatch
-from eq_tui.engine.store import RunDir
-from eq_tui.engine.summary import status_counts
-from eq_tui.engine.watchers import HostWatchers
+from eq_tui.engine.preflight.host_checks import preflight as check_hosts
+from eq_tui.engine.state.bus import Bus
+from eq_tui.engine.state.host_record import HostLink, HostRecord
+from eq_tui.engine.state.ledger import Ledger
+from eq_tui.engine.state.naming import new_run_token
+from eq_tui.engine.state.store import RunDir
+from eq_tui.engine.tick.gpu_health import GpuHealthWatch
+from eq_tui.engine.tick.harvest import Harvest, results_settings
+from eq_tui.engine.tick.host_watchers import HostWatchers
+from eq_tui.engine.tick.launcher import Launcher
+from eq_tui.engine.tick.leftover_memory import Leftovers
+from eq_tui.engine.tick.memory import MemoryBook
+from eq_tui.engine.tick.observation import Observation, Readings
+from eq_tui.engine.tick.reconcile import Reconciler
+from eq_tui.engine.tick.stall import StallWatch
+from eq_tui.engine.tick.tick_timing import Pacing
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import Host, HostSnapshot
 from eq_tui.hosts.watch import WatchedAttempt, WatchRequest

@@ -8,12 +8,12 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from eq_tui.api.model import JobState, JobStatus
 from eq_tui.engine.context import RunContext
-from eq_tui.engine.model import JobState, JobStatus
-from eq_tui.engine.naming import attempt_dir, session_name
 from eq_tui.engine.replay_changes import replay_change
-from eq_tui.engine.store import STATE_VERSION
-from eq_tui.engine.summary import render_summary
+from eq_tui.engine.state.naming import attempt_dir, session_name
+from eq_tui.engine.state.store import STATE_VERSION
+from eq_tui.engine.state.summary import render_summary
 from eq_tui.errors import HostError
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from eq_tui.api.model import JobState
 from eq_tui.engine.context import RunContext
-from eq_tui.engine.job_specs import spec_from_json
-from eq_tui.engine.model import JobState
+from eq_tui.engine.state.job_specs import spec_from_json
 
 
 def replay_change(ctx: RunContext, event: dict[str, Any]) -> None:

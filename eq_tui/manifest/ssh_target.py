@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 # No '/' in either part: `./a:b` and `runs/x:y` are local paths, never a host (see
-# remote/target.py); no ':' in the user: a Unix user name cannot hold one.
+# cli/remote/target.py); no ':' in the user: a Unix user name cannot hold one.
 TARGET_PATTERN = r"(?:(?P<user>[^@\s:/]+)@)?(?P<host>[^@\s:/]+)(?::(?P<port>\d+))?"
 FORMS = "an ssh alias or [user@]host[:port]"
 _TARGET = re.compile(TARGET_PATTERN)

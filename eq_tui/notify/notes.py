@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from eq_tui.engine.events import (
+from eq_tui.api.events import (
     Event,
     GpuQuarantined,
     HostStateChanged,
@@ -20,7 +20,7 @@ from eq_tui.engine.events import (
     PhaseHeld,
     QueueFinished,
 )
-from eq_tui.engine.model import FINISHED, JobStatus
+from eq_tui.api.model import FINISHED, JobStatus
 
 FINISHED_NAMES = frozenset(str(status) for status in FINISHED)
 

@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from eq_tui.engine.client import EngineClient, JobRecord
-from eq_tui.engine.events import Event, JobStateChanged, JobUpdated
-from eq_tui.engine.view import ProjectState
+from eq_tui.api.client import EngineClient, JobRecord
+from eq_tui.api.events import Event, JobStateChanged, JobUpdated
+from eq_tui.api.reducer import ProjectState
 from eq_tui.manifest.model import NotifySpec
 from eq_tui.notify.notes import (
     FINISHED_NAMES,

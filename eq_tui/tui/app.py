@@ -17,8 +17,8 @@ from textual.screen import Screen
 from textual.theme import Theme
 from textual.widgets import Footer
 
-from eq_tui.engine.client import EngineClient
-from eq_tui.engine.events import Event
+from eq_tui.api.client import EngineClient
+from eq_tui.api.events import Event
 from eq_tui.tui.config import save_setting
 from eq_tui.tui.filter_bar import FilterBar
 from eq_tui.tui.gpu_grid import GpuGrid

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Protocol
 
-from eq_tui.engine.client import EngineClient
+from eq_tui.api.client import EngineClient
 from eq_tui.tui.run_view import RunView
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from textual.content import Content
 from textual.widgets import Static
 
-from eq_tui.engine import ProjectState
+from eq_tui.api import ProjectState
 from eq_tui.tui.eta import view_eta
 from eq_tui.tui.palette import status_markup_style
 from eq_tui.tui.progress import Progress, ordered_counts

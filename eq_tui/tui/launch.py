@@ -7,12 +7,44 @@ from __future__ import annotations
 import asyncio
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
 
-from eq_tui.engine.engine import Engine
+from eq_tui.api import EngineClient, JobState
 from eq_tui.tui.app import EqTuiApp
 
 INTERRUPTED = 130
+
+
+class _Source(Protocol):
+    @property
+    def source(self) -> str: ...
+
+
+class _RunDir(Protocol):
+    @property
+    def summary_file(self) -> Path: ...
+
+
+class Engine(EngineClient, Protocol):
+    """What the UI asks of an engine that runs in this process (cli/run.py builds it): run it,
+    stop it, and what to say when the UI is gone."""
+
+    finished: bool
+
+    @property
+    def jobs(self) -> Mapping[str, JobState]: ...
+
+    @property
+    def manifest(self) -> _Source: ...
+
+    @property
+    def run_dir(self) -> _RunDir: ...
+
+    async def run(self) -> int: ...
+
+    def request_stop(self) -> None: ...
 
 
 async def run_app(engines: Sequence[Engine], *, theme: str | None = None) -> int:

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-# engine/memory.py's ESCALATION (a test keeps the two equal): importing it would pull the
+# engine/tick/memory.py's ESCALATION (a test keeps the two equal): importing it would pull the
 # scheduler into every attached UI
 ESCALATION = 1.5
 

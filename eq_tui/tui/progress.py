@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eq_tui.engine import completed_duration
+from eq_tui.present.pace import completed_duration
 
 FINISHED = frozenset({"completed", "stuck", "killed", "blocked"})
 STATUS_DISPLAY_ORDER = ("running", "launching", "pending", "held", "failed_oom", "completed",

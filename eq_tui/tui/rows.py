@@ -6,8 +6,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eq_tui.engine import Pace, progress_fraction
-from eq_tui.engine.durations import format_duration, format_short
+from eq_tui.api import progress_fraction
+from eq_tui.present.durations import format_duration, format_short
+from eq_tui.present.pace import Pace
 
 LAST_LINE_WIDTH = 50
 PROGRESS_WIDTH = 16  # "100% █████ 3h10m"

@@ -10,7 +10,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from eq_tui.engine import Event, JobRecord, Pace, PaceBook, ProjectState
+from eq_tui.api import Event, JobRecord, ProjectState
+from eq_tui.present.pace import Pace, PaceBook
 from eq_tui.tui.progress import Progress, completed_duration, estimate
 from eq_tui.tui.rows import row_key, split_row_key
 

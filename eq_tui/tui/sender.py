@@ -8,7 +8,7 @@ from typing import Any
 
 from textual.app import App
 
-from eq_tui.engine.client import EngineClient
+from eq_tui.api.client import EngineClient
 from eq_tui.tui.rows import split_row_key
 from eq_tui.tui.run_view import RunView
 from eq_tui.tui.screens.confirm import ConfirmScreen

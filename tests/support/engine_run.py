@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eq_tui.engine.control import serve_control
+from eq_tui.api.events import Event
+from eq_tui.engine.commands.control_server import serve_control
 from eq_tui.engine.engine import Engine
-from eq_tui.engine.events import Event
 from eq_tui.hosts.factory import make_hosts, sim_state_dir
 from eq_tui.manifest.model import HostSpec, JobSpec, Manifest, OomRetry, PhaseSpec, SimulateSpec
 from eq_tui.notify.notifier import Notifier, serve_notifications

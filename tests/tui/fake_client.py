@@ -7,7 +7,7 @@ import asyncio
 import copy
 from typing import Any
 
-from eq_tui.engine.events import Event, JobUpdated, QueuePaused
+from eq_tui.api.events import Event, JobUpdated, QueuePaused
 
 T0 = 1_700_000_000.0  # the fixed clock the sample data is built around
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from textual.widgets import Input, Log
 
-from eq_tui.engine.events import Alert, HostStateChanged
+from eq_tui.api.events import Alert, HostStateChanged
 from eq_tui.tui.app import EqTuiApp
 from eq_tui.tui.gpu_grid import GRID_PANELS
 from eq_tui.tui.job_table import JobTable

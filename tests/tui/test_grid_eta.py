@@ -3,7 +3,7 @@ pane gets, the ETA."""
 
 from __future__ import annotations
 
-from eq_tui.engine.events import JobUpdated
+from eq_tui.api.events import JobUpdated
 from eq_tui.tui.eta import ALL, estimate_eta, view_eta
 from eq_tui.tui.grid_plan import full_height, plan_grid
 from eq_tui.tui.host_line import gpu_totals, host_line, line_widths

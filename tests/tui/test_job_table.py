@@ -15,7 +15,7 @@ from rich.text import Text
 from textual import events
 from textual.renderables.styled import Styled
 
-from eq_tui.engine.events import JobUpdated
+from eq_tui.api.events import JobUpdated
 from eq_tui.tui.app import EqTuiApp
 from eq_tui.tui.job_table import JobTable
 from eq_tui.tui.row_table import cell_segments

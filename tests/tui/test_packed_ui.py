@@ -9,8 +9,8 @@ from typing import Any
 
 from textual.widgets import DataTable, Static
 
-from eq_tui.engine.events import HostProbed
-from eq_tui.engine.memory import ESCALATION as ENGINE_ESCALATION
+from eq_tui.api.events import HostProbed
+from eq_tui.engine.tick.memory import ESCALATION as ENGINE_ESCALATION
 from eq_tui.tui.app import EqTuiApp
 from eq_tui.tui.gpu_grid import GRID_PANELS, HostPanel
 from eq_tui.tui.gpu_segments import segment_bar, shares, spans

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eq_tui.engine.events import (
+from eq_tui.api.events import (
     Alert,
     HostProbed,
     HostStateChanged,
@@ -200,7 +200,7 @@ def test_applying_a_tick_of_50_changes_among_5000_jobs_touches_only_those() -> N
 
 
 def test_held_phases_come_and_go_with_their_events_and_show_in_the_header() -> None:
-    from eq_tui.engine.events import PhaseHeld, PhaseReleased
+    from eq_tui.api.events import PhaseHeld, PhaseReleased
     from eq_tui.tui.header import header_content
 
     view = RunView()

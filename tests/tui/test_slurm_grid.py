@@ -3,7 +3,7 @@ jobs there (Pilot, fixed data)."""
 
 from __future__ import annotations
 
-from eq_tui.engine.events import HostProbed
+from eq_tui.api.events import HostProbed
 from eq_tui.tui.app import EqTuiApp
 from eq_tui.tui.gpu_grid import GRID_PANELS, HostPanel
 from tests.tui.fake_client import T0, FakeClient, node, slurm_snapshot

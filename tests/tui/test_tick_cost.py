@@ -7,7 +7,7 @@ import copy
 import time
 from typing import Any
 
-from eq_tui.engine.events import JobUpdated
+from eq_tui.api.events import JobUpdated
 from eq_tui.tui.app import EqTuiApp
 from eq_tui.tui.job_table import JobTable
 from tests.tui.fake_client import T0, FakeClient, attempt, job, sample_snapshot

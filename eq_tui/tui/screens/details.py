@@ -16,9 +16,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Log, Static
 from textual.worker import Worker
 
-from eq_tui.engine import Pace
-from eq_tui.engine.durations import format_short
-from eq_tui.engine.pace import SLOW_FACTOR
+from eq_tui.present.durations import format_short
+from eq_tui.present.pace import SLOW_FACTOR, Pace
 from eq_tui.tui.log_pane import MAX_LOG_LINES, TAIL_LINES, TailFetcher, sanitise
 from eq_tui.tui.memory_text import attempt_memory, escalation_detail
 from eq_tui.tui.palette import status_markup_style

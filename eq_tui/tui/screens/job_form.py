@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
-from eq_tui.engine.naming import ID_PATTERN
+from eq_tui.manifest.ids import ID_PATTERN
 
 MAX_ID = 100
 

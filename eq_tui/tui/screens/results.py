@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from eq_tui.engine import ProjectState
+from eq_tui.api import ProjectState
 from eq_tui.results.group import MixedConfigurations, Row, Table, group, sort_rows
 from eq_tui.results.render import mean_std, notes, param_keys, span
 

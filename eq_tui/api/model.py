@@ -1,0 +1,246 @@
+"""Run state: the jobs as the engine tracks them, serialisable to queue_state.json."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"
+    LAUNCHING = "launching"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED_OOM = "failed_oom"
+    STUCK = "stuck"
+    KILLED = "killed"
+    BLOCKED = "blocked"
+    HELD = "held"  # a person holds it: it never launches until released
+
+    @property
+    def is_active(self) -> bool:
+        """It holds (or is about to hold) a session and its GPUs."""
+        return self in ACTIVE
+
+    @property
+    def is_finished(self) -> bool:
+        """Nothing more happens to it without a person (or it completed)."""
+        return self in FINISHED
+
+    @property
+    def is_waiting(self) -> bool:
+        """It waits for a GPU: never launched yet, or an OOM retry."""
+        return self in WAITING
+
+    @property
+    def needs_person(self) -> bool:
+        return self in NEEDS_PERSON
+
+    @property
+    def is_held(self) -> bool:
+        """Neither waiting nor finished: it waits for a person's release, and keeps the queue
+        from finishing."""
+        return self is JobStatus.HELD
+
+
+ACTIVE = frozenset({JobStatus.LAUNCHING, JobStatus.RUNNING})
+WAITING = frozenset({JobStatus.PENDING, JobStatus.FAILED_OOM})
+NEEDS_PERSON = frozenset({JobStatus.STUCK, JobStatus.KILLED, JobStatus.BLOCKED})
+FINISHED = NEEDS_PERSON | {JobStatus.COMPLETED}
+
+
+class FailureClass(StrEnum):
+    CUDA_OOM = "cuda_oom"
+    HOST_OOM = "host_oom"
+    DISK_FULL = "disk_full"
+    NCCL = "nccl"
+    GPU_FAULT = "gpu_fault"
+    PORT_IN_USE = "port_in_use"
+    STALE = "stale"
+    LOST = "lost"
+    OUTPUT_MISSING = "output_missing"
+    EXIT_NONZERO = "exit_nonzero"
+    DEPENDENCY = "dependency"
+    KILLED = "killed"
+    LAUNCH_FAILED = "launch_failed"
+    REQUEUED = "requeued"  # a person requeued a running attempt
+    STALLED = "stalled"  # hang detection stopped it (on_stall: restart | kill)
+
+
+@dataclass
+class Failure:
+    cls: str
+    detail: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"class": self.cls, "detail": self.detail}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Failure | None:
+        if not data:
+            return None
+        return cls(cls=str(data.get("class", "")), detail=str(data.get("detail", "")))
+
+
+@dataclass
+class Attempt:
+    n: int
+    host: str
+    gpus: list[int]
+    session: str
+    attempt_dir: str
+    log: str
+    start: float | None = None
+    end: float | None = None
+    exit_code: int | None = None
+    failure_class: str | None = None
+    decided_at: float | None = None  # when the engine recorded `launching` for this attempt
+    launched: bool = True  # False: the session never started (does not count as a launch)
+    cleanup: str = ""  # leftover processes ended after it (leftover-memory cleanup)
+    peak_mib: int | None = None  # the most GPU memory its processes held on one of its GPUs
+    estimate_mib: int | None = None  # what it was placed for (per GPU); None: a GPU alone
+    shared: bool = False  # placed by memory: other jobs may share its GPUs
+
+    def close(self, end: float) -> None:
+        """Record its end, never before its start: an exit record with whole seconds only, or
+        an engine's clock behind the host's, must not make a negative duration."""
+        self.end = end if self.start is None else max(end, self.start)
+
+
+@dataclass
+class JobState:
+    """A job and its attempts. Where it runs, its log and its times are its current attempt's:
+    they are read from `history`, never copied."""
+
+    id: str
+    phase: str
+    cmd: str
+    status: JobStatus = JobStatus.PENDING
+    attempts: int = 0  # launches so far (never reset)
+    # launches before a person last retried it: its retry budget counts from here
+    retry_base: int = 0
+    # the most launches it can get as things stand (attempts, once nothing more will launch
+    # without a person); kept by the ledger, shown as `attempts/attempt_limit`
+    attempt_limit: int = 0
+    failure: Failure | None = None
+    history: list[Attempt] = field(default_factory=list)
+    retry_at: float | None = None  # failed_oom / delayed retry: not before this time
+    reason: str | None = None  # why it waits (unmet precondition, dependency, ...)
+    retries_by_class: dict[str, int] = field(default_factory=dict)
+    exited_seen_at: float | None = None  # when we first saw its exit record with the session alive
+    last_line: str = ""
+    params: dict[str, str] = field(default_factory=dict)  # its grid point (results group on it)
+    metrics: dict[str, float | None] = field(default_factory=dict)  # final values, once read
+    priority: int = 0  # higher launches first (the manifest's, or a person's)
+    priority_set: bool = False  # a person set it: the manifest's no longer applies
+    edits: list[dict[str, Any]] = field(default_factory=list)  # what a person changed, in order
+    origin: str = "manifest"  # or "added"/"clone"/"reload": made while the queue ran
+    spec: dict[str, Any] | None = None  # for a job made at run time: its JobSpec, as JSON
+    stalled_since: float | None = None  # hang detection: when it was judged stalled
+    silent_since: float | None = None  # while stalled: when its log last grew
+    # CUDA OOMs on a shared GPU so far: 1 asks for 1.5x its estimate, 2 for its GPUs alone
+    mem_escalation: int = 0
+    # its CUDA OOM asked more than its card's total: it launches only on GPUs larger than this
+    min_gpu_mib: int | None = None
+
+    @property
+    def current(self) -> Attempt | None:
+        return self.history[-1] if self.history else None
+
+    def change_cmd(self, new: str) -> None:
+        """A new command: what the old one's failures taught (its OOM's size) no longer holds."""
+        self.cmd = new
+        self.min_gpu_mib = None
+
+    @property
+    def placed(self) -> Attempt | None:
+        """The current attempt when its session started (where the job is); None before the
+        first launch or when the current attempt's session never started."""
+        current = self.history[-1] if self.history else None
+        return current if current is not None and current.launched else None
+
+    @property
+    def host(self) -> str | None:
+        placed = self.placed
+        return placed.host if placed is not None else None
+
+    @property
+    def gpus(self) -> list[int]:
+        placed = self.placed
+        return placed.gpus if placed is not None else []
+
+    @property
+    def log(self) -> str | None:
+        current = self.current
+        return current.log if current is not None else None
+
+    @property
+    def started(self) -> float | None:
+        current = self.current
+        return current.start if current is not None else None
+
+    @property
+    def ended(self) -> float | None:
+        current = self.current
+        return current.end if current is not None else None
+
+    @property
+    def lost_count(self) -> int:
+        """Attempts whose session vanished with no exit record."""
+        return self.retries_by_class.get(FailureClass.LOST, 0)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = str(self.status)
+        data["failure"] = self.failure.to_json() if self.failure else None
+        # front ends and the state file read these flat; they are derived on the way out
+        data.update(host=self.host, gpus=self.gpus, log=self.log, started=self.started,
+                    ended=self.ended)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobState:
+        history = [Attempt(**attempt) for attempt in data.get("history", [])]
+        return cls(
+            id=data["id"],
+            phase=data["phase"],
+            cmd=data["cmd"],
+            status=JobStatus(data["status"]),
+            attempts=int(data.get("attempts", 0)),
+            retry_base=int(data.get("retry_base") or 0),
+            attempt_limit=int(data.get("attempt_limit") or 0),
+            failure=Failure.from_json(data.get("failure")),
+            history=history,
+            retry_at=data.get("retry_at"),
+            reason=data.get("reason"),
+            retries_by_class=dict(data.get("retries_by_class") or {}),
+            exited_seen_at=data.get("exited_seen_at"),
+            last_line=str(data.get("last_line") or ""),
+            params={str(k): str(v) for k, v in (data.get("params") or {}).items()},
+            metrics=dict(data.get("metrics") or {}),
+            priority=int(data.get("priority") or 0),
+            priority_set=bool(data.get("priority_set")),
+            edits=list(data.get("edits") or []),
+            origin=str(data.get("origin") or "manifest"),
+            spec=data.get("spec"),
+            stalled_since=data.get("stalled_since"),
+            silent_since=data.get("silent_since"),
+            mem_escalation=int(data.get("mem_escalation") or 0),
+            min_gpu_mib=data.get("min_gpu_mib"),
+        )
+
+
+def attempt_limit(job: JobState, max_attempts: int) -> int:
+    """The most launches `job` can get for its current failure class: what it had, once it is
+    finished (a stuck job gets no more without a person); else its retry budget."""
+    if job.status.is_finished:
+        return job.attempts
+    return max(job.attempts, job.retry_base + max_attempts)
+
+
+def status_counts(jobs: Sequence[JobState]) -> dict[str, int]:
+    counts = Counter(str(job.status) for job in jobs)
+    return {str(status): counts[str(status)] for status in JobStatus if counts[str(status)]}

@@ -1,0 +1,119 @@
+"""`eq-tui kill|retry|requeue|hold|release|pause|resume|priority|edit|clone|add|reload
+[HOST:]RUN_DIR ...`: one command to the running engine through its control socket (over SSH
+for HOST:RUN_DIR), what it did printed (or its JSON answer), and an exit code: 0 done, 1 some
+job could not be acted on, 2 bad usage, 3 no engine runs there.
+
+A command carries an id; when the link drops before the answer comes, the same command is sent
+again with the same id (the engine applies an id once), after a pause that grows."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import socket
+import sys
+import uuid
+from typing import Any
+
+from eq_tui.api.client import CommandResult
+from eq_tui.cli.queue_verbs import Request, parse_verb
+from eq_tui.cli.remote.reach import NoEngine, reach
+from eq_tui.errors import RunDirError
+
+RESENDS = 4
+FIRST_PAUSE_S = 0.5
+
+
+def sender() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "?"
+    return f"shell {user}@{socket.gethostname()}"
+
+
+def filtered_jobs(snapshot: dict[str, Any], query: str) -> list[str]:
+    from eq_tui.tui.filters import parse_filter
+
+    chosen = parse_filter(query)
+    project = str(snapshot.get("project", ""))
+    return [str(job["id"]) for job in snapshot.get("jobs") or []
+            if chosen.matches(job, project)]
+
+
+async def send(request: Request) -> CommandResult:
+    """The engine's answer; resent with the same id when the link drops on the way."""
+    command_id = request.command_id or uuid.uuid4().hex
+    request.command_id = command_id
+    args = {**request.args, "by": sender()}
+    pause = FIRST_PAUSE_S
+    for attempt in range(RESENDS + 1):
+        try:
+            async with reach(request.where, request.config_path) as client:
+                jobs = list(request.jobs)
+                if request.filter is not None:
+                    matched = filtered_jobs(dict(client.snapshot()), request.filter)
+                    if not matched and not jobs:
+                        return {"ok": False, "results": {},
+                                "error": f"no job matches {request.filter!r}"}
+                    jobs += [job for job in matched if job not in jobs]
+                return await client.command(request.verb, jobs, args, command_id)
+        except (ConnectionError, NoEngine) as exc:
+            # NoEngine after a first try: the engine may be restarting; it keeps the id
+            if attempt == RESENDS or (isinstance(exc, NoEngine) and attempt == 0):
+                if attempt:
+                    raise RunDirError(f"{exc}; the command may or may not have arrived: "
+                                      f"send it again with --command-id {command_id} "
+                                      "(it is applied once)") from None
+                raise
+            await asyncio.sleep(pause)
+            pause *= 2
+    raise AssertionError("unreachable")
+
+
+def describe(request: Request, answer: CommandResult) -> list[str]:
+    lines = []
+    detail = answer.get("detail") or {}
+    verb = request.verb
+    if verb == "reload":
+        lines.extend(_reload_lines(detail))
+    for job_id, outcome in answer.get("results", {}).items():
+        lines.append(f"{verb} {job_id}: {'done' if outcome == 'ok' else outcome}")
+    if verb in ("pause", "resume") and answer.get("ok"):
+        lines.append("launching paused" if verb == "pause" else "launching resumed")
+    if answer.get("duplicate"):
+        lines.append(f"(command {request.command_id} had arrived already: its first answer)")
+    return lines
+
+
+def _reload_lines(detail: dict[str, Any]) -> list[str]:
+    would = "would " if detail.get("dry_run") else ""
+    lines = [f"reload of {detail.get('source')}" + (" (dry run: nothing changed)" if would
+                                                    else "")]
+    for key, label in (("add", "add"), ("update", "update"), ("retire", "retire")):
+        for job_id in detail.get(key) or []:
+            lines.append(f"  {would}{label} {job_id}")
+    for job_id, why in (detail.get("kept") or {}).items():
+        lines.append(f"  leave {job_id}: {why}")
+    if detail.get("not_applied"):
+        lines.append("  not applied to the running engine (restart it to use them): "
+                     + ", ".join(detail["not_applied"]))
+    if not any(detail.get(k) for k in ("add", "update", "retire", "kept")):
+        lines.append("  no job changes")
+    return lines
+
+
+def run(verb: str, argv: list[str]) -> int:
+    request = parse_verb(verb, argv)
+    answer = asyncio.run(send(request))
+    if request.as_json:
+        print(json.dumps({**answer, "command_id": request.command_id}, indent=1))
+    else:
+        for line in describe(request, answer):
+            print(line)
+    if not answer.get("ok"):
+        if answer.get("error") and not request.as_json:
+            print(f"eq-tui {verb}: {answer['error']}", file=sys.stderr)
+        return 1
+    return 0

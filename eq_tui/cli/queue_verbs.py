@@ -1,0 +1,196 @@
+"""The command-line forms of what a person can ask of a running queue: `eq-tui VERB
+[HOST:]RUN_DIR ...`. Parsing and checking only; sending is shell_commands.py."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from eq_tui.cli.parsing import add_ssh_config, check_paths, new_parser, ssh_config_path
+from eq_tui.errors import UsageError
+
+JOB_VERBS = ("kill", "retry", "requeue", "hold", "release")
+QUEUE_VERBS = ("pause", "resume")
+VERBS = (*JOB_VERBS, *QUEUE_VERBS, "priority", "edit", "clone", "add", "reload")
+WHAT = {
+    "kill": "Kill jobs: stop their sessions; they stay killed until retried.",
+    "retry": "Retry stuck, killed or blocked jobs (a fresh count of attempts), or an OOM-delayed "
+             "one now.",
+    "requeue": "Stop running jobs and put them back in the queue.",
+    "hold": "Hold waiting jobs: they never launch until released.",
+    "release": "Release held jobs.",
+    "pause": "Pause launching (running jobs go on).",
+    "resume": "Resume launching.",
+    "priority": "Set jobs' priority (higher launches first; ties in queue order).",
+    "edit": "Change the command of jobs that are not running; a finished one is run again "
+            "with a fresh count of attempts.",
+    "clone": "A new job from any job, with changed args.",
+    "add": "A new job in a phase.",
+    "reload": "Read the manifest file again: add new jobs, update waiting ones that changed, "
+              "retire waiting ones that are gone. Running and finished jobs are never touched.",
+}
+SET_HELP = ("change one arg of the command: --key VALUE (true: the bare flag, false: drop "
+            "it); repeat for more")
+COMMAND_HELP = ("after --: the command; one word is taken as shell text as it is, several are "
+                "quoted word by word")
+
+
+@dataclass
+class Request:
+    verb: str
+    where: str
+    jobs: list[str] = field(default_factory=list)
+    filter: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    as_json: bool = False
+    config_path: str | None = None
+    command_id: str | None = None
+
+
+def parser(verb: str) -> argparse.ArgumentParser:
+    usage_tail = {"edit": " [-- NEW COMMAND...]", "clone": " [-- NEW COMMAND...]",
+                  "add": " -- COMMAND..."}.get(verb, "")
+    parser = new_parser(verb, WHAT[verb] + " Talks to the running engine through its control "
+                        "socket. Exit 0 done, 1 a job could not be acted on, 2 bad usage, 3 no "
+                        "engine runs there.")
+    parser.add_argument("run_dir", metavar="[HOST:]RUN_DIR",
+                        help="a run dir here, or HOST:RUN_DIR on an ssh host")
+    if verb in (*JOB_VERBS, "edit"):
+        parser.add_argument("jobs", nargs="*", metavar="JOB", help="job ids")
+        parser.add_argument("--filter", metavar="QUERY",
+                            help="the jobs the UI's filter matches, e.g. 'status:stuck "
+                                 "phase:distill' (keys: status, host, phase, id, failure; "
+                                 "free words match id, command, reason, last line)")
+    elif verb == "priority":
+        parser.add_argument("jobs", nargs="*", metavar="JOB", help="job ids")
+        parser.add_argument("value", metavar="N",
+                            help="the priority (a whole number, may be negative)")
+        parser.add_argument("--filter", metavar="QUERY",
+                            help="the jobs the UI's filter matches")
+    elif verb == "clone":
+        parser.add_argument("jobs", nargs=1, metavar="JOB", help="the job to clone")
+        parser.add_argument("--id", help="the new job's id (default JOB-cloneN)")
+    if verb == "add":
+        parser.add_argument("--id", required=True, help="the new job's id")
+        parser.add_argument("--phase", help="its phase (default: the only phase)")
+        parser.add_argument("--gpus", type=int, help="GPUs it needs, 0 for a CPU-only job "
+                                                      "(default: the manifest's)")
+        parser.add_argument("--mem", metavar="MIB|auto",
+                            help="its peak GPU memory per GPU in MiB, or auto: jobs that fit "
+                                 "share a GPU (default: the manifest's mem_mib)")
+        parser.add_argument("--exclusive", action="store_true", default=None,
+                            help="its GPUs alone, shared with no job")
+    if verb in ("clone", "add"):
+        parser.add_argument("--priority", type=int, help="its priority (default: the source's "
+                                                         "or 0)")
+    if verb in ("edit", "clone"):
+        parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                            help=SET_HELP)
+    if verb == "reload":
+        parser.add_argument("--dry-run", action="store_true", help="show what it would do")
+    parser.add_argument("--json", action="store_true", help="print the engine's answer as JSON")
+    parser.add_argument("--command-id", metavar="ID",
+                        help="the command's id (default: a fresh one). The engine applies an id "
+                             "once: send the same again when unsure whether it arrived")
+    add_ssh_config(parser)
+    if usage_tail:
+        parser.usage = parser.format_usage().removeprefix("usage: ").rstrip() + usage_tail
+    return parser
+
+
+def command_text(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else shlex.join(words)
+
+
+def parse_verb(verb: str, argv: list[str]) -> Request:
+    before, words = argv, []
+    if "--" in argv:
+        cut = argv.index("--")
+        before, words = argv[:cut], argv[cut + 1:]
+    options = parser(verb).parse_args(before)
+    request = Request(verb, options.run_dir, jobs=list(getattr(options, "jobs", []) or []),
+                      filter=getattr(options, "filter", None), as_json=options.json,
+                      command_id=options.command_id)
+    check_paths([options.run_dir])
+    for job_id in request.jobs:
+        if not _valid_id(job_id):
+            raise UsageError(f"eq-tui {verb}: {job_id!r} is not a job id (letters, digits, "
+                             "'_', '.', '-')")
+    if words and verb not in ("edit", "clone", "add"):
+        raise UsageError(f"eq-tui {verb} takes no command after --")
+    cmd = command_text(words) if words else None
+    if cmd is not None and not cmd.strip():
+        raise UsageError(f"eq-tui {verb}: the command after -- is empty")
+    request.args = _args(verb, options, cmd)
+    needs_jobs = verb in (*JOB_VERBS, "edit", "priority")
+    if needs_jobs and not request.jobs and not request.filter:
+        raise UsageError(f"eq-tui {verb}: name at least one JOB, or --filter QUERY")
+    request.config_path = ssh_config_path(options.ssh_config)
+    return request
+
+
+def _args(verb: str, options: argparse.Namespace, cmd: str | None) -> dict[str, Any]:
+    args: dict[str, Any] = {}
+    if verb in ("edit", "clone"):
+        from eq_tui.api.command_args import ArgError, parse_sets
+
+        try:
+            sets = parse_sets(options.set)
+        except ArgError as exc:
+            raise UsageError(f"eq-tui {verb}: {exc}") from None
+        if sets:
+            args["set"] = sets
+        if cmd is not None:
+            args["cmd"] = cmd
+        if verb == "edit" and not args:
+            raise UsageError("eq-tui edit: give the new command after --, or --set KEY=VALUE")
+    if verb in ("clone", "add"):
+        for key in ("id", "priority"):
+            if getattr(options, key) is not None:
+                args[key] = getattr(options, key)
+        if args.get("id") is not None and not _valid_id(args["id"]):
+            raise UsageError(f"eq-tui {verb}: --id {args['id']!r} is not a job id (letters, "
+                             "digits, '_', '.', '-')")
+    if verb == "add":
+        if cmd is None:
+            raise UsageError("eq-tui add: give the command after --")
+        args["cmd"] = cmd
+        if options.phase is not None:
+            args["phase"] = options.phase
+        if options.gpus is not None:
+            args["gpus_per_job"] = options.gpus
+        if options.mem is not None:
+            args["mem_mib"] = _mem_mib(options.mem)
+        if options.exclusive is not None:
+            args["exclusive"] = True
+    if verb == "priority":
+        args.update(_priority(options.value))
+    if verb == "reload":
+        args["dry_run"] = options.dry_run
+    return args
+
+
+def _mem_mib(value: str) -> int | str:
+    if value == "auto":
+        return value
+    if not value.isdigit() or int(value) < 1:
+        raise UsageError(f"eq-tui add: --mem must be a whole number of MiB (e.g. 18000) or "
+                         f"auto, not {value!r}")
+    return int(value)
+
+
+def _priority(value: str) -> dict[str, int]:
+    try:
+        return {"priority": int(value)}
+    except ValueError:
+        raise UsageError(f"eq-tui priority: {value!r} is not a whole number") from None
+
+
+def _valid_id(value: str) -> bool:
+    # imported here: `eq-tui --help` loads this module and must stay light (no manifest, no
+    # engine package)
+    from eq_tui.manifest.ids import ID_PATTERN
+
+    return ID_PATTERN.fullmatch(value) is not None

@@ -1,0 +1,109 @@
+"""`eq-tui results [HOST:]RUN_DIR`: the results table of a running or finished run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from eq_tui.cli.parsing import add_run_dir, add_ssh_config, new_parser, ssh_config_path
+from eq_tui.errors import RunDirError, UsageError
+from eq_tui.results.group import MixedConfigurations, group
+from eq_tui.results.records import RESULTS_FILE, Record, loads, read_records
+from eq_tui.results.render import FORMATS, render
+from eq_tui.results.settings import ResultSettings, from_manifest_json, read_settings
+
+DESCRIPTION = """\
+The results table of a run (running or finished), from its results.jsonl: one row per
+configuration (its grid parameters minus the seed-like key), n of expected, mean ± std, min and
+max of each metric over the seeds, the missing or failed seeds named, duplicate seeds flagged,
+the best row of each phase per metric marked by the manifest's `goal`."""
+
+
+def parser(verb: str = "results") -> argparse.ArgumentParser:
+    parser = new_parser(verb, DESCRIPTION)
+    add_run_dir(parser)
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="table (default), csv, json, markdown or latex")
+    parser.add_argument("--metric", action="append", metavar="NAME",
+                        help="a metric to show (repeat for more; default: those with a goal, "
+                             "else the first few found)")
+    parser.add_argument("--group-over", metavar="KEY",
+                        help="the grid key averaged over (default: the manifest's group_over, "
+                             "else seed)")
+    parser.add_argument("--by", metavar="KEY,...",
+                        help="group by these grid keys only; refused when the jobs of a row "
+                             "would differ in another key")
+    add_ssh_config(parser)
+    return parser
+
+
+def table_text(records: list[Record], settings: ResultSettings, options: argparse.Namespace
+               ) -> str:
+    by = [key.strip() for key in options.by.split(",") if key.strip()] if options.by else None
+    try:
+        table = group(records, group_over=options.group_over or settings.group_over,
+                      goals=settings.goals, metrics=options.metric, by=by)
+    except MixedConfigurations as exc:
+        raise UsageError(str(exc)) from None
+    return render(table, options.format)
+
+
+def _local(run_dir: Path) -> tuple[list[Record], ResultSettings]:
+    if "\0" in str(run_dir):
+        raise UsageError(f"{str(run_dir)!r}: a path cannot contain a NUL byte")
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir}: no such run dir")
+    records = read_records(run_dir, series=False)
+    if records is None:
+        raise RunDirError(f"{run_dir}: no {RESULTS_FILE} yet (the engine writes it as jobs "
+                          "finish)")
+    return records, read_settings(run_dir)
+
+
+def _remote(spec: str, config_path: str | None) -> tuple[list[Record], ResultSettings]:
+    import asyncio
+    import json
+    import posixpath
+
+    from eq_tui.cli.remote.link import READ_FILE, open_link
+    from eq_tui.cli.remote.target import parse_target
+
+    target = parse_target(spec)
+    assert target is not None
+
+    async def fetch() -> tuple[str | None, str | None]:
+        link = await open_link(target.host, config_path, read_from=str(target))
+        try:
+            located = await link.locate(target)
+            texts: list[str | None] = []
+            for name in (RESULTS_FILE, "manifest.json"):
+                result = await link.run(READ_FILE, [posixpath.join(located.path, name)],
+                                        timeout=120)
+                texts.append(result.stdout.decode(errors="replace")
+                             if result.returncode == 0 else None)
+            return texts[0], texts[1]
+        finally:
+            await link.close()
+
+    text, manifest = asyncio.run(fetch())
+    if text is None:
+        raise RunDirError(f"{spec}: no {RESULTS_FILE} yet (the engine writes it as jobs finish)")
+    try:
+        settings = from_manifest_json(json.loads(manifest)) if manifest else ResultSettings()
+    except ValueError:
+        settings = ResultSettings()
+    return loads(text, series=False), settings
+
+
+def run(verb: str, argv: Sequence[str]) -> int:
+    options = parser(verb).parse_args(list(argv))
+    from eq_tui.cli.remote.target import parse_target
+
+    if parse_target(options.run_dir) is not None:
+        records, settings = _remote(options.run_dir, ssh_config_path(options.ssh_config))
+    else:
+        records, settings = _local(Path(options.run_dir))
+    sys.stdout.write(table_text(records, settings, options))
+    return 0

@@ -1,0 +1,154 @@
+"""`eq-tui status RUN_DIR`: counts by status and the jobs that need a person (from the state);
+with --jobs, one line a job: its status, where it runs and why it waits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from eq_tui.api.client import Snapshot
+from eq_tui.api.model import JobState, status_counts
+from eq_tui.errors import RunDirError
+from eq_tui.runfiles.statefile import StateFile
+
+
+def load_jobs(run_dir: Path) -> tuple[dict[str, Any], list[JobState]]:
+    if "\0" in str(run_dir):
+        raise RunDirError(f"{str(run_dir)!r}: a path cannot contain a NUL byte")
+    if not (run_dir / "queue_state.json").exists():
+        raise RunDirError(f"{run_dir}: no queue_state.json here (is this an eq-tui run dir?)")
+    saved = StateFile(run_dir).load()
+    assert saved is not None
+    return saved, jobs_from_state(saved, str(run_dir / "queue_state.json"))
+
+
+async def _live_snapshot(run_dir: Path) -> Snapshot | None:
+    from eq_tui.api.control_client import ControlClient, find_socket
+
+    if find_socket(run_dir) is None and not (run_dir / "control.sock").exists():
+        return None
+    try:
+        async with asyncio.timeout(5):
+            client = await ControlClient.connect(run_dir)
+    except (OSError, ConnectionError, RuntimeError, TimeoutError):
+        return None
+    snapshot = client.snapshot()
+    await client.close()
+    return snapshot
+
+
+def from_snapshot(live: Snapshot) -> tuple[dict[str, Any], list[JobState]]:
+    """(saved, jobs) from a running engine's snapshot, in the shape of the state file."""
+    saved: dict[str, Any] = {"project": live["project"], "paused": live["paused"],
+                             "live_pid": live["settings"].get("pid"),
+                             "crash_guard": {"held": dict(live.get("held_phases") or {})},
+                             "waiting_reason": live.get("waiting_reason") or ""}
+    return saved, [JobState.from_json(dict(raw)) for raw in live["jobs"]]
+
+
+def jobs_from_state(saved: dict[str, Any], where: str) -> list[JobState]:
+    try:
+        return [JobState.from_json(raw) for raw in saved["jobs"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RunDirError(f"{where}: a job record is unreadable ({exc!r})") from None
+
+
+def print_status(run_dir: Path, *, as_json: bool = False, each_job: bool = False) -> int:
+    live = None if "\0" in str(run_dir) else asyncio.run(_live_snapshot(run_dir))
+    if live is not None:
+        saved, jobs = from_snapshot(live)
+    else:
+        saved, jobs = load_jobs(run_dir)
+    return show_status(saved, jobs, as_json=as_json, each_job=each_job)
+
+
+def needs_person_line(job: JobState) -> str:
+    """status, failure class and detail without saying the same word twice ("killed killed
+    killed by the user")."""
+    status = str(job.status)
+    cls = job.failure.cls if job.failure else ""
+    detail = job.failure.detail if job.failure else (job.reason or "")
+    words = [status] if not detail.startswith(status) else []
+    if cls and cls != status and not detail.startswith(cls):
+        words.append(f"[{cls}]")
+    return " ".join([*words, detail]).strip()
+
+
+def job_where(job: JobState) -> str | None:
+    """host:gpus where a job runs (or last ran, once finished); None while it waits."""
+    if job.host is None or job.status.is_waiting or job.status.is_held:
+        return None
+    return f"{job.host}:{','.join(map(str, job.gpus))}" if job.gpus else job.host
+
+
+def job_reason(job: JobState, queue_reason: str = "") -> str:
+    """Why it waits (its own reason, else the queue's), or what ended it (for a job that
+    needs a person)."""
+    if job.reason:
+        return job.reason
+    if job.status.is_waiting:
+        return queue_reason
+    return job.failure.detail if job.failure and job.status.needs_person else ""
+
+
+def job_row(job: JobState, queue_reason: str = "") -> dict[str, Any]:
+    where = job_where(job)
+    return {"id": job.id, "status": str(job.status), "host": job.host if where else None,
+            "gpus": list(job.gpus) if where else [], "where": where,
+            "reason": job_reason(job, queue_reason)}
+
+
+def show_jobs(jobs: list[JobState], *, as_json: bool = False, queue_reason: str = "") -> None:
+    rows = [job_row(job, queue_reason) for job in jobs]
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    width = min(40, max((len(job.id) for job in jobs), default=0))
+    places = min(24, max((len(str(row["where"] or "-")) for row in rows), default=1))
+    for row in rows:
+        line = f"{row['id']:<{width}}  {row['status']:<10}  {row['where'] or '-':<{places}}"
+        sys.stdout.write(f"{line}  {row['reason'] or '-'}\n")
+
+
+def show_status(saved: dict[str, Any], jobs: list[JobState], *, as_json: bool = False,
+                where: str = "", each_job: bool = False) -> int:
+    """Prints the counts and the jobs that need a person (`each_job`: a line per job instead);
+    `where` names the SSH host of a remote run dir. Exit code: 1 when a job needs a person,
+    else 0."""
+    counts = status_counts(jobs)
+    needing = [job for job in jobs if job.status.needs_person]
+    if each_job:
+        show_jobs(jobs, as_json=as_json, queue_reason=str(saved.get("waiting_reason") or ""))
+        return 1 if needing else 0
+    if as_json:
+        print(json.dumps({
+            "project": saved.get("project"), "paused": saved.get("paused", False),
+            "held_phases": (saved.get("crash_guard") or {}).get("held") or {},
+            "live": bool(saved.get("live_pid")),
+            "total": len(jobs), "counts": counts,
+            "needs_person": [{"id": j.id, "status": str(j.status),
+                              "failure": j.failure.to_json() if j.failure else None,
+                              "log": j.log} for j in needing]}, indent=1))
+        return 1 if needing else 0
+    out = sys.stdout
+    paused = " (launching paused)" if saved.get("paused") else ""
+    source = (f"live from the running engine, pid {saved['live_pid']}" if saved.get("live_pid")
+              else "from the state file; no engine is running")
+    noun = "job" if len(jobs) == 1 else "jobs"
+    out.write(f"{saved.get('project')}: {len(jobs)} {noun}{paused} ({source}{where and ' on '}"
+              f"{where})\n")
+    for status, count in counts.items():
+        out.write(f"  {status:<11} {count}\n")
+    for phase, why in ((saved.get("crash_guard") or {}).get("held") or {}).items():
+        out.write(f"\nphase {phase} is held, nothing of it launches: {why}\n"
+                  "  fix the command, then retry one of its jobs or resume the queue\n")
+    if needing:
+        out.write("\nneeds a person:\n")
+        for job in needing:
+            out.write(f"  {job.id:<28} {needs_person_line(job)}\n")
+            if job.log:
+                out.write(f"  {'':<28} log: {job.host}:{job.log}\n")
+    return 1 if needing else 0

@@ -1,0 +1,193 @@
+"""Changing the queue's jobs while it runs: edit a job that is not running, clone any job,
+add a job to a phase, reload the manifest file (reload.py). Each change is in the job's record
+(`edits`, `origin`) and in events.jsonl (job_edited, job_added, job_retired)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from eq_tui.api.client import CommandResult
+from eq_tui.api.command_args import ArgError, apply_sets
+from eq_tui.api.command_result import result
+from eq_tui.api.events import JobAdded, JobEdited
+from eq_tui.api.model import JobState, JobStatus
+from eq_tui.engine.commands.reload import reload_manifest
+from eq_tui.engine.context import RunContext
+from eq_tui.engine.state.job_specs import sharing_args, spec_to_json
+from eq_tui.engine.state.naming import ID_PATTERN
+from eq_tui.manifest.model import JobSpec
+
+if TYPE_CHECKING:
+    from eq_tui.engine.commands.dispatch import ArgHandler
+    from eq_tui.engine.engine import Engine
+
+MAX_ID = 100
+MAX_CMD = 64 * 1024
+
+
+def check_new_id(ctx: RunContext, job_id: Any) -> str | None:
+    """Why `job_id` cannot name a new job, or None."""
+    if not isinstance(job_id, str) or not ID_PATTERN.fullmatch(job_id) or len(job_id) > MAX_ID:
+        return (f"job id {job_id!r} may only use letters, digits, '_', '.', '-' (at most "
+                f"{MAX_ID})")
+    if job_id in ctx.ledger.jobs:
+        return f"a job {job_id!r} exists already"
+    if any(old.get("id") == job_id for old in ctx.ledger.retired):
+        return f"{job_id!r} named a job retired earlier (its logs keep that name); pick another"
+    return None
+
+
+def check_cmd(cmd: Any) -> str | None:
+    if not isinstance(cmd, str) or not cmd.strip():
+        return "the command is empty"
+    if "\0" in cmd or len(cmd) > MAX_CMD:
+        return "the command holds a NUL byte or is too long"
+    return None
+
+
+class Editing:
+    def __init__(self, ctx: RunContext, engine: Engine) -> None:
+        self.ctx = ctx
+        self.engine = engine
+
+    def handlers(self) -> dict[str, ArgHandler]:
+        return {"edit": self.edit, "clone": self.clone, "add": self.add,
+                "reload": self.reload}
+
+    def _new_cmd(self, base: str, args: dict[str, Any]) -> tuple[str | None, str | None]:
+        """(the command args ask for, or None and why)."""
+        cmd = args.get("cmd")
+        cmd = base if cmd is None else cmd
+        try:
+            cmd = apply_sets(str(cmd), {str(k): str(v) for k, v in
+                                        dict(args.get("set") or {}).items()})
+        except (ArgError, TypeError, ValueError) as exc:
+            return None, str(exc)
+        problem = check_cmd(cmd)
+        return (None, problem) if problem else (cmd, None)
+
+    # ---- edit ------------------------------------------------------------------------------
+
+    async def edit(self, job_ids: list[str], args: dict[str, Any]) -> CommandResult:
+        if not job_ids:
+            return result(error="edit needs at least one job id")
+        if args.get("cmd") is None and not args.get("set"):
+            return result(error="edit needs a new command or --set key=value")
+        results = {job_id: self._edit_one(job_id, args) for job_id in job_ids}
+        return result(results)
+
+    def _edit_one(self, job_id: str, args: dict[str, Any]) -> str:
+        ctx = self.ctx
+        job = ctx.ledger.jobs.get(job_id)
+        if job is None:
+            return "no such job"
+        if job.status.is_active:
+            return f"{job.status}: kill or requeue it first, or clone it"
+        new, problem = self._new_cmd(job.cmd, args)
+        if new is None:
+            return problem or "invalid command"
+        if new == job.cmd:
+            return "unchanged: that is its command already"
+        by = str(args.get("by") or "")
+        old, requeue = job.cmd, job.status.is_finished
+        now = ctx.clock()
+        job.change_cmd(new)
+        spec = ctx.ledger.specs.get(job.id)
+        if spec is not None:
+            ctx.ledger.set_spec(job.id, replace(spec, cmd=new))
+        if job.spec is not None:
+            job.spec = {**job.spec, "cmd": new}
+        job.edits.append({"kind": "edit", "at": now, "by": by, "old": old, "new": new,
+                          "requeued": requeue})
+        ctx.bus.publish(JobEdited(project=ctx.project, at=now, job=job.id, old_cmd=old,
+                                  new_cmd=new, by=by, requeued=requeue))
+        if requeue:  # a finished job edited runs again, with a fresh count of attempts
+            ctx.ledger.reset_attempts(job)
+            ctx.ledger.set_status(job, JobStatus.PENDING)
+        else:
+            ctx.ledger.changed(job)
+        return "ok"
+
+    # ---- clone and add ---------------------------------------------------------------------
+
+    async def clone(self, job_ids: list[str], args: dict[str, Any]) -> CommandResult:
+        ctx = self.ctx
+        if len(job_ids) != 1:
+            return result(error="clone takes one job id")
+        source = ctx.ledger.jobs.get(job_ids[0])
+        spec = ctx.ledger.specs.get(job_ids[0])
+        if source is None or spec is None:
+            return result({job_ids[0]: "no such job"})
+        new_id = args.get("id") or self._clone_id(source.id)
+        problem = check_new_id(ctx, new_id)
+        cmd, cmd_problem = self._new_cmd(source.cmd, args)
+        if problem or cmd is None:
+            return result(error=problem or cmd_problem)
+        priority = args.get("priority", source.priority)
+        if not isinstance(priority, int):
+            return result(error=f"priority must be a whole number, not {priority!r}")
+        sharing = sharing_args(args, spec.gpus_per_job, spec.mem_mib, spec.exclusive)
+        if isinstance(sharing, str):
+            return result(error=sharing)
+        # the clone keeps its source's family: it learns memory from the same siblings
+        new_spec = replace(spec, id=new_id, cmd=cmd, priority=priority, mem_mib=sharing[0],
+                           exclusive=sharing[1])
+        self._add(new_spec, "clone", str(args.get("by") or ""), source=source.id)
+        return result({new_id: "ok"}, detail={"job": new_id, "source": source.id})
+
+    def _clone_id(self, source: str) -> str:
+        n = 1
+        while check_new_id(self.ctx, f"{source}-clone{n}") is not None and n < 10_000:
+            n += 1
+        return f"{source}-clone{n}"
+
+    async def add(self, job_ids: list[str], args: dict[str, Any]) -> CommandResult:
+        ctx = self.ctx
+        manifest = ctx.manifest
+        job_id = args.get("id")
+        phases = [phase.name for phase in manifest.phases]
+        phase = args.get("phase") or (phases[0] if len(phases) == 1 else None)
+        gpus = args.get("gpus_per_job", manifest.gpus_per_job)
+        priority = args.get("priority", 0)
+        problem = check_new_id(ctx, job_id) or check_cmd(args.get("cmd"))
+        if problem is None and phase not in phases:
+            problem = (f"give a phase: {', '.join(phases)}" if phase is None else
+                       f"no phase {phase!r} here (phases: {', '.join(phases)})")
+        if problem is None and (isinstance(gpus, bool) or not isinstance(gpus, int)
+                                or not 0 <= gpus <= 64):
+            problem = f"gpus_per_job must be a whole number from 0 to 64, not {gpus!r}"
+        if problem is None and not isinstance(priority, int):
+            problem = f"priority must be a whole number, not {priority!r}"
+        sharing = sharing_args(args, gpus, manifest.mem_mib, manifest.exclusive) \
+            if problem is None else problem
+        if isinstance(sharing, str):
+            return result(error=sharing)
+        spec = JobSpec(id=str(job_id), phase=str(phase), cmd=str(args["cmd"]),
+                       output_check=args.get("output_check") or None, gpus_per_job=gpus,
+                       priority=priority, mem_mib=sharing[0], exclusive=sharing[1],
+                       family=str(phase))
+        self._add(spec, "added", str(args.get("by") or ""))
+        return result({spec.id: "ok"}, detail={"job": spec.id, "phase": spec.phase})
+
+    def _add(self, spec: JobSpec, origin: str, by: str, *, source: str | None = None) -> None:
+        ctx = self.ctx
+        now = ctx.clock()
+        job = JobState(id=spec.id, phase=spec.phase, cmd=spec.cmd, priority=spec.priority,
+                       priority_set=spec.priority != 0, origin=origin,
+                       spec=spec_to_json(spec),
+                       edits=[{"kind": origin, "at": now, "by": by, "source": source,
+                               "new": spec.cmd}])
+        ctx.bus.publish(JobAdded(project=ctx.project, at=now, job=spec.id, phase=spec.phase,
+                                 cmd=spec.cmd, origin=origin, source=source, by=by,
+                                 spec=spec_to_json(spec)))
+        ctx.ledger.add_job(job, spec)
+
+    # ---- reload ----------------------------------------------------------------------------
+
+    async def reload(self, job_ids: list[str], args: dict[str, Any]) -> CommandResult:
+        done = await reload_manifest(self.ctx, by=str(args.get("by") or ""),
+                                     dry_run=bool(args.get("dry_run")))
+        if done["ok"] and not args.get("dry_run"):
+            self.engine.persistence.persist(whole=True)  # retired jobs leave the state file
+        return done

@@ -1,0 +1,146 @@
+"""`reload`: read the manifest file again and bring the waiting jobs in step with it. New jobs
+are added, waiting (pending, held, OOM-delayed) jobs whose definition changed are updated,
+waiting jobs gone from the file are retired. Running and finished jobs are never touched.
+Hosts and settings are not changed on a running engine: the plan says which differ."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from eq_tui.api.client import CommandResult
+from eq_tui.api.command_result import result
+from eq_tui.api.events import JobAdded, JobEdited
+from eq_tui.api.model import JobState, JobStatus
+from eq_tui.engine.context import RunContext
+from eq_tui.engine.state.job_specs import same_definition
+from eq_tui.engine.state.ledger import Ledger
+from eq_tui.errors import EqTuiError
+from eq_tui.manifest.loader import load_manifest
+from eq_tui.manifest.model import JobSpec, Manifest
+
+_NOT_SETTINGS = ("source", "jobs", "phases")
+
+
+@dataclass
+class ReloadPlan:
+    add: list[str] = field(default_factory=list)
+    update: list[str] = field(default_factory=list)
+    retire: list[str] = field(default_factory=list)
+    kept: dict[str, str] = field(default_factory=dict)  # job id -> why it is left alone
+    not_applied: list[str] = field(default_factory=list)  # settings a restart would change
+
+    def to_json(self) -> dict[str, Any]:
+        return {"add": self.add, "update": self.update, "retire": self.retire,
+                "kept": self.kept, "not_applied": self.not_applied}
+
+
+def _untouchable(job: JobState) -> str | None:
+    if job.status.is_active:
+        return f"{job.status}: never touched while it runs"
+    if job.status.is_finished:
+        return f"{job.status}: finished jobs are never touched (edit one to run it again)"
+    return None
+
+
+def plan_reload(jobs: dict[str, JobState], specs: dict[str, JobSpec], old: Manifest,
+                new: Manifest) -> ReloadPlan:
+    """What a reload would do; pure."""
+    plan = ReloadPlan()
+    phases = {phase.name for phase in old.phases}
+    for spec in new.jobs:
+        job = jobs.get(spec.id)
+        if job is None:
+            if spec.phase not in phases:
+                plan.kept[spec.id] = f"not added: phase {spec.phase!r} is new (restart to use it)"
+            else:
+                plan.add.append(spec.id)
+            continue
+        current = specs.get(spec.id)
+        changed = current is None or not same_definition(current, spec) or (
+            not job.priority_set and job.priority != spec.priority)
+        if not changed:
+            continue
+        why = _untouchable(job)
+        if why:
+            plan.kept[spec.id] = f"changed in the file, but {why}"
+        else:
+            plan.update.append(spec.id)
+    in_file = new.job_specs
+    for job in jobs.values():
+        if job.id in in_file or job.origin not in ("manifest", "reload"):
+            continue
+        why = _untouchable(job)
+        if why:
+            plan.kept[job.id] = f"gone from the file, but {why}"
+        else:
+            plan.retire.append(job.id)
+    plan.not_applied = [f.name for f in fields(Manifest) if f.name not in _NOT_SETTINGS
+                        and getattr(old, f.name) != getattr(new, f.name)]
+    if old.phases != new.phases:
+        plan.not_applied.append("phases")
+    return plan
+
+
+async def reload_manifest(ctx: RunContext, *, by: str, dry_run: bool) -> CommandResult:
+    source = ctx.manifest.source
+    try:
+        new = await asyncio.to_thread(load_manifest, source)
+    except EqTuiError as exc:
+        return result(error=f"the manifest was not reloaded: {exc}")
+    if new.project != ctx.project:
+        return result(error=f"{source} is now project {new.project!r}, not {ctx.project!r}; "
+                            "not reloaded")
+    plan = plan_reload(ctx.ledger.jobs, ctx.ledger.specs, ctx.manifest, new)
+    detail = {"dry_run": dry_run, "source": source, **plan.to_json()}
+    if dry_run:
+        return result(detail=detail)
+    ledger = ctx.ledger
+    now = ctx.clock()
+    for job_id in plan.add:
+        spec = new.job_specs[job_id]
+        job = _restored(ledger.take_retired(job_id), spec) or JobState(
+            id=spec.id, phase=spec.phase, cmd=spec.cmd, priority=spec.priority)
+        job.edits.append({"kind": "reload", "at": now, "by": by, "new": spec.cmd})
+        ctx.bus.publish(JobAdded(project=ctx.project, at=now, job=job_id, phase=spec.phase,
+                                 cmd=spec.cmd, origin="reload", by=by))
+        ledger.add_job(job, spec)
+    for job_id in plan.update:
+        _update(ctx, ledger.jobs[job_id], new.job_specs[job_id], by, now)
+    for job_id in plan.retire:
+        ledger.retire_job(job_id, by)
+    ctx.run_dir.write_manifest(new.to_json())
+    return result(detail=detail)
+
+
+def _restored(saved: dict[str, Any] | None, spec: JobSpec) -> JobState | None:
+    """A job retired by an earlier reload and back in the file: its history continues (its
+    attempts keep their numbers and directories)."""
+    if saved is None:
+        return None
+    job = JobState.from_json(saved)
+    Ledger.reset_attempts(job, status=JobStatus.PENDING)
+    job.change_cmd(spec.cmd)
+    job.phase = spec.phase
+    if not job.priority_set:
+        job.priority = spec.priority
+    return job
+
+
+def _update(ctx: RunContext, job: JobState, spec: JobSpec, by: str, now: float) -> None:
+    old = job.cmd
+    ctx.ledger.set_spec(job.id, spec)
+    job.phase = spec.phase
+    if not job.priority_set:
+        job.priority = spec.priority
+    if spec.cmd != old:
+        job.change_cmd(spec.cmd)
+        job.edits.append({"kind": "reload", "at": now, "by": by, "old": old, "new": spec.cmd,
+                          "requeued": False})
+        ctx.bus.publish(JobEdited(project=ctx.project, at=now, job=job.id, old_cmd=old,
+                                  new_cmd=spec.cmd, by=by or "reload"))
+    if job.spec is not None:
+        job.spec = None  # the file defines it now
+        job.origin = "manifest"
+    ctx.ledger.changed(job)

@@ -1,0 +1,71 @@
+"""summary.md: what a finished (or stopped) queue did, for a person reading it the next morning."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+from eq_tui.api.model import NEEDS_PERSON, FailureClass, JobState, JobStatus, status_counts
+from eq_tui.present.durations import format_duration
+
+
+def _when(stamp: float | None) -> str:
+    if stamp is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
+
+
+
+
+def oom_retries(job: JobState) -> int:
+    return sum(1 for a in job.history if a.failure_class == FailureClass.CUDA_OOM)
+
+
+
+
+def render_summary(project: str, jobs: Sequence[JobState], *, started: float | None,
+                   ended: float | None, log_tails: Mapping[str, Sequence[str]]) -> str:
+    counts = status_counts(jobs)
+    completed_after_oom = [j for j in jobs if j.status == JobStatus.COMPLETED and oom_retries(j)]
+    wall = ended - started if started is not None and ended is not None else None
+    lines = [
+        f"# eq-tui summary: {project}",
+        "",
+        f"- start: {_when(started)}",
+        f"- end: {_when(ended)}",
+        f"- wall-clock: {format_duration(wall, '-')}",
+        f"- jobs: {len(jobs)}",
+    ]
+    for status, count in counts.items():
+        lines.append(f"- {status}: {count}")
+    lines.append(f"- completed after a CUDA OOM retry: {len(completed_after_oom)}"
+                 " (counted in completed above)")
+    lines += ["", "## Phases", "", "| phase | jobs | completed | OOM retries | duration |",
+              "|---|---:|---:|---:|---:|"]
+    phases: dict[str, list[JobState]] = {}
+    for job in jobs:
+        phases.setdefault(job.phase, []).append(job)
+    for phase, members in phases.items():
+        starts = [a.start for j in members for a in j.history if a.start is not None]
+        ends = [a.end for j in members for a in j.history if a.end is not None]
+        span = (max(ends) - min(starts)) if starts and ends else None
+        done = sum(1 for j in members if j.status == JobStatus.COMPLETED)
+        retries = sum(oom_retries(j) for j in members)
+        duration = format_duration(span, "-")
+        lines.append(f"| {phase} | {len(members)} | {done} | {retries} | {duration} |")
+    needing = [j for j in jobs if j.status in NEEDS_PERSON]
+    lines += ["", "## Needs a person", ""]
+    if not needing:
+        lines.append("Nothing: every job completed.")
+    for job in needing:
+        failure = job.failure.cls if job.failure else "-"
+        detail = job.failure.detail if job.failure else (job.reason or "")
+        where = f"{job.host}:{','.join(map(str, job.gpus))}" if job.host else "-"
+        lines += [f"### {job.id} — {job.status}, {failure}", "",
+                  f"- phase: {job.phase}; attempts: {job.attempts}; last host: {where}",
+                  f"- detail: {detail}", f"- log: {job.log or '-'}"]
+        tail = list(log_tails.get(job.id, ()))
+        if tail:
+            lines += ["", "```", *tail, "```"]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,153 @@
+"""Starting sessions: an attempt is recorded `launching` and written to disk, then its session
+is started on its host (in the background while the next tick runs, or awaited)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+
+from eq_tui.api.model import JobState, JobStatus
+from eq_tui.engine.context import RunContext, shell_path
+from eq_tui.engine.decide.scheduler import Launch
+from eq_tui.engine.state.naming import attempt_dir, session_name
+from eq_tui.engine.tick.judge import LAUNCH_GRACE_S
+from eq_tui.errors import HostError
+from eq_tui.hosts.base import LaunchRequest
+from eq_tui.manifest.launchvars import substitute
+
+
+class Launcher:
+    def __init__(self, ctx: RunContext, lock: asyncio.Lock, persist: Callable[[], None]) -> None:
+        self.ctx = ctx
+        self._lock = lock
+        self._persist = persist
+        self.tasks: set[asyncio.Task[None]] = set()
+        # sessions whose background launch has not returned yet: a probe asked meanwhile may
+        # look before the session exists, so its "nothing there" proves nothing
+        self.in_flight: set[str] = set()
+
+    async def log_root(self, host: str) -> str:
+        record = self.ctx.hosts[host]
+        if record.log_root is None:
+            record.log_root = await record.host.log_root(self.ctx.project, self.ctx.token)
+        return record.log_root
+
+    async def launch(self, launches: Sequence[Launch], *, background: bool = False) -> None:
+        ctx = self.ctx
+        now = ctx.clock()
+        planned: list[tuple[JobState, LaunchRequest]] = []
+        for launch in launches:
+            job = ctx.ledger.jobs[launch.job_id]
+            try:
+                root = await self.log_root(launch.host)
+            except HostError as exc:
+                ctx.bus.alert("warning", f"{launch.host}: {exc}", host=launch.host)
+                continue
+            n = len(job.history) + 1
+            session = session_name(ctx.project, ctx.token, job.id, n)
+            directory = attempt_dir(root, job.id, n)
+            cmd = substitute(job.cmd, gpus=launch.gpus, run_dir=shell_path(ctx.run_dir_value()),
+                             attempt=n, job_id=job.id)
+            ctx.ledger.begin_attempt(job, n=n, host=launch.host, gpus=list(launch.gpus),
+                                     session=session, attempt_dir=directory, decided_at=now,
+                                     estimate_mib=launch.mem_mib)
+            planned.append((job, self.request(job, n, session, directory, cmd, launch.host,
+                                              launch.gpus)))
+        if not planned:
+            return
+        self._persist()  # `launching` is on disk before any session starts
+        if background:
+            for job, request in planned:
+                self.in_flight.add(request.session)
+                task = asyncio.create_task(self._launch_in_background(job, request, now))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+            return
+        results = await asyncio.gather(
+            *(ctx.hosts[job.host or ""].host.launch(request) for job, request in planned),
+            return_exceptions=True)
+        for (job, request), result in zip(planned, results, strict=True):
+            self._done(job, request, result, now)
+
+    async def _launch_in_background(self, job: JobState, request: LaunchRequest,
+                                    decided: float) -> None:
+        """A launch that does not hold up the next tick (another GPU's exit or release is
+        acted on while this session starts). Its outcome is applied under the engine lock."""
+        host = self.ctx.hosts[job.host or ""].host
+        result: BaseException | None = None
+        try:
+            await host.launch(request)
+        except Exception as exc:
+            result = exc
+        finally:
+            self.in_flight.discard(request.session)
+        async with self._lock:
+            current = job.current
+            if result is None and (current is None or current.session != request.session
+                                   or not job.status.is_active):
+                # killed or requeued while its session was starting: stop that session now
+                with contextlib.suppress(Exception):
+                    await host.kill(request.session, request.attempt_dir,
+                                    self.ctx.manifest.launcher)
+                return
+            self._done(job, request, result, decided)
+            if self.ctx.ledger.unsaved:
+                self._persist()
+
+    def _done(self, job: JobState, request: LaunchRequest, result: BaseException | None,
+              decided: float) -> None:
+        ledger = self.ctx.ledger
+        if isinstance(result, BaseException):
+            # The probe decides: if the session came up after all it is adopted, else the
+            # attempt is undone after the grace period. Never launch twice on a guess.
+            job.reason = f"launch reported: {result}"
+            self.ctx.bus.alert("warning", f"{job.id}: launch on {request.gpus} of {job.host} "
+                               f"reported an error: {result}", host=job.host, job=job.id)
+            current = job.current
+            if current is not None and isinstance(result, HostError):
+                current.decided_at = (current.decided_at or decided) - LAUNCH_GRACE_S + 5.0
+            ledger.changed(job)
+            return
+        if job.status != JobStatus.LAUNCHING:
+            return  # the probe saw it running first
+        current = job.current
+        if current is not None:
+            current.start = self.ctx.clock()
+        ledger.set_status(job, JobStatus.RUNNING)
+
+    def request(self, job: JobState, n: int, session: str, directory: str, cmd: str,
+                host: str, gpus: tuple[int, ...]) -> LaunchRequest:
+        manifest = self.ctx.manifest
+        env = {name: var.value for name, var in manifest.env.items()}
+        env.update({
+            "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)),
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            "PYTHONUNBUFFERED": "1",
+            "EQ_JOB_ID": job.id,
+            "EQ_ATTEMPT": str(n),
+            "EQ_PROJECT": self.ctx.project,
+            "EQ_RUN_DIR": self.ctx.run_dir_value(),
+            "EQ_ATTEMPT_DIR": directory,
+        })
+        return LaunchRequest(job_id=job.id, attempt=n, session=session, attempt_dir=directory,
+                             cwd=self.ctx.cwd_for(host), cmd=cmd, gpus=gpus, env=env,
+                             conda=manifest.conda, conda_hook=manifest.conda_hook,
+                             launcher=manifest.launcher, venv=manifest.venv)
+
+    async def stop_session(self, job: JobState, reason: str = "") -> None:
+        """Stop the current attempt's session (a kill or a requeue by a person; `reason` is
+        recorded in the attempt's dir and log)."""
+        current = job.current
+        if current is None or job.host is None or job.host not in self.ctx.hosts:
+            return
+        code = await self.ctx.hosts[job.host].host.kill(current.session, current.attempt_dir,
+                                                        self.ctx.manifest.launcher, reason)
+        current.close(self.ctx.clock())
+        if code is not None:
+            current.exit_code = code  # its own record's, as the host wrote it
+
+    async def settle(self) -> None:
+        """Wait for sessions being started: how each launch ended gets recorded."""
+        if self.tasks:
+            await asyncio.gather(*self.tasks, return_exceptions=True)

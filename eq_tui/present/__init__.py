@@ -1,0 +1,2 @@
+"""Helpers that put the engine's figures into words for people (durations, a running job's
+pace); used by the front ends and by the engine's summary.md."""
