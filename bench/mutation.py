@@ -29,30 +29,69 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MUTMUT_VERSION = "3.8.1"
 
-_MANIFEST = ["tests/test_manifest.py", "tests/test_manifest_loader.py"]
+_MANIFEST = [
+    "tests/unit/manifest/test_manifest.py",
+    "tests/unit/manifest/test_manifest_loader.py",
+]
 MODULES: dict[str, list[str]] = {
-    "eq_tui/engine/tick/classify.py": ["tests/test_classify.py"],
-    "eq_tui/engine/tick/judge.py": ["tests/test_judge.py"],
+    "eq_tui/engine/tick/classify.py": [
+        "tests/unit/test_classify.py",
+    ],
+    "eq_tui/engine/tick/judge.py": [
+        "tests/unit/test_judge.py",
+    ],
     "eq_tui/engine/decide/scheduler.py": [
-        "tests/test_scheduler.py", "tests/test_scheduler_reference.py",
-        "tests/test_packing_rules.py"],
+        "tests/unit/test_scheduler.py",
+        "tests/unit/test_scheduler_reference.py",
+        "tests/unit/test_packing_rules.py",
+    ],
     "eq_tui/engine/decide/placement.py": [
-        "tests/test_scheduler.py", "tests/test_scheduler_reference.py",
-        "tests/test_packing_rules.py"],
-    "eq_tui/engine/decide/packing.py": ["tests/test_packing_rules.py", "tests/test_scheduler.py",
-                                 "tests/test_scheduler_reference.py"],
-    "eq_tui/runfiles/journal.py": ["tests/test_journal.py", "tests/test_statefile.py"],
-    "eq_tui/runfiles/statefile.py": ["tests/test_statefile.py", "tests/test_journal.py"],
-    "eq_tui/manifest/expand.py": ["tests/test_expand.py", *_MANIFEST],
-    "eq_tui/manifest/jobs.py": [*_MANIFEST, "tests/test_manifest_sharing.py",
-                                "tests/test_manifest_watch.py", "tests/test_manifest_results.py"],
+        "tests/unit/test_scheduler.py",
+        "tests/unit/test_scheduler_reference.py",
+        "tests/unit/test_packing_rules.py",
+    ],
+    "eq_tui/engine/decide/packing.py": [
+        "tests/unit/test_packing_rules.py",
+        "tests/unit/test_scheduler.py",
+        "tests/unit/test_scheduler_reference.py",
+    ],
+    "eq_tui/runfiles/journal.py": [
+        "tests/unit/test_journal.py",
+        "tests/unit/test_statefile.py",
+    ],
+    "eq_tui/runfiles/statefile.py": [
+        "tests/unit/test_statefile.py",
+        "tests/unit/test_journal.py",
+    ],
+    "eq_tui/manifest/expand.py": [
+        "tests/unit/test_expand.py",
+        *_MANIFEST,
+    ],
+    "eq_tui/manifest/jobs.py": [
+        *_MANIFEST,
+        "tests/unit/manifest/test_manifest_sharing.py",
+        "tests/unit/manifest/test_manifest_watch.py",
+        "tests/unit/manifest/test_manifest_results.py",
+    ],
     "eq_tui/manifest/phases.py": _MANIFEST,
-    "eq_tui/manifest/hosts.py": ["tests/test_manifest_hosts.py", "tests/test_manifest_sharing.py",
-                                 *_MANIFEST],
-    "eq_tui/manifest/schema.py": [*_MANIFEST, "tests/test_json_schema.py"],
+    "eq_tui/manifest/hosts.py": [
+        "tests/unit/manifest/test_manifest_hosts.py",
+        "tests/unit/manifest/test_manifest_sharing.py",
+        *_MANIFEST,
+    ],
+    "eq_tui/manifest/schema.py": [
+        *_MANIFEST,
+        "tests/unit/test_json_schema.py",
+    ],
     "eq_tui/manifest/settings.py": _MANIFEST,
-    "eq_tui/manifest/sharing.py": ["tests/test_manifest_sharing.py", "tests/test_manifest.py"],
-    "eq_tui/manifest/loader.py": [*_MANIFEST, "tests/test_manifest_sharing.py"],
+    "eq_tui/manifest/sharing.py": [
+        "tests/unit/manifest/test_manifest_sharing.py",
+        "tests/unit/manifest/test_manifest.py",
+    ],
+    "eq_tui/manifest/loader.py": [
+        *_MANIFEST,
+        "tests/unit/manifest/test_manifest_sharing.py",
+    ],
     "eq_tui/manifest/yaml_lines.py": _MANIFEST,
 }
 # Property tests run once per mutant that their functions touch: fewer examples keep a module

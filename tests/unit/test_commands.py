@@ -7,8 +7,8 @@ from pathlib import Path
 
 from eq_tui.api.events import QueuePaused
 from eq_tui.api.model import JobStatus
+from tests.integration.test_ledger import drain, started
 from tests.support.memory_host import MemoryHost
-from tests.test_ledger import drain, started
 
 
 async def test_kill_stops_a_running_session_and_refuses_a_finished_job(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from eq_tui.manifest.json_schema import SCHEMA
 from eq_tui.manifest.loader import load_manifest_text
 from eq_tui.manifest.model import HostSpec, JobSpec, Manifest
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "manifest.md"
+DOC = Path(__file__).resolve().parent.parent.parent.parent / "docs" / "manifest.md"
 
 
 def load(text: str) -> Manifest:

@@ -14,7 +14,7 @@ from eq_tui.hosts.runner import CommandResult
 from eq_tui.hosts.slurm import SlurmHost, sbatch_options
 from eq_tui.manifest.loader import load_manifest_text
 from eq_tui.manifest.model import SlurmSpec
-from tests.test_ledger import started
+from tests.integration.test_ledger import started
 
 
 def test_sbatch_asks_for_gpus_only_for_a_job_that_has_some() -> None:

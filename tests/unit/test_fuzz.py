@@ -1,7 +1,8 @@
 """Garbage in, never a traceback: CLI arguments, nvidia-smi output, probe output, log bytes.
 
-`EQ_HYPOTHESIS_EXAMPLES=1000 .venv/bin/pytest tests/test_fuzz.py tests/test_manifest.py` (or
-`EQ_FULL=1 .ci/test`) is the long run; the test command uses the default (200 per target).
+`EQ_HYPOTHESIS_EXAMPLES=1000 .venv/bin/pytest tests/unit/test_fuzz.py
+tests/unit/manifest/test_manifest.py` (or `EQ_FULL=1 .ci/test`) is the long run; the test
+command uses the default (200 per target).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """ShellHost end to end on this machine: real screen and tmux, simulated GPUs, private sockets.
 
-tests/test_host_shell.py covers the screen path of launch/probe/kill/tail; this file adds tmux,
-signals, conda activation, preflight, failed launches, probe cost and the runner's edges.
+tests/integration/test_host_shell.py covers the screen path of launch/probe/kill/tail; this
+file adds tmux, signals, conda activation, preflight, failed launches, probe cost and the
+runner's edges.
 """
 
 from __future__ import annotations

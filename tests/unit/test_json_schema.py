@@ -20,7 +20,7 @@ from eq_tui.manifest import json_schema, schema
 from eq_tui.manifest.json_schema import SCHEMA, schema_text
 from eq_tui.manifest.loader import load_manifest_text
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 COMMITTED = ROOT / "docs" / "manifest.schema.json"
 SAMPLES = sorted((ROOT / "sample_manifests").glob("*.yaml"))
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)

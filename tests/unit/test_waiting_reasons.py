@@ -15,7 +15,7 @@ from eq_tui.api.model import Attempt, FailureClass, JobState, JobStatus
 from eq_tui.engine.decide.scheduler import Decision, GpuView, HostView, PhaseLimit, decide
 from eq_tui.engine.tick.memory import MemoryPlan
 from eq_tui.manifest.model import JobSpec, Manifest, PhaseSpec
-from tests.test_scheduler_reference import EXAMPLES, scenarios
+from tests.unit.test_scheduler_reference import EXAMPLES, scenarios
 
 GIB = 1024
 NOW = 1000.0

@@ -12,8 +12,8 @@ import pytest
 from eq_tui.engine.engine import Engine
 from eq_tui.engine.state.job_specs import same_definition, spec_from_json, spec_to_json
 from eq_tui.manifest.model import JobSpec, MetricsSpec, Precondition
+from tests.integration.test_ledger import manifest
 from tests.support.memory_host import MemoryHost
-from tests.test_ledger import manifest
 
 
 async def started(tmp_path: Path, jobs: tuple[JobSpec, ...],

@@ -22,7 +22,7 @@ from eq_tui.manifest.schema import Context
 from eq_tui.manifest.yaml_lines import Located
 from tests.support.manifest_props import VALID_JSON, VALID_YAML, assert_valid_loads, load_checked
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_manifests"
+SAMPLES = Path(__file__).resolve().parent.parent.parent.parent / "sample_manifests"
 EXAMPLES = int(os.environ.get("EQ_HYPOTHESIS_EXAMPLES", "200"))
 
 

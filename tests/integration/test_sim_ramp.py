@@ -23,7 +23,7 @@ from eq_tui.sim.state import (
     run_intervals,
     set_foreign,
 )
-from tests.test_sim import BIN, Sim, wait_until
+from tests.integration.test_sim import BIN, Sim, wait_until
 
 TOTAL = 24576
 LONG = ["--epochs", "400", "--epoch-seconds", "0.05"]  # runs until the test ends it

@@ -17,7 +17,7 @@ from tests.support.sshbed import USER, SshBed, free_port
 
 pytestmark = pytest.mark.integration
 EQ = [sys.executable, "-m", "eq_tui"]
-SAMPLES = Path(__file__).parent.parent / "sample_manifests"
+SAMPLES = Path(__file__).parent.parent.parent / "sample_manifests"
 
 
 def eq(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:

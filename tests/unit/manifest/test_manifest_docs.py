@@ -11,7 +11,7 @@ import pytest
 from eq_tui.manifest import json_schema
 from eq_tui.manifest.expand import LAUNCH_TIME_VARS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent.parent
 DOC = (ROOT / "docs" / "manifest.md").read_text(encoding="utf-8")
 
 # where each part of the schema is described: the heading of its section in docs/manifest.md

@@ -1,6 +1,6 @@
-"""The crash guard's rules, fed judged exits directly (tests/test_crash_guard.py runs them on
-real sessions): what counts as a broken command, what is a result of a configuration, what a
-healthy sweep pays (nothing)."""
+"""The crash guard's rules, fed judged exits directly (tests/integration/test_crash_guard.py
+runs them on real sessions): what counts as a broken command, what is a result of a
+configuration, what a healthy sweep pays (nothing)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def loaded_after(imports: str) -> set[str]:
@@ -89,7 +89,7 @@ def test_nothing_in_the_ui_imports_the_app_back() -> None:
     import ast
     from pathlib import Path
 
-    tui = Path(__file__).resolve().parent.parent / "eq_tui" / "tui"
+    tui = Path(__file__).resolve().parent.parent.parent / "eq_tui" / "tui"
     offenders = []
     for path in tui.rglob("*.py"):
         if path.parent == tui and path.name in ("app.py", "launch.py"):

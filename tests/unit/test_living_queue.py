@@ -8,8 +8,8 @@ from pathlib import Path
 
 from eq_tui.api.model import JobStatus
 from eq_tui.engine.engine import Engine
+from tests.integration.test_ledger import started
 from tests.support.memory_host import MemoryHost
-from tests.test_ledger import started
 
 
 def events(tmp_path: Path, kind: str) -> list[dict[str, object]]:

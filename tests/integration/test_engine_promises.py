@@ -155,7 +155,7 @@ async def test_a_full_disk_stops_its_host_until_resume(tmp_path: Path) -> None:
 
 async def test_a_job_that_raised_an_xid_is_retried_on_another_gpu(tmp_path: Path) -> None:
     """One Xid is a fault of that attempt: its job runs again, never on the same GPU. (Two
-    gpu_fault ends on one GPU within an hour quarantine it: tests/test_gpu_health.py.)"""
+    gpu_fault ends on one GPU within an hour quarantine it: tests/unit/test_gpu_health.py.)"""
     fake = "fake-train --epochs 2 --epoch-seconds 0.1 --mem 100"
     # an Xid on its first attempt only (a card that fell off the bus; the job is fine)
     jobs = [job("xid", f'if [ "$EQ_ATTEMPT" = 1 ]; then {fake} --xid; else {fake}; fi')]

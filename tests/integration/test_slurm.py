@@ -716,7 +716,7 @@ async def _stop(run: EngineRun) -> None:
 
 
 
-SAMPLE = Path(__file__).parent.parent / "sample_manifests" / "slurm.yaml"
+SAMPLE = Path(__file__).parent.parent.parent / "sample_manifests" / "slurm.yaml"
 
 
 def _sample_copy(path: Path, *, simulate: bool = False) -> Path:

@@ -27,7 +27,8 @@ from tests.support.ground_truth import most_overlapping
 
 pytestmark = pytest.mark.integration
 # a command that does not exist, behind a variable preflight cannot expand (a plain missing
-# word is refused by preflight before anything launches: tests/test_preflight_command.py)
+# word is refused by preflight before anything launches:
+# tests/integration/test_preflight_command.py)
 MISSING = "$HOME/no-such-trainer-xyz --lr 0.1"
 
 

@@ -163,7 +163,7 @@ STATUSES = [JobStatus.PENDING] * 12 + list(JobStatus)  # mostly jobs that could 
 # The scenarios are biased towards ones where something can launch (a roomy host and a ready
 # job seven times in eight, the queue mostly not paused): 73 % of 1000 examples launch at
 # least one job (it was 5-34 of 300 before the bias; `pytest -p no:xdist
-# tests/test_scheduler_reference.py --hypothesis-show-statistics` shows the "launches" event),
+# tests/unit/test_scheduler_reference.py --hypothesis-show-statistics` shows the "launches" event),
 # while every branch (paused, strict waves, blocked phases, preconditions, no hosts) occurs.
 EXAMPLES = int(os.environ.get("EQ_HYPOTHESIS_EXAMPLES", "300"))
 

@@ -17,7 +17,7 @@ from eq_tui.manifest.loader import load_manifest, load_manifest_text
 from tests.support.manifest_props import VALID_JSON, VALID_YAML, assert_valid_loads, load_checked
 
 EXAMPLES = int(os.environ.get("EQ_HYPOTHESIS_EXAMPLES", "200"))
-SAMPLES = Path(__file__).parent.parent / "sample_manifests"
+SAMPLES = Path(__file__).parent.parent.parent.parent / "sample_manifests"
 
 
 def load(text: str, name: str = "m.yaml"):  # type: ignore[no-untyped-def]

@@ -17,9 +17,9 @@ from eq_tui.api.model import JobStatus
 from eq_tui.engine.engine import Engine
 from eq_tui.hosts.factory import sim_state_dir
 from eq_tui.sim.state import hold_memory, init_sim_state, set_gpu_health
+from tests.integration.test_ledger import drain, manifest
 from tests.support.engine_run import job, make_manifest, sim_hosts, start_engine
 from tests.support.memory_host import MemoryHost
-from tests.test_ledger import drain, manifest
 
 XID = "NVRM: Xid 79 GPU has fallen off the bus"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def run(*args: str | Path, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
