@@ -40,7 +40,7 @@ class HostWatchers:
         self._running: dict[str, _Running] = {}
         self._reported: dict[str, set[tuple[str, str]]] = {name: set() for name in self._hosts}
         self._closed = False
-        self.started = 0  # watchers started (tests/test_watch.py reads it)
+        self.started = 0  # watchers started (tests/integration/test_watch.py reads it)
 
     def covers_gpus(self, host: str) -> bool:
         """Whether a GPU release on this host will be reported as it happens."""
