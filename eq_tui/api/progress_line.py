@@ -18,6 +18,7 @@ the way. A bare `a/b` or `n%` is not progress: dates (`2026/11/23`), paths (`run
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 _COUNT = r"\d+(?:\.\d+)?[kMGT]?"
 _BAR = re.compile(
@@ -41,8 +42,31 @@ _TRAINING = re.compile(
     r"reward|f1|auc|bleu|mse|mae|rmse)\b\s*[:=]?\s*[-+]?(?:\d|nan\b|inf\b)", re.IGNORECASE)
 
 
+@dataclass(frozen=True)
+class Reading:
+    """What one line says of a job's progress: how far (0 to 1) and, where it counts something,
+    in what (`unit`: epoch, step, iter, batch, or `it` for a bar's items) and how many of them
+    the whole run has (`total`); a percentage alone counts nothing (`unit` and `total` None).
+    Jobs of different lengths are compared by units per second, never by fraction."""
+
+    fraction: float
+    unit: str | None = None
+    total: float | None = None
+
+    @property
+    def done(self) -> float | None:
+        """How many units it has done (None for a percentage alone)."""
+        return self.fraction * self.total if self.total is not None else None
+
+
 def progress_fraction(line: str) -> float | None:
     """How far a log line says the job is, from 0 to 1; None when it says nothing of it."""
+    reading = progress_reading(line)
+    return reading.fraction if reading is not None else None
+
+
+def progress_reading(line: str) -> Reading | None:
+    """How far a log line says the job is, and in what units; None when it says nothing of it."""
     if "/" not in line and "%" not in line and "of" not in line:
         return None  # most log lines: no regex run at all
     bar = _last_bar(line)
@@ -50,12 +74,15 @@ def progress_fraction(line: str) -> float | None:
     inner = bar if bar is not None else finer
     if epoch is not None and inner is not None:
         done, total = epoch
-        return min(1.0, (max(done - 1, 0) + inner) / total) if done else inner / total
+        fraction = (min(1.0, (max(done - 1, 0) + inner[0]) / total) if done
+                    else inner[0] / total)
+        return Reading(fraction, "epoch", float(total))
     if inner is not None:
-        return inner
+        return Reading(*inner)
     if epoch is not None:
-        return epoch[0] / epoch[1]
-    return _labelled_percent(line)
+        return Reading(epoch[0] / epoch[1], "epoch", float(epoch[1]))
+    percent = _labelled_percent(line)
+    return Reading(percent) if percent is not None else None
 
 
 def shows_training(line: str) -> bool:
@@ -64,34 +91,37 @@ def shows_training(line: str) -> bool:
     return progress_fraction(line) is not None or _TRAINING.search(line[:4096]) is not None
 
 
-def _last_bar(line: str) -> float | None:
+def _last_bar(line: str) -> tuple[float, str | None, float | None] | None:
+    """The last bar's fraction, with `it` and its total when it counts items."""
     found = None
     for match in _BAR.finditer(line):
         if match.group("pct") is not None:
-            fraction = _fraction(match.group("n"), match.group("total"))
-            if fraction is None:
+            counted = _counted(match.group("n"), match.group("total"))
+            if counted is None:
                 percent = float(match.group("pct"))
-                fraction = percent / 100 if percent <= 100 else None
+                counted = (percent / 100, None, None) if percent <= 100 else None
         else:
-            fraction = _fraction(match.group("kn"), match.group("ktotal"))
-        if fraction is not None:
-            found = fraction
+            counted = _counted(match.group("kn"), match.group("ktotal"))
+        if counted is not None:
+            found = counted
     return found
 
 
-def _counters(line: str) -> tuple[tuple[int, int] | None, float | None]:
+def _counters(line: str) -> tuple[tuple[int, int] | None,
+                                   tuple[float, str | None, float | None] | None]:
     """The last epoch counter (done, total) and the last finer one (step, iter, batch) as a
-    fraction; a counter past its total is no progress."""
+    fraction with its unit and total; a counter past its total is no progress."""
     epoch: tuple[int, int] | None = None
-    finer: float | None = None
+    finer: tuple[float, str | None, float | None] | None = None
     for match in _COUNTER.finditer(line):
         done, total = int(match.group("done")), int(match.group("total"))
         if total <= 0 or done > total:
             continue
-        if match.group("label").lower() == "epoch":
+        label = match.group("label").lower()
+        if label == "epoch":
             epoch = (done, total)
         else:
-            finer = done / total
+            finer = (done / total, "iter" if label.startswith("iter") else label, float(total))
     return epoch, finer
 
 
@@ -104,11 +134,11 @@ def _labelled_percent(line: str) -> float | None:
     return found
 
 
-def _fraction(done: str | None, total: str | None) -> float | None:
+def _counted(done: str | None, total: str | None) -> tuple[float, str | None, float | None] | None:
     if done is None or total is None:
         return None
     n, of = _number(done), _number(total)
-    return n / of if of > 0 and n <= of else None
+    return (n / of, "it", of) if of > 0 and n <= of else None
 
 
 def _number(text: str) -> float:

@@ -1,29 +1,40 @@
 """A running job's pace: how far it is, when it should end, and whether it is slow beside the
-other jobs of its phase. Pure (no I/O, no UI toolkit), for any front end: `PaceBook` is told
-each job record as it changes and answers `pace(key, now)`.
+jobs like it. Pure (no I/O, no UI toolkit), for any front end: `PaceBook` is told each job
+record as it changes and answers `pace(key, now)`.
 
 A running job that prints progress f (`progress_line.py`) after running e seconds (from its
-attempt's `started`) has e (1 - f) / f left and a projected total of e / f. It is slow when that
-projection is more than SLOW_FACTOR times the median of its siblings' figures — the durations
-of the completed jobs of its phase and the projections of its other running jobs — and at
-least MIN_SIBLINGS siblings have a figure, and its projection has something to stand on: it
-has come MIN_FRACTION of the way, or already run as long as its siblings' median (a job's first
-percent mostly measures its start-up). Slow is shown, never acted on.
+attempt's `started`) has e (1 - f) / f left and a projected total of e / f.
+
+Slow compares like with like: units per second (epochs, steps, iterations, a bar's items) of
+the jobs of its phase with the same command template (`command_template`: the command with
+its grid values, its id and its numbers masked, so `--epochs 2` and `--epochs 60` are one
+template) counting the same unit, never fractions per second — a sixty-epoch job is not slower
+than its two-epoch siblings for being thirty times as long. A job is slow when its rate is
+less than its siblings' median rate / SLOW_FACTOR — the completed ones' (their total over
+their duration) and the other running ones' —, at least MIN_SIBLINGS siblings have a rate,
+and its own rate has something to stand on: it has come MIN_FRACTION of the way, or run as long
+as WARM_SHARE of its whole run takes at its siblings' rate (a job's first percent mostly
+measures its start-up). A job that prints only a percentage counts nothing and is compared
+with no one. Slow is shown, never acted on.
 """
 
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eq_tui.api.progress_line import progress_fraction
+from eq_tui.api.progress_line import progress_reading
 
 SLOW_FACTOR = 3.0
 MIN_SIBLINGS = 2
 MIN_FRACTION = 0.1
+WARM_SHARE = 0.25
 ACTIVE_STATUSES = frozenset({"running", "launching"})
+
+Kind = tuple[str, str, str]  # group (project and phase), command template, unit
 
 
 @dataclass(frozen=True)
@@ -32,15 +43,19 @@ class Pace:
     elapsed_s: float
     remaining_s: float | None  # None until it has made some progress
     projected_s: float | None  # elapsed / fraction: its whole run at this pace
-    siblings_median_s: float | None  # None with fewer than MIN_SIBLINGS figures
-    siblings: int  # siblings with a figure
+    unit: str | None = None  # what its progress counts (None: a percentage alone)
+    total: float | None = None  # how many of them its whole run has
+    rate: float | None = None  # units per second so far
+    siblings_rate: float | None = None  # their median; None with fewer than MIN_SIBLINGS
+    siblings: int = 0  # siblings (same phase, template and unit) with a rate
 
     @property
     def slow(self) -> bool:
-        median = self.siblings_median_s
-        return (self.projected_s is not None and median is not None
-                and self.projected_s > SLOW_FACTOR * median
-                and (self.fraction >= MIN_FRACTION or self.elapsed_s >= median))
+        median, rate, total = self.siblings_rate, self.rate, self.total
+        if rate is None or not median or total is None:
+            return False
+        warm = self.fraction >= MIN_FRACTION or self.elapsed_s >= WARM_SHARE * total / median
+        return rate * SLOW_FACTOR < median and warm
 
 
 def completed_duration(job: Mapping[str, Any]) -> float | None:
@@ -51,33 +66,63 @@ def completed_duration(job: Mapping[str, Any]) -> float | None:
     return float(ended) - float(started)
 
 
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
+
+
+def command_template(job: Mapping[str, Any]) -> str:
+    """A job's command with what tells it from its siblings masked: its grid values, its id
+    and every number (`fake-train --epochs 60 --seed 2` -> `fake-train --epochs # --seed #`)."""
+    cmd = str(job.get("cmd") or "")
+    words = {str(job.get("id") or ""): "id"}
+    words |= {str(value): str(key) for key, value in (job.get("params") or {}).items()}
+    for word, name in words.items():
+        if word:  # as a whole word: an id `r` is no letter of `train`
+            cmd = re.sub(rf"(?<![\w-]){re.escape(word)}(?![\w-])", f"{{{name}}}", cmd)
+    return _NUMBER.sub("#", cmd)
+
+
 class _Running:
-    __slots__ = ("fraction", "group", "line", "started")
+    __slots__ = ("group", "line", "reading", "started", "template")
 
-    def __init__(self, group: str, started: float | None, line: str) -> None:
-        self.group, self.started, self.line = group, started, line
-        self.fraction = progress_fraction(line)
+    def __init__(self, group: str, template: str, started: float | None, line: str) -> None:
+        self.group, self.template, self.started, self.line = group, template, started, line
+        self.reading = progress_reading(line)
 
-    def projection(self, now: float) -> float | None:
-        if not self.fraction or self.started is None or now <= self.started:
+    @property
+    def fraction(self) -> float | None:
+        return self.reading.fraction if self.reading is not None else None
+
+    @property
+    def kind(self) -> Kind | None:
+        reading = self.reading
+        if reading is None or reading.unit is None:
             return None
-        return (now - self.started) / self.fraction
+        return self.group, self.template, reading.unit
+
+    def rate(self, now: float) -> float | None:
+        done = self.reading.done if self.reading is not None else None
+        if not done or self.started is None or now <= self.started:
+            return None
+        return done / (now - self.started)
 
 
 class PaceBook:
     """The figures of every job, kept as records change: each running job's progress (its
     last line parsed once per change), the completed durations of each group (a phase) sorted,
-    and — computed once per change and clock reading — the projections of the running ones."""
+    the completed jobs' rates by kind, and — computed once per change and clock reading — the
+    rates of the running ones."""
 
     def __init__(self) -> None:
         self._running: dict[str, _Running] = {}
-        self._group_running: dict[str, set[str]] = {}
+        self._kind_running: dict[Kind, set[str]] = {}
+        self._last: dict[str, tuple[Kind, float]] = {}  # a running job's last kind and total
         self._done: dict[str, tuple[str, float]] = {}  # key -> group, duration
-        self._done_sorted: dict[str, list[float]] = {}
         self._done_sums: dict[str, tuple[float, int]] = {}
+        self._done_rate: dict[str, tuple[Kind, float]] = {}
+        self._done_rates: dict[Kind, list[float]] = {}
         self._version = 0
-        self._figures_at: tuple[int, float] | None = None
-        self._figures: dict[str, tuple[list[float], dict[str, float]]] = {}
+        self._rates_at: tuple[int, float] | None = None
+        self._rates: dict[Kind, tuple[list[float], dict[str, float]]] = {}
 
     def update(self, key: str, group: str, job: Mapping[str, Any] | None) -> None:
         """Take in a job's latest record (None: it is gone)."""
@@ -87,64 +132,112 @@ class PaceBook:
         if self._done.get(key) != done:
             self._count_done(key, done)
             self._version += 1
+        rate = self._completed_rate(key, group, job, duration) if job is not None else None
+        if self._done_rate.get(key) != rate:
+            self._count_rate(key, rate)
+            self._version += 1
+        if job is None or duration is not None or job.get("status") not in ACTIVE_STATUSES:
+            self._last.pop(key, None)
+
+    def _completed_rate(self, key: str, group: str, job: Mapping[str, Any],
+                        duration: float | None) -> tuple[Kind, float] | None:
+        """A completed job's rate: the total of its last line (else of the last one it printed
+        while it ran) over its duration."""
+        if duration is None or duration <= 0:
+            return None
+        reading = progress_reading(str(job.get("last_line") or ""))
+        if reading is not None and reading.unit is not None and reading.total is not None:
+            return (group, command_template(job), reading.unit), reading.total / duration
+        last = self._last.get(key)
+        return (last[0], last[1] / duration) if last is not None else None
 
     def _update_running(self, key: str, group: str, job: Mapping[str, Any] | None) -> None:
         entry = self._running.get(key)
         if job is None or job.get("status") not in ACTIVE_STATUSES:
             if entry is not None:
-                del self._running[key]
-                self._group_running[entry.group].discard(key)
-                self._version += 1
+                self._forget_running(key, entry)
             return
         started = job.get("started")
         started = float(started) if started is not None else None
         line = str(job.get("last_line") or "")
-        if entry is not None and entry.group == group:
+        template = command_template(job)
+        if entry is not None and (entry.group, entry.template) == (group, template):
             changed = entry.started != started
             entry.started = started
             if entry.line != line:  # a new line: parsed once, here
-                fraction = progress_fraction(line)
-                changed = changed or fraction != entry.fraction
-                entry.line, entry.fraction = line, fraction
+                old_kind = entry.kind
+                reading = progress_reading(line)
+                changed = changed or reading != entry.reading
+                entry.line, entry.reading = line, reading
+                self._rekind(key, old_kind, entry.kind)
             if changed:
                 self._version += 1
-            return
-        if entry is not None:
-            self._group_running[entry.group].discard(key)
-        self._running[key] = _Running(group, started, line)
-        self._group_running.setdefault(group, set()).add(key)
+        else:
+            if entry is not None:
+                self._forget_running(key, entry)
+            entry = self._running[key] = _Running(group, template, started, line)
+            self._rekind(key, None, entry.kind)
+            self._version += 1
+        kind, reading = entry.kind, entry.reading
+        if kind is not None and reading is not None and reading.total is not None:
+            self._last[key] = (kind, reading.total)
+
+    def _forget_running(self, key: str, entry: _Running) -> None:
+        del self._running[key]
+        self._rekind(key, entry.kind, None)
         self._version += 1
+
+    def _rekind(self, key: str, old: Kind | None, new: Kind | None) -> None:
+        if old == new:
+            return
+        if old is not None:
+            self._kind_running[old].discard(key)
+        if new is not None:
+            self._kind_running.setdefault(new, set()).add(key)
 
     def _count_done(self, key: str, done: tuple[str, float] | None) -> None:
         old = self._done.pop(key, None)
         if old is not None:
-            durations = self._done_sorted[old[0]]
-            del durations[bisect.bisect_left(durations, old[1])]
             total, count = self._done_sums[old[0]]
             self._done_sums[old[0]] = (total - old[1], count - 1)
         if done is not None:
             self._done[key] = done
-            bisect.insort(self._done_sorted.setdefault(done[0], []), done[1])
             total, count = self._done_sums.get(done[0], (0.0, 0))
             self._done_sums[done[0]] = (total + done[1], count + 1)
+
+    def _count_rate(self, key: str, rate: tuple[Kind, float] | None) -> None:
+        old = self._done_rate.pop(key, None)
+        if old is not None:
+            rates = self._done_rates[old[0]]
+            del rates[bisect.bisect_left(rates, old[1])]
+        if rate is not None:
+            self._done_rate[key] = rate
+            bisect.insort(self._done_rates.setdefault(rate[0], []), rate[1])
 
     # ---- reading ---------------------------------------------------------------------------
 
     def pace(self, key: str, now: float) -> Pace | None:
         """A running job's pace; None for a job that is not running or prints no progress."""
         entry = self._running.get(key)
-        if entry is None or entry.fraction is None or entry.started is None:
+        reading = entry.reading if entry is not None else None
+        if entry is None or reading is None or entry.started is None:
             return None
         elapsed = max(0.0, now - entry.started)
-        figures, own = self._group_figures(entry.group, now)
-        mine = own.get(key)  # its projection; None until it has run and made progress
-        count = len(figures) - (mine is not None)
-        skip = bisect.bisect_left(figures, mine) if mine is not None else len(figures)
-        fraction = entry.fraction
+        fraction = reading.fraction
+        progressed = fraction > 0 and elapsed > 0
+        kind = entry.kind
+        rate, median, count = None, None, 0
+        if kind is not None:
+            rates, own = self._kind_rates(kind, now)
+            rate = own.get(key)  # None until it has run and made progress
+            count = len(rates) - (rate is not None)
+            skip = bisect.bisect_left(rates, rate) if rate is not None else len(rates)
+            median = _median(rates, count, skip)
         return Pace(fraction=fraction, elapsed_s=elapsed,
-                    remaining_s=elapsed * (1 - fraction) / fraction if mine is not None else None,
-                    projected_s=mine, siblings_median_s=_median(figures, count, skip),
-                    siblings=count)
+                    remaining_s=elapsed * (1 - fraction) / fraction if progressed else None,
+                    projected_s=elapsed / fraction if progressed else None,
+                    unit=reading.unit, total=reading.total, rate=rate,
+                    siblings_rate=median, siblings=count)
 
     def running(self) -> Iterator[tuple[str, float | None, float | None]]:
         """(group, started, fraction) of every running or launching job."""
@@ -159,20 +252,19 @@ class PaceBook:
         count = sum(c for _, c in self._done_sums.values())
         return means, total / count if count else None
 
-    def _group_figures(self, group: str, now: float) -> tuple[list[float], dict[str, float]]:
-        """Every figure of a group, sorted, and the running jobs' own."""
-        if self._figures_at != (self._version, now):
-            self._figures_at, self._figures = (self._version, now), {}
-        cached = self._figures.get(group)
+    def _kind_rates(self, kind: Kind, now: float) -> tuple[list[float], dict[str, float]]:
+        """Every rate of a kind, sorted, and the running jobs' own."""
+        if self._rates_at != (self._version, now):
+            self._rates_at, self._rates = (self._version, now), {}
+        cached = self._rates.get(kind)
         if cached is None:
             own = {}
-            for key in self._group_running.get(group, ()):
-                projection = self._running[key].projection(now)
-                if projection is not None:
-                    own[key] = projection
-            # two sorted runs: the sort merges them in one pass
-            figures = sorted([*self._done_sorted.get(group, ()), *sorted(own.values())])
-            cached = self._figures[group] = (figures, own)
+            for key in self._kind_running.get(kind, ()):
+                rate = self._running[key].rate(now)
+                if rate is not None:
+                    own[key] = rate
+            rates = sorted([*self._done_rates.get(kind, ()), *own.values()])
+            cached = self._rates[kind] = (rates, own)
         return cached
 
 

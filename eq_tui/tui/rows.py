@@ -144,7 +144,7 @@ def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts:
     """The row's plain-text cells, in COLUMNS order (`metric`: the metric column's text;
     `pace`: a running job's progress, from the run view; `shared`: how many of our jobs share
     its GPU). A stalled job reads `stalled`, with how long its log has been silent ahead of its
-    last line; a running job far slower than its phase siblings reads `slow`."""
+    last line; a running job far slower than its siblings (pace.py) reads `slow`."""
     status = str(job.get("status", ""))
     reason = str(job.get("reason") or "")
     # a waiting job's last line is a past attempt's: why it waits now comes first

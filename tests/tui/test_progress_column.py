@@ -9,7 +9,7 @@ from eq_tui.tui.app import EqTuiApp
 from eq_tui.tui.job_table import JobTable
 from eq_tui.tui.palette import status_rich_styles
 from eq_tui.tui.screens.details import JobDetailsScreen
-from tests.tui.fake_client import T0, FakeClient, sample_snapshot
+from tests.tui.fake_client import T0, FakeClient, attempt, job, sample_snapshot
 from tests.tui.pilot_wait import eventually
 
 SIZE = (160, 48)
@@ -44,12 +44,16 @@ async def test_a_running_job_shows_how_far_it_is_and_how_long_it_has_left() -> N
 
 
 async def test_a_job_three_times_slower_than_its_phase_siblings_is_flagged_slow() -> None:
-    client = FakeClient()
+    snapshot = sample_snapshot()
+    for done in snapshot["jobs"][:2]:
+        done["last_line"] = "epoch 6/6 loss 0.2"
+    client = FakeClient(snapshot)
     app = EqTuiApp([client], clock=lambda: T0)
     async with app.run_test(size=SIZE) as pilot:
         assert cell(app, SLOW_ONE, "status") == "running"
-        # epoch 1/6 after 95 s: 570 s in all, beside 120 s, 180 s (completed) and 180 s
-        # (train_lr0.03_s2's projection): more than three times their median
+        # epoch 1/6 after 95 s: 38 epochs an hour, beside 180 and 120 (6 epochs in 120 s and
+        # 180 s, completed) and 120 (train_lr0.03_s2's epoch in 30 s): under a third of their
+        # median
         client.set_job("train_lr0.03_s1", last_line="epoch 1/6 loss 0.9")
         await eventually(pilot, lambda: cell(app, SLOW_ONE, "status") == "slow")
         table = app.query_one(JobTable)
@@ -62,7 +66,8 @@ async def test_a_job_three_times_slower_than_its_phase_siblings_is_flagged_slow(
         await eventually(pilot, lambda: isinstance(app.screen, JobDetailsScreen))
         text = summary(app)
         assert "progress 16%" in text and "ETA 7m" in text
-        assert "slow projected 9m, siblings' median 3m" in text
+        assert "slow 37.9 epoch/h, siblings' median 120 epoch/h" in text
+        assert "projected 9m" in text
         client.set_job("train_lr0.03_s1", last_line="epoch 4/6 loss 0.3")  # caught up
         await eventually(pilot, lambda: "slow" not in summary(app))
         assert "ETA 47s" in summary(app)
@@ -104,3 +109,30 @@ async def test_the_column_shows_only_where_it_fits_and_the_last_line_makes_room(
         await eventually(pilot, lambda: wide.query_one(JobTable).columns["last_line"].width
                          == 50)
 
+
+
+async def test_long_jobs_at_their_siblings_pace_read_running_at_80x24() -> None:
+    """Issue 33: twelve two-epoch jobs and two sixty-epoch ones in one phase, all at one epoch
+    a minute; the long ones are thirty times as long, not slower."""
+    snapshot = sample_snapshot()
+    cmd = "fake-train --epochs {epochs} --seed {seed}"
+    jobs = [job(f"short_s{n}", "completed", cmd=cmd.format(epochs=2, seed=n),
+                history=[attempt(1, "rtx-box", n % 4, T0 - 600, T0 - 480, 0)],
+                last_line="epoch 2/2 loss 0.3") for n in range(10)]
+    jobs += [job(f"short_s{n}", "running", cmd=cmd.format(epochs=2, seed=n),
+                 history=[attempt(1, "rtx-box", n % 4, T0 - 60)], last_line="epoch 1/2")
+             for n in (10, 11)]
+    jobs += [job(f"long_s{n}", "running", cmd=cmd.format(epochs=60, seed=n),
+                 history=[attempt(1, "a100-box", n, T0 - 1200)], last_line="epoch 20/60")
+             for n in (1, 2)]
+    snapshot["jobs"] = jobs
+    client = FakeClient(snapshot)
+    app = EqTuiApp([client], clock=lambda: T0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert cell(app, "demo/long_s1", "status") == "running"
+        assert cell(app, "demo/long_s2", "status") == "running"
+        assert cell(app, "demo/long_s1", "progress").startswith(" 33% ")
+        # under a third of that pace it is slow
+        client.set_job("long_s1", last_line="epoch 6/60")
+        await eventually(pilot, lambda: cell(app, "demo/long_s1", "status") == "slow")

@@ -237,8 +237,10 @@ def test_a_running_job_with_progress_shows_it_with_its_eta_and_slow_when_far_beh
     view = RunView()
     snapshot = sample_snapshot()
     snapshot["jobs"] = [
-        job("c1", "completed", history=[attempt(1, "h", 0, T0 - 700, T0 - 600)]),
-        job("c2", "completed", history=[attempt(1, "h", 1, T0 - 700, T0 - 580)]),
+        job("c1", "completed", history=[attempt(1, "h", 0, T0 - 700, T0 - 600)],
+            last_line="epoch 4/4"),
+        job("c2", "completed", history=[attempt(1, "h", 1, T0 - 700, T0 - 580)],
+            last_line="epoch 4/4"),
         job("r", "running", history=[attempt(1, "h", 2, T0 - 100)], last_line="epoch 1/4"),
         job("q", "running", history=[attempt(1, "h", 3, T0 - 100)], last_line="loading")]
     view.load_snapshot(snapshot)
@@ -251,7 +253,8 @@ def test_a_running_job_with_progress_shows_it_with_its_eta_and_slow_when_far_beh
                                                pace=view.pace(f"demo/{job_id}", T0)),
                         strict=True))
 
-    # a quarter after 100 s: 300 s left, 400 s in all beside its siblings' 100 s and 120 s
+    # a quarter after 100 s: 300 s left; one epoch in 100 s beside its siblings' four in 100 s
+    # and 120 s
     assert (cells("r")["status"], cells("r")["progress"]) == ("slow", " 25% █▎░░░ 5m")
     assert (cells("q")["status"], cells("q")["progress"]) == ("running", "")
     assert cells("c1")["progress"] == ""

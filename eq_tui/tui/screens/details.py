@@ -31,21 +31,43 @@ def clock_text(stamp: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(stamp)) if stamp is not None else ""
 
 
+def rate_text(rate: float | None, unit: str | None, per: str | None = None) -> str:
+    """Units per second, minute or hour (`per`; by default whichever reads as 1 or more):
+    `37.9 epoch/h`."""
+    if rate is None or unit is None:
+        return "-"
+    per = per or rate_per(rate)
+    return f"{rate * _PER[per]:.3g} {unit}/{per}"
+
+
+_PER = {"s": 1, "min": 60, "h": 3600}
+
+
+def rate_per(*rates: float | None) -> str:
+    """The unit of time that shows the smallest of these rates as 1 or more (at most an hour)."""
+    smallest = min((rate for rate in rates if rate), default=1.0)
+    return next((per for per, scale in _PER.items() if smallest * scale >= 1), "h")
+
+
 def pace_lines(pace: Pace) -> list[Content]:
-    """How far it is and when it should end; why it is flagged slow, with the figures."""
-    projected = format_short(pace.projected_s, "-")
+    """How far it is and when it should end; why it is flagged slow, with the rates compared."""
+    per = rate_per(pace.rate, pace.siblings_rate)
     lines = [Content.assemble(
         ("progress ", "dim"), f"{int(pace.fraction * 100)}% ",  # as the table: never 100% early
         (progress_bar(pace.fraction, 10), "$success"),
         ("  ETA ", "dim"), (format_short(pace.remaining_s, "-"), "bold"),
-        ("  running ", "dim"), format_short(pace.elapsed_s), ("  projected ", "dim"), projected,
-        ("  siblings' median ", "dim"), format_short(pace.siblings_median_s, "-"),
+        ("  running ", "dim"), format_short(pace.elapsed_s), ("  projected ", "dim"),
+        format_short(pace.projected_s, "-"),
+        ("  rate ", "dim"), rate_text(pace.rate, pace.unit, per),
+        ("  siblings' median ", "dim"), rate_text(pace.siblings_rate, pace.unit, per),
         (f" ({pace.siblings} siblings)", "dim"))]
     if pace.slow:
         lines.append(Content.assemble(
             ("slow ", "bold $warning"),
-            f"projected {projected}, siblings' median {format_short(pace.siblings_median_s)}",
-            (f" (more than {SLOW_FACTOR:g}x; shown only, nothing is done to it)", "dim")))
+            f"{rate_text(pace.rate, pace.unit, per)}, siblings' median "
+            f"{rate_text(pace.siblings_rate, pace.unit, per)}",
+            (f" (less than 1/{SLOW_FACTOR:g} of it, among the jobs of its phase and command "
+             "template; shown only, nothing is done to it)", "dim")))
     return lines
 
 
