@@ -3,12 +3,16 @@ cut, a socket reset), it reconnects with a growing pause, says so with alerts, a
 subscribers up from a fresh snapshot (as the events they missed: each job, host and the pause
 state that differ). A command whose link drops is sent again with the same command id once the
 link is back, so the engine applies it once. It gives up when the engine is gone (the connector
-finds no engine there) or after a while without one."""
+finds no engine there) or after a while without one; an engine that exits once its queue has
+finished is no lost link and raises no alert (the front end says the run finished). Alerts are
+stamped with the wall clock, as the engine's are. With `local_logs`, a log the engine can no
+longer be asked for is read from this machine's disk when it is there (`local_tail.py`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -25,6 +29,7 @@ from eq_tui.api.events import (
     QueueFinished,
     QueuePaused,
 )
+from eq_tui.api.local_tail import local_log_path, read_tail
 from eq_tui.api.reducer import ProjectState
 
 Streams = tuple[LineReader, LineWriter]
@@ -63,10 +68,13 @@ def catch_up(old: ProjectState, new: ProjectState, at: float) -> list[Event]:
 
 class ReconnectingClient(ControlClient):
     def __init__(self, where: str, connector: Connector, *,
-                 pauses: tuple[float, ...] = PAUSES_S) -> None:
+                 pauses: tuple[float, ...] = PAUSES_S, local_logs: bool = False,
+                 clock: Callable[[], float] = time.time) -> None:
         super().__init__(where)
         self._connector = connector
         self._pauses = pauses
+        self._local_logs = local_logs
+        self._clock = clock
         self._up = asyncio.Event()
         self._closing = False
         self._held: list[Event] | None = None  # events kept back while catching up
@@ -75,12 +83,14 @@ class ReconnectingClient(ControlClient):
 
     @classmethod
     async def open(cls, connector: Connector, *, where: str,
-                   pauses: tuple[float, ...] = PAUSES_S) -> ReconnectingClient | None:
-        """A connected client, or None when no engine runs there."""
+                   pauses: tuple[float, ...] = PAUSES_S,
+                   local_logs: bool = False) -> ReconnectingClient | None:
+        """A connected client, or None when no engine runs there (`local_logs`: the run dir is
+        on this machine, so are its local hosts' logs)."""
         streams = await connector()
         if streams is None:
             return None
-        client = cls(where, connector, pauses=pauses)
+        client = cls(where, connector, pauses=pauses, local_logs=local_logs)
         try:
             await client._open(*streams)
         except BaseException:
@@ -105,16 +115,17 @@ class ReconnectingClient(ControlClient):
                 return
 
     def _alert(self, level: str, message: str) -> None:
-        loop_time = asyncio.get_running_loop().time()
-        event = Alert(project=self.project, at=loop_time, level=level, message=message)
+        event = Alert(project=self.project, at=self._clock(), level=level, message=message)
         if self._state is not None:
             self._state.apply(event)
         super()._deliver(event)
 
     async def _reconnect(self) -> bool:
-        self._alert("warning", f"lost the link to the engine ({self.where}); reconnecting")
         old = self._state
-        for pause in self._pauses:
+        finished = old is not None and old.finished  # its engine exits: look once, at once
+        if not finished:
+            self._alert("warning", f"lost the link to the engine ({self.where}); reconnecting")
+        for pause in (0.0, *self._pauses) if finished else self._pauses:
             await asyncio.sleep(pause)
             if self._closing:
                 return False
@@ -123,7 +134,8 @@ class ReconnectingClient(ControlClient):
             except Exception:  # not reachable yet: try again after a longer pause
                 continue
             if streams is None:
-                self._alert("error", f"the engine of {self.where} is gone")
+                if not finished:
+                    self._alert("error", f"the engine of {self.where} is gone")
                 return False
             self._held = []
             try:
@@ -137,7 +149,7 @@ class ReconnectingClient(ControlClient):
                 self._state.apply(event)
             self.reconnects += 1
             if old is not None:
-                for event in catch_up(old, self._state, asyncio.get_running_loop().time()):
+                for event in catch_up(old, self._state, self._clock()):
                     super()._deliver(event)
             for event in held:
                 super()._deliver(event)
@@ -147,6 +159,18 @@ class ReconnectingClient(ControlClient):
             return True
         self._alert("error", f"could not reconnect to the engine ({self.where}); giving up")
         return False
+
+    async def tail(self, job_id: str, attempt: int | None = None,
+                   lines: int = 200) -> list[str]:
+        """From the engine; without one, from this machine's disk where the log is here."""
+        try:
+            return await super().tail(job_id, attempt, lines)
+        except ConnectionError:
+            path = (local_log_path(self._state, job_id, attempt)
+                    if self._local_logs and self._state is not None else None)
+            if path is None:
+                raise
+            return await asyncio.to_thread(read_tail, path, lines)
 
     async def command(self, name: str, job_ids: list[str] | None = None,
                       args: dict[str, Any] | None = None,

@@ -13,6 +13,7 @@ import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eq_tui.api.control_client import MAX_LINE, ControlClient, find_socket
 from eq_tui.api.model import FINISHED, JobState
@@ -21,6 +22,9 @@ from eq_tui.cli.parsing import add_run_dir, add_ssh_config, new_parser, ssh_conf
 from eq_tui.cli.remote.target import RemoteTarget, command_line, parse_target
 from eq_tui.errors import RunDirError
 from eq_tui.manifest.secrets import values_here
+
+if TYPE_CHECKING:
+    from eq_tui.tui.app import EqTuiApp
 
 
 class EngineNotRunning(RunDirError):
@@ -44,20 +48,7 @@ async def run_attached(client: ControlClient, *, where: str, theme: str | None,
     app = EqTuiApp([client], theme=theme, detach_on_quit=True,
                    attach_hint=command_line("attach", where, config_path))
     status = command_line("status", where, config_path)
-
-    async def tell_when_gone() -> None:
-        await client.wait_closed()
-        if app.engine_stopped or not app.is_running:
-            return
-        if client.snapshot().get("finished"):
-            app.show_engine_gone("The queue finished and its engine exited; q leaves.",
-                                 finished=True)
-        else:
-            app.show_engine_gone(f"The engine is gone (stopped, or the connection dropped); "
-                                 f"this is its last state. `{status}` shows where the queue "
-                                 f"stands.", finished=False)
-
-    watcher = asyncio.create_task(tell_when_gone())
+    watcher = asyncio.create_task(tell_when_gone(app, client, status))
     try:
         await app.run_async()
     finally:
@@ -70,6 +61,21 @@ async def run_attached(client: ControlClient, *, where: str, theme: str | None,
               f"`{status}` shows where the queue stands", file=sys.stderr)
         return 3
     return 0
+
+
+async def tell_when_gone(app: EqTuiApp, client: ControlClient, status: str) -> None:
+    """Once the engine's stream has ended for good, say why in the UI: a finished queue whose
+    engine exited (a normal end), or an engine gone or out of reach."""
+    await client.wait_closed()
+    if app.engine_stopped or not app.is_running:
+        return
+    if client.snapshot().get("finished"):
+        app.show_engine_gone("The queue finished and its engine exited; q leaves.",
+                             finished=True)
+    else:
+        app.show_engine_gone(f"The engine is gone (stopped, or the connection dropped); "
+                             f"this is its last state. `{status}` shows where the queue "
+                             f"stands.", finished=False)
 
 
 # ---- secrets an engine lacks -------------------------------------------------------------
@@ -169,7 +175,8 @@ def local_connector(run_dir: Path) -> Connector:
 async def _attach_local(run_dir: Path, theme: str | None, config_path: str | None,
                         resume: bool) -> int:
     try:
-        client = await ReconnectingClient.open(local_connector(run_dir), where=str(run_dir))
+        client = await ReconnectingClient.open(local_connector(run_dir), where=str(run_dir),
+                                               local_logs=True)
     except (OSError, ConnectionError, RuntimeError):
         client = None
     if client is None:

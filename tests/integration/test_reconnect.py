@@ -5,6 +5,7 @@ applied once (the sim's run records say what ran)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -49,8 +50,10 @@ async def test_a_client_reconnects_catches_up_and_a_lost_answer_is_applied_once(
     try:
         await run.wait_for(lambda: "epoch" in run.engine.jobs["long1"].last_line)
         await link.down()
-        await next_matching(events, lambda e: isinstance(e, Alert) and "reconnecting" in
-                            e.message)
+        lost = await next_matching(events, lambda e: isinstance(e, Alert) and "reconnecting"
+                                   in e.message)
+        assert abs(lost.at - time.time()) < 60  # the wall clock, as the engine's alerts
+        assert lost.level == "warning"
         # while the link is down, the queue moves on
         assert (await direct.command("kill", ["long1"]))["ok"]
         await run.wait_for(lambda: run.status("w1") == "completed")
