@@ -9,13 +9,12 @@ from functools import partial
 from typing import Any, ClassVar
 
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.events import Resize
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.widgets import Footer
 
 from eq_tui.api.client import EngineClient
 from eq_tui.api.events import Event
@@ -25,8 +24,10 @@ from eq_tui.tui.gpu_grid import GpuGrid
 from eq_tui.tui.gpu_release import release_gpu_commands
 from eq_tui.tui.header import RunHeader, with_queue_reason
 from eq_tui.tui.job_table import JobTable
+from eq_tui.tui.key_footer import KeyFooter
+from eq_tui.tui.keys import MAIN_ONLY, bindings, palette_keys
 from eq_tui.tui.layout import Room, room_for
-from eq_tui.tui.living import LIVING_BINDINGS, LivingQueueActions
+from eq_tui.tui.living import LivingQueueActions
 from eq_tui.tui.log_pane import TAIL_LINES, LogPane
 from eq_tui.tui.retry_pane import RetryPane
 from eq_tui.tui.rows import row_key, split_row_key
@@ -46,23 +47,7 @@ ALERT_SEVERITY: dict[str, SeverityLevel] = {"error": "error", "warning": "warnin
 class EqTuiApp(LivingQueueActions, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "eq-tui"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("k", "command('kill')", "Kill"),
-        Binding("r", "command('retry')", "Retry"),
-        Binding("u", "command('requeue')", "Requeue"),
-        Binding("p", "toggle_pause", "Pause/resume"),
-        Binding("enter", "details", "Details"),
-        Binding("slash", "filter", "Filter"),
-        Binding("l", "toggle_logs", "Log/retry"),
-        Binding("g", "toggle_grid", "Grid form", show=False),
-        Binding("left_square_bracket", "attempt(-1)", "Earlier log", show=False),
-        Binding("right_square_bracket", "attempt(1)", "Later log", show=False),
-        Binding("escape", "clear", "Clear marks/filter", show=False),
-        Binding("R", "push_screen('results')", "Results", show=False),
-        Binding("question_mark", "help", "Help"),
-        Binding("q", "quit_app", "Quit"),
-        *LIVING_BINDINGS,
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings()  # keys.py: every key, declared once
     SCREENS: ClassVar[dict[str, Any]] = {"results": ResultsScreen}  # R: one, kept while open
 
     def __init__(self, clients: list[EngineClient], *, theme: str | None = None,
@@ -99,7 +84,7 @@ class EqTuiApp(LivingQueueActions, App[int]):
         with Horizontal(id="bottom"):
             yield LogPane(id="log-pane")
             yield RetryPane(id="retry")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.table = self.query_one("#jobs", JobTable)
@@ -278,11 +263,25 @@ class EqTuiApp(LivingQueueActions, App[int]):
         """k/r/u on the targets; the kill dialog leaves finished jobs out."""
         self.run_command(name, self.targets())
 
-    def on_job_table_jobs_requested(self, message: JobTable.JobsRequested) -> None:
-        self.run_command(message.command, message.keys)
-
     def action_toggle_pause(self) -> None:
         self.sender.set_paused(not self.view.paused)
+
+    # the job table's own actions: bound here with every other key (keys.py)
+    def action_toggle_mark(self) -> None:
+        self.table.action_toggle_mark()
+
+    def action_sort_next(self) -> None:
+        self.table.action_sort_next()
+
+    def action_sort_reverse(self) -> None:
+        self.table.action_sort_reverse()
+
+    def action_next_metric(self) -> None:
+        self.table.action_next_metric()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The table's actions only while the main screen is on top (hidden elsewhere)."""
+        return not (action in MAIN_ONLY and self.screen is not self.table.screen)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         """The palette (ctrl+p): Textual's own commands, then eq-tui's."""
@@ -300,6 +299,8 @@ class EqTuiApp(LivingQueueActions, App[int]):
         yield SystemCommand("Stop the engine", "asks first; running jobs keep running in "
                             "their sessions", self.action_stop_engine)
         yield SystemCommand("Help", "every key", self.action_help)
+        for label, help_text, action in palette_keys():
+            yield SystemCommand(label, help_text, partial(self.run_action, action))
         for label, callback, help_text in release_gpu_commands(self):
             yield SystemCommand(label, help_text, callback)
         for name in sorted(self.available_themes):

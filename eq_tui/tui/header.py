@@ -37,7 +37,7 @@ def header_content(view: RunView, now: float, eta_s: float | None = None, *,
               if (start := p.created or p.started_at) is not None]
     elapsed = format_duration(now - min(starts)) if starts else "-"
     finished = bool(view.projects) and all(p.finished for p in view.projects.values())
-    eta = "done" if finished else format_duration(eta_s) if eta_s is not None else "-"
+    eta = eta_text(eta_s, finished=finished, held=bool(view.keys_with_status("held")))
     done = f" {progress.completed}/{progress.total} ({progress.fraction:.0%})"
     if compact:
         parts: list[Part] = [(projects, "bold $primary"), " ",
@@ -66,6 +66,16 @@ def header_content(view: RunView, now: float, eta_s: float | None = None, *,
     if compact:
         return Content.assemble(*parts, ("  ", ""), *counts)
     return Content.assemble(*parts, "\n", *(counts or [("no jobs", "dim")]))
+
+
+def eta_text(eta_s: float | None, *, finished: bool, held: bool) -> str:
+    """`done`, `-` (nothing to go on), `12m`; a held job keeps the queue from finishing until
+    it is released, so with one the ETA is of the rest and says so: `12m+held`, or `held`."""
+    if finished:
+        return "done"
+    if held:
+        return f"{format_duration(eta_s)}+held" if eta_s else "held"
+    return format_duration(eta_s) if eta_s is not None else "-"
 
 
 def queue_waiting(view: RunView) -> str:

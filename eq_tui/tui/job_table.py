@@ -5,11 +5,10 @@ see ACTIVE_FIRST."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any
 
 from rich.style import Style
 from rich.text import Text
-from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.timer import Timer
 
@@ -23,8 +22,10 @@ from eq_tui.tui.rows import (
     COLUMNS,
     LAST_LINE_WIDTH,
     Cells,
+    id_width,
     job_cells,
     sort_value,
+    split_row_key,
 )
 from eq_tui.tui.run_view import RunView
 
@@ -42,25 +43,6 @@ ACTIVE_FIRST = {name: rank for rank, names in enumerate((
 
 
 class JobTable(RowTable):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "select_cursor", "Details"),
-        Binding("k", "request('kill')", "Kill"),
-        Binding("r", "request('retry')", "Retry"),
-        Binding("u", "request('requeue')", "Requeue"),
-        Binding("space", "toggle_mark", "Mark"),
-        Binding("s", "sort_next", "Sort", show=True),
-        Binding("S", "sort_reverse", "Reverse sort", show=False),
-        Binding("m", "next_metric", "Metric", show=False),
-    ]
-
-    class JobsRequested(Message):
-        """kill, retry or requeue these jobs (row keys `project/id`)."""
-
-        def __init__(self, command: str, keys: list[str]) -> None:
-            super().__init__()
-            self.command = command
-            self.keys = keys
-
     class DetailsRequested(Message):
         def __init__(self, key: str) -> None:
             super().__init__()
@@ -73,6 +55,7 @@ class JobTable(RowTable):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(self._texts, id=id)
+        self.fixed_columns = 2  # the mark and the id stay in view while scrolling sideways
         self.marked: set[str] = set()
         self.job_filter = JobFilter()
         self.filter_text = ""
@@ -166,6 +149,9 @@ class JobTable(RowTable):
             else:
                 changed.append(key)
             resort = resort or old != self._sort_keys[key]
+        if new and self._fit.id < id_width(split_row_key(key)[1] for key in new):
+            self.setup(view, now)  # a longer id (a clone, an added job): a wider id column
+            return
         if gone or new:
             self.set_rows([key for key in self.keys if key not in gone] + new,
                           cursor=self.cursor_key)
@@ -229,9 +215,6 @@ class JobTable(RowTable):
         self.refresh_rows(marked)
 
     # ---- intents ---------------------------------------------------------------------------
-
-    def action_request(self, command: str) -> None:
-        self.post_message(self.JobsRequested(command, self.targets()))
 
     def on_row_table_row_selected(self, event: RowTable.RowSelected) -> None:
         event.stop()
@@ -347,3 +330,8 @@ class JobTable(RowTable):
         self.metric = order[(order.index(self.metric) + 1) % len(order)] \
             if self.metric in order else (names[0] if names else None)
         self.setup(self._view, self._now)
+        if self.metric:  # in view, beside the id, however narrow the screen
+            self.call_after_refresh(self.scroll_to_column, "metric")
+        elif not names:
+            self.app.notify("no metric yet: a job's log line or its results give one (m "
+                            "again once one has)", timeout=4)

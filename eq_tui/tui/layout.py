@@ -9,14 +9,14 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from eq_tui.tui.rows import COLUMN_KEYS, COLUMNS, LAST_LINE_WIDTH, where_width
+from eq_tui.tui.key_footer import footer_height
+from eq_tui.tui.rows import COLUMN_KEYS, COLUMNS, LAST_LINE_WIDTH, id_width, where_width
 
 if TYPE_CHECKING:
     from eq_tui.tui.run_view import RunView
 
 SMALL_WIDTH = 100
 SMALL_HEIGHT = 30
-FOOTER = 1
 TABLE_SHARE = 1 / 3
 
 
@@ -45,7 +45,7 @@ def room_for(width: int, height: int, previous: Room = Room()) -> Room:
     else:
         bottom = 0 if previous.logs_hidden else max(7, min(16, height // 4))
         header = 2
-        grid = max(3, height - header - FOOTER - bottom - table)
+        grid = max(3, height - header - footer_height(width) - bottom - table)
     return replace(previous, size=(width, height), small=small, header_height=header,
                    bottom_height=bottom, grid_budget=grid, logs_tab=previous.logs_tab and small)
 
@@ -59,6 +59,7 @@ LAST_LINE_MIN = 24  # narrower than this, the last log line keeps its width and 
 class TableFit:
     progress: bool  # the progress column is shown
     last_line: int  # the last log line's width
+    id: int = 0  # the id column's width (rows.id_width)
 
 
 def fit_table(screen_width: int, widths: list[tuple[str, int]], last_line_max: int) -> TableFit:
@@ -86,6 +87,9 @@ def column_plan(view: RunView, metric: str | None,
                and (metric or c.key != "metric")]
     hosts = [name for project in view.projects.values() for name in project.hosts]
     widths = {c.key: where_width(hosts) if c.key == "where" else c.width or 0 for c in COLUMNS}
+    widths["id"] = id_width(job_id for project in view.projects.values()
+                            for job_id in project.jobs)
     fixed = [("mark", 1), *((COLUMN_KEYS[i], widths[COLUMN_KEYS[i]]) for i in columns
                             if COLUMN_KEYS[i] != "last_line")]
-    return columns, widths, fit_table(screen_width, fixed, LAST_LINE_WIDTH)
+    fit = fit_table(screen_width, fixed, LAST_LINE_WIDTH)
+    return columns, widths, replace(fit, id=widths["id"])

@@ -1,6 +1,7 @@
-"""The UI's keys for a living queue: `+`/`-` priority, `h` hold/release, `e` edit, `c` clone,
-`a` add, and reloading the manifest from the palette. A mixin of the app: every action works on
-the marked rows (else the cursor's) and goes out through the app's `send`."""
+"""The UI's actions for a living queue (their keys are in keys.py): `+`/`-` priority, `h`
+hold/release, `e` edit, `c` clone, `a` add, and reloading the manifest from the palette. A mixin
+of the app: every action works on the marked rows (else the cursor's) and goes out through the
+app's `send`."""
 
 from __future__ import annotations
 
@@ -8,28 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from textual.binding import Binding, BindingType
-
 from eq_tui.tui.rows import split_row_key
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from eq_tui.tui.screens.job_form import JobFormScreen
 
 MANIFEST_CHECK_S = 2.0
-LIVING_BINDINGS: list[BindingType] = [
-    Binding("plus", "priority(1)", "Priority +", show=False),
-    Binding("minus", "priority(-1)", "Priority -", show=False),
-    Binding("h", "hold", "Hold/release"),
-    Binding("e", "edit", "Edit", show=False),
-    Binding("c", "clone", "Clone", show=False),
-    Binding("a", "add", "Add", show=False),
-]
-LIVING_KEYS: tuple[tuple[str, str], ...] = (
-    ("+ / -", "raise / lower the priority of the selected (or marked) jobs"),
-    ("h", "hold the selected (or marked) jobs (they never launch), or release held ones"),
-    ("e", "edit the command of the selected job (a finished one runs again)"),
-    ("c", "clone the selected job under a new id, with its command changed"),
-    ("a", "add a job to a phase"),
-)
 
 
 def reload_message(detail: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """A table that draws only the rows on the screen (Textual's Line API). Its rows are an ordered
 list of keys and a function that gives a row's cells: 5,000 jobs cost a sort, where a DataTable
 measures every cell of every row it is given. It looks like, and answers the keys and the mouse
-as, a DataTable with a row cursor, zebra stripes and fixed-width columns."""
+as, a DataTable with a row cursor, zebra stripes and fixed-width columns; its first
+`fixed_columns` stay in place while the rest scroll sideways (a job's id stays in view)."""
 
 from __future__ import annotations
 
@@ -131,13 +132,32 @@ class RowTable(ScrollView, can_focus=True):
         # each row's segments, with what they were drawn for (row, cursor, hover, focus, width)
         self._drawn: dict[str, tuple[tuple[object, ...], list[Segment]]] = {}
         self._row_styles: dict[tuple[str, bool], Style] = {}
+        self.fixed_columns = 0  # the first columns, kept in place while scrolling sideways
+        self._fixed_width = 0
 
     # ---- rows and columns ------------------------------------------------------------------
 
     def set_columns(self, columns: Iterable[TableColumn]) -> None:
         self.columns = {column.key: column for column in columns}
+        self._fixed_width = sum(column.render_width for column in
+                                list(self.columns.values())[:self.fixed_columns])
         self._drawn.clear()
         self._resize()
+
+    def scroll_to_column(self, key: str) -> None:
+        """Scroll sideways (as little as may be) so that this column shows whole beside the
+        fixed ones."""
+        start = 0
+        for name, column in self.columns.items():
+            if name == key:
+                break
+            start += column.render_width
+        else:
+            return
+        end = start + self.columns[key].render_width
+        lowest, highest = end - self.size.width, start - self._fixed_width
+        x = min(max(self.scroll_x, lowest), highest)
+        self.scroll_to(x=max(0, min(x, self.max_scroll_x)), animate=False, force=True)
 
     def set_rows(self, keys: list[str], cursor: str | None = None) -> None:
         """The rows in this order; the cursor on `cursor` if it is among them (scrolled into
@@ -297,8 +317,13 @@ class RowTable(ScrollView, can_focus=True):
         drawn = self._drawn.get(key)
         if drawn is None or drawn[0] != state:
             drawn = self._drawn[key] = (state, self._draw(row, width))
-        return Strip(drawn[1]).crop(scroll_x, scroll_x + width) \
-            .adjust_cell_length(width, self.rich_style).simplify()
+        strip, fixed = Strip(drawn[1]), self._fixed_width
+        if fixed and scroll_x:  # the fixed columns, then the rest from where it is scrolled
+            strip = Strip.join([strip.crop(0, fixed),
+                                strip.crop(fixed + scroll_x, scroll_x + width)])
+        else:
+            strip = strip.crop(scroll_x, scroll_x + width)
+        return strip.adjust_cell_length(width, self.rich_style).simplify()
 
     def _draw(self, row: int, width: int) -> list[Segment]:
         """A row's segments, the whole table's width and on to the widget's edge."""

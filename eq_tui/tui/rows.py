@@ -24,19 +24,20 @@ class Column:
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("id", "id", 24),
+    Column("id", "id", 24),  # as wide as the longest id (id_width), pinned while scrolling
     Column("project", "project", 12),
     Column("phase", "phase", 10),
     Column("status", "status", 10),
     Column("progress", "progress", PROGRESS_WIDTH),  # running jobs that print their progress
-    Column("priority", "pri", 4),
+    Column("metric", "metric", 22),  # shown once `m` picks a metric: near the id, in view
+    Column("priority", "pri", 3),
     Column("where", "host:gpu", 12),
     Column("attempt", "try", 5),
-    Column("duration", "time", 8),
-    Column("failure", "failure", 12),
+    Column("duration", "time", 7),
+    Column("failure", "failure", 9),  # FAILURE_SHORT: a class name that fits
     Column("last_line", "last log line", LAST_LINE_WIDTH),
-    Column("metric", "metric", 22),  # shown once `m` picks a metric
 )
+ID_WIDTH_MIN = 8
 WHERE_COLUMN = next(c for c in COLUMNS if c.key == "where")
 WHERE_WIDTH_MAX = 32
 COLUMN_KEYS: tuple[str, ...] = tuple(c.key for c in COLUMNS)
@@ -101,6 +102,28 @@ def failure_class(job: Mapping[str, Any]) -> str:
     return str(failure.get("class") or "") if isinstance(failure, Mapping) else ""
 
 
+# the failure column's words: at most 9 characters, so that the class reads whole
+FAILURE_SHORT = {"port_in_use": "port used", "output_missing": "no output",
+                 "dependency": "upstream", "launch_failed": "no launch"}
+
+
+def failure_text(job: Mapping[str, Any]) -> str:
+    """The failure column: the class in at most 9 characters (`exit 3` for a non-zero exit,
+    with its code when the attempt recorded one); the details screen has it in full."""
+    cls = failure_class(job)
+    if cls == "exit_nonzero":
+        history = job.get("history") or []
+        code = history[-1].get("exit_code") if history else None
+        return f"exit {code}" if isinstance(code, int) and len(str(code)) <= 4 else "exit≠0"
+    return FAILURE_SHORT.get(cls, cls)
+
+
+def id_width(ids: Iterable[str]) -> int:
+    """The id column as wide as the longest id and an edit mark, within the column's width."""
+    longest = max((len(job_id) for job_id in ids), default=0) + len(EDITED_MARK)
+    return max(ID_WIDTH_MIN, min(COLUMNS[0].width or 24, longest))
+
+
 def single_line(text: str, width: int = LAST_LINE_WIDTH) -> str:
     """One printable line: control characters (and markup brackets' effect) kept out."""
     head = text.strip()[: width + 1]  # one character in, one out: cut first, clean less
@@ -162,13 +185,13 @@ def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts:
         str(job.get("phase", "")),
         status,
         progress_text(pace),
+        metric,
         str(priority) if priority else "",
         where(job, shared),
         attempt_text(job, max_attempts),
         format_duration(job_duration(job, now)),
-        failure_class(job),
+        failure_text(job),
         single_line(str(last), last_width),
-        metric,
     )
 
 

@@ -104,7 +104,7 @@ async def test_the_column_shows_only_where_it_fits_and_the_last_line_makes_room(
     wide = EqTuiApp([FakeClient()], clock=lambda: T0)
     async with wide.run_test(size=SIZE) as pilot:
         # the last log line narrows so that the row still fits in 160 columns
-        assert wide.query_one(JobTable).columns["last_line"].width == 32
+        assert wide.query_one(JobTable).columns["last_line"].width == 44
         await pilot.resize_terminal(240, 70)
         await eventually(pilot, lambda: wide.query_one(JobTable).columns["last_line"].width
                          == 50)

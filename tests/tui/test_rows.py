@@ -12,6 +12,7 @@ from eq_tui.api.events import (
     QueueFinished,
     QueuePaused,
 )
+from eq_tui.engine.model import FailureClass
 from eq_tui.tui.filters import parse_filter
 from eq_tui.tui.log_pane import lines_to_append, sanitise
 from eq_tui.tui.progress import measure
@@ -49,7 +50,13 @@ def test_a_finished_job_keeps_its_run_time_and_shows_its_failure() -> None:
                  failure=("exit_nonzero", "exit 3"), reason="exit 3: ValueError")
     cells = cells_by_column(record, now=T0 + 10_000)
     assert cells["duration"] == "1h05m"
-    assert cells["failure"] == "exit_nonzero"
+    assert cells["failure"] == "exit 3"  # the class in 9 characters, with the exit code
+    for cls, short in (("output_missing", "no output"), ("cuda_oom", "cuda_oom"),
+                       ("launch_failed", "no launch"), ("dependency", "upstream")):
+        shown = cells_by_column({**record, "failure": {"class": cls, "detail": ""}})
+        assert shown["failure"] == short
+    no_code = {**record, "history": [attempt(1, "b", 0, T0 - 4000)]}
+    assert cells_by_column(no_code)["failure"] == "exit≠0"
     assert cells["last_line"] == "exit 3: ValueError"  # the reason when no log line
 
 
@@ -261,3 +268,10 @@ def test_a_running_job_with_progress_shows_it_with_its_eta_and_slow_when_far_beh
     record = dict(view.projects["demo"].jobs["r"], last_line="epoch 3/4")
     view.apply(JobUpdated(project="demo", at=T0, job="r", state=record))
     assert (cells("r")["status"], cells("r")["progress"]) == ("running", " 75% ███▊░ 33s")
+
+
+def test_every_failure_class_reads_whole_in_the_failure_column() -> None:
+    for cls in FailureClass:
+        record = job("j", "stuck", history=[attempt(1, "b", 0, T0 - 60, T0, 137)],
+                     failure=(str(cls), ""))
+        assert len(cells_by_column(record)["failure"]) <= 9, cls

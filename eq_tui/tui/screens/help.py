@@ -11,33 +11,9 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from eq_tui.tui.living import LIVING_KEYS
+from eq_tui.tui.keys import help_lines
 
-KEYS: tuple[tuple[str, str], ...] = (
-    ("k", "kill the selected (or marked) jobs, after a confirmation"),
-    ("r", "retry: a stuck/killed/blocked job goes back to pending; an OOM wait ends now"),
-    ("u", "requeue a running job: stop it and put it back to pending"),
-    ("p", "pause / resume launching (running jobs keep running)"),
-    ("enter", "job details: command, host, every attempt, the log of any attempt"),
-    ("space", "mark / unmark a row; k, r and u then act on every marked job"),
-    ("escape", "clear the marks, or close the filter"),
-    ("/", "filter the table"),
-    ("s / S", "sort by the next column / reverse the order (or click a header); after the "
-              "last column, back to active first: stuck and blocked, retrying, running, "
-              "pending, killed, completed"),
-    ("l", "log and retry queue: hide them (a small screen: show them instead of the table)"),
-    ("g", "GPU grid: one line per host / full panels (again: as the room allows)"),
-    ("up / down", "in the GPU grid: select a host (shown in full beside the lines)"),
-    ("[ / ]", "log of the previous / next attempt of the selected job"),
-    ("m", "metric column: the next metric's current value and sparkline (then none)"),
-    ("R", "results: mean ± std over seeds per configuration, best marked (s / S sort)"),
-    ("tab / shift+tab", "move between panes"),
-    ("ctrl+p", "command palette: theme, retry every OOM-stuck job, open summary, pause, "
-     "reload the manifest"),
-    *LIVING_KEYS,
-    ("?", "this help"),
-    ("q", "quit; jobs keep running in their sessions and the next run resumes them"),
-)
+KEYS: list[tuple[str, str]] = help_lines()  # keys.py: every key, declared once
 
 FILTER_HELP = (
     "Filter: words match the id, command, reason or last log line; tokens narrow by field: "
