@@ -19,7 +19,7 @@ from eq_tui.engine.decide.scheduler import GpuView, HostView, decide
 from eq_tui.engine.preflight.command_words import command_checks
 from eq_tui.engine.preflight.existing_plan import PlannedJob, existing_plan, placement
 from eq_tui.engine.preflight.fit import allowed_only, misfits, needs_gpu_facts, probe_gpu_totals
-from eq_tui.engine.preflight.host_checks import explain, preflight_request
+from eq_tui.engine.preflight.host_checks import explain_all, preflight_request
 from eq_tui.hosts.base import Host, PreflightFinding
 from eq_tui.manifest.model import Manifest
 from eq_tui.manifest.secrets import warnings as secret_warnings
@@ -73,7 +73,7 @@ async def _preflight(manifest: Manifest, ssh_config: str | None,
                 try:
                     cwd = job_cwd(spec, manifest)
                     found = await host.preflight(preflight_request(manifest, cwd, commands))
-                    findings += [explain(f, by_key, cwd, manifest) for f in found]
+                    findings += explain_all(found, by_key, cwd, manifest)
                 except Exception as exc:
                     findings.append(PreflightFinding(host=name, check="connection", ok=False,
                                                      detail=str(exc)))

@@ -172,7 +172,7 @@ class ShellHost:
             if check == "precondition":
                 job, _, pattern = detail.partition("\t")
                 detail = f"{pattern} exists" if state == "ok" else f"nothing matches {pattern}"
-            elif check in ("command", "script"):
+            elif check in ("command", "script", "suggest"):
                 job, _, word = detail.partition("\t")
                 detail = word
             findings.append(PreflightFinding(self.name, check, state == "ok", clean_line(detail),

@@ -14,6 +14,7 @@ import pytest
 from eq_tui.cli.main import main
 from eq_tui.engine.engine import Engine
 from eq_tui.engine.preflight.command_words import command_checks, command_words
+from eq_tui.engine.preflight.did_you_mean import closest, did_you_mean
 from eq_tui.errors import HostError
 from eq_tui.hosts.factory import make_hosts
 from eq_tui.manifest.model import EnvVar
@@ -73,6 +74,30 @@ def test_the_cli_refuses_a_typo_with_exit_3_and_leaves_no_run_dir(
     assert "`no-such-trainer` not found" in err and "jobs a" in err
     assert "Traceback" not in err
     assert not (tmp_path / "experiment_queue" / "p").exists()
+
+
+def test_a_typo_of_a_command_on_the_path_gets_a_did_you_mean(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text("project: p\nhosts: [{name: sim, simulate: {gpus: 1}}]\n"
+                        "jobs: [{id: a, cmd: 'fake-trian --epochs 1'},\n"
+                        "       {id: b, cmd: 'zzqqxx --lr 1'}]\n")
+    assert main([str(manifest), "--no-ui"]) == 3
+    err = capsys.readouterr().err
+    # the host's PATH has fake-train (the simulator's): the closest name to the typo
+    assert "`fake-trian` not found" in err and "did you mean `fake-train`?" in err
+    other = err.split("`zzqqxx` not found", 1)[1].split("jobs b", 1)[0]
+    assert "did you mean" not in other  # nothing like it there
+    assert main([str(manifest), "--dry-run"]) == 3
+    assert "did you mean `fake-train`?" in capsys.readouterr().out
+
+
+def test_did_you_mean_ranks_the_closest_names() -> None:
+    names = ["fake-train", "fake-trainer", "python3", "python3.11", "ls"]
+    assert did_you_mean("fake-trian", names) == "; did you mean `fake-train` or `fake-trainer`?"
+    assert closest("pythn3", names)[0] == "python3"
+    assert did_you_mean("zzqqxx", names) == ""
+    assert closest("fake-train", names) == ["fake-trainer"]  # never the word itself
 
 
 async def test_venv_is_activated_for_the_check_and_for_the_job(tmp_path: Path) -> None:

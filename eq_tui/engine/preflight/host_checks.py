@@ -11,6 +11,7 @@ from typing import Any
 from eq_tui.api.events import PreflightReported
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.preflight.command_words import command_checks, jobs_text
+from eq_tui.engine.preflight.did_you_mean import did_you_mean
 from eq_tui.engine.preflight.fit import misfits, needs_gpu_facts, probe_gpu_totals
 from eq_tui.errors import HostError, UnfitJobError
 from eq_tui.hosts.base import CommandCheck, PreflightFinding, PreflightRequest
@@ -27,9 +28,22 @@ def preflight_request(manifest: Manifest, cwd: str | None,
                             path=path.value if path is not None else None)
 
 
+def explain_all(found: list[PreflightFinding], commands: dict[str, CommandCheck],
+                cwd: str | None, manifest: Manifest) -> list[PreflightFinding]:
+    """A host's findings in words (`explain`), a command that does not resolve with the names
+    on the host's PATH closest to it (its `suggest` findings, folded in)."""
+    near: dict[str, list[str]] = {}
+    for finding in found:
+        if finding.check == "suggest":
+            near.setdefault(finding.job or "", []).append(finding.detail)
+    return [explain(finding, commands, cwd, manifest, near.get(finding.job or "", []))
+            for finding in found if finding.check != "suggest"]
+
+
 def explain(finding: PreflightFinding, commands: dict[str, CommandCheck], cwd: str | None,
-            manifest: Manifest) -> PreflightFinding:
-    """A command or script finding in words: the word, where it was looked for, which jobs."""
+            manifest: Manifest, near: list[str] | None = None) -> PreflightFinding:
+    """A command or script finding in words: the word, where it was looked for, which jobs;
+    for a command that does not resolve, the closest of `near` (names on the host's PATH)."""
     check = commands.get(finding.job or "") if finding.check in ("command", "script") else None
     if check is None:
         return finding
@@ -38,7 +52,8 @@ def explain(finding: PreflightFinding, commands: dict[str, CommandCheck], cwd: s
            f" with venv {manifest.venv}" if manifest.venv else "")
     if finding.check == "command":
         detail = (f"`{finding.detail}` found" if finding.ok else
-                  f"`{finding.detail}` not found (command -v in {where}{env})")
+                  f"`{finding.detail}` not found (command -v in {where}{env})"
+                  f"{did_you_mean(finding.detail, near or [])}")
     else:
         detail = (f"{finding.detail} exists" if finding.ok else
                   f"script {finding.detail} does not exist in {where}")
@@ -56,7 +71,7 @@ async def preflight(ctx: RunContext) -> None:
             cwd = ctx.cwd_for(name)
             found = await ctx.hosts[name].host.preflight(
                 preflight_request(manifest, cwd, commands))
-            return name, [explain(f, by_key, cwd, manifest) for f in found]
+            return name, explain_all(found, by_key, cwd, manifest)
         except Exception as exc:
             return name, exc
 

@@ -3,7 +3,9 @@
 # `C<TAB>key<TAB>word` (must resolve with `command -v` in the jobs' environment: CWD, conda
 # env or venv activated) and `S<TAB>key<TAB>path` (a script that must exist relative to CWD).
 # One line per check: `check<TAB>ok|fail<TAB>detail`; a precondition's detail is `key<TAB>glob`,
-# a command's or script's `key<TAB>word`.
+# a command's or script's `key<TAB>word`. A bare command word that does not resolve is followed
+# by `suggest<TAB>ok<TAB>key<TAB>name` for each executable on the PATH about as long (within two
+# characters), which eq-tui ranks for a "did you mean".
 set -u
 set -f
 cwd=$1 launcher=$2 query_gpus=$3 conda_env=$4 conda_hook=$5 venv=${6:--} job_path=${7:--}
@@ -65,6 +67,21 @@ if [ "$venv" != "-" ]; then
     fi
 fi
 
+# suggest KEY WORD: the executables on the PATH within two characters of WORD's length
+suggest() {
+    n=${#2}
+    old_ifs=$IFS
+    IFS=:
+    for dir in $PATH; do
+        [ -d "$dir" ] || continue
+        ls -1 "$dir" 2>/dev/null | awk -v n="$n" 'length($0) >= n - 2 && length($0) <= n + 2' |
+            head -n 500 | while IFS= read -r name; do
+                [ -f "$dir/$name" ] && [ -x "$dir/$name" ] && report suggest ok "$1$tab$name"
+            done
+    done
+    IFS=$old_ifs
+}
+
 # eq-tui include: _matches.sh
 while IFS="$tab" read -r kind key value; do
     case $kind in
@@ -72,7 +89,8 @@ while IFS="$tab" read -r kind key value; do
            report precondition "$state" "$key$tab$value" ;;
         C) [ "$relative_ok" = 1 ] || continue
            if command -v "$value" >/dev/null 2>&1; then state=ok; else state=fail; fi
-           report command "$state" "$key$tab$value" ;;
+           report command "$state" "$key$tab$value"
+           case $state$value in fail*/*) ;; fail*) suggest "$key" "$value" ;; esac ;;
         S) [ "$relative_ok" = 1 ] || continue
            if [ -e "$value" ]; then state=ok; else state=fail; fi
            report script "$state" "$key$tab$value" ;;
