@@ -36,10 +36,11 @@ STATUS_INDEX = COLUMN_KEYS.index("status")
 PROGRESS_INDEX = COLUMN_KEYS.index("progress")
 NO_CELLS: Cells = ("",) * len(COLUMNS)
 # needs a person, then waiting to retry, then running (stalled and slow ones are running jobs
-# whose status cell says more): what must be seen is at the top
+# whose status cell says more), then waiting (a held job waits for a person's release): what
+# must be seen is at the top
 ACTIVE_FIRST = {name: rank for rank, names in enumerate((
     ("stuck", "blocked"), ("failed_oom",), ("running", "stalled", "slow", "launching"),
-    ("pending",), ("killed",), ("completed",))) for name in names}
+    ("pending", "held"), ("killed",), ("completed",))) for name in names}
 
 
 class JobTable(RowTable):

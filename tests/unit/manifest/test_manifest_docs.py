@@ -64,8 +64,52 @@ def test_launch_time_variables_and_job_environment_are_described() -> None:
     for name in LAUNCH_TIME_VARS:
         assert f"`${{{name}}}`" in variables
     for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTHONUNBUFFERED", "EQ_JOB_ID",
-                 "EQ_ATTEMPT", "EQ_PROJECT", "EQ_RUN_DIR"):
+                 "EQ_ATTEMPT", "EQ_PROJECT", "EQ_RUN_DIR", "EQ_ATTEMPT_DIR"):
         assert f"| `{name}` |" in variables
+
+
+def test_the_variables_results_md_fills_in_metrics_paths_are_listed_for_them() -> None:
+    """results.md: `${RUN_DIR}`, `${JOB_ID}` and `${ATTEMPT}` are filled in metrics paths; the
+    variables table of manifest.md says where each variable goes."""
+    results = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    filled = re.search(r"((?:`\$\{\w+\}`(?:, | and )?)+) when the job ends", results)
+    assert filled is not None
+    names = re.findall(r"\$\{(\w+)\}", filled.group(1))
+    assert sorted(names) == ["ATTEMPT", "JOB_ID", "RUN_DIR"]
+    rows = {row.split("|")[1].strip(): row for row in section("## Variables").splitlines()
+            if row.startswith("| `${")}
+    for name in names:
+        assert "`metrics` paths" in rows[f"`${{{name}}}`"], name
+
+
+def test_max_parallel_has_one_default_that_says_what_unset_means() -> None:
+    row = next(line for line in section("## Top level").splitlines()
+               if line.startswith("| `max_parallel` |"))
+    default = row.split("|")[3]
+    assert "unset" in default and "8" in default and "memory" in default, default
+
+
+def test_docs_say_a_quarantined_gpu_waits_for_its_release() -> None:
+    for doc in ("README.md", "docs/reliability.md"):
+        text = (ROOT / doc).read_text(encoding="utf-8")
+        assert "launches on it again" not in text, doc
+        assert "until you release it" in text, doc
+
+
+async def test_every_variable_a_job_gets_is_in_the_table(tmp_path: Path) -> None:
+    """A real job on a simulated host prints its environment: every EQ_/CUDA_ variable it has
+    is a row of manifest.md's table, and every row is in it."""
+    from tests.support.engine_run import job, make_manifest, run_to_end
+
+    manifest = make_manifest(tmp_path, [job("env", "env")])
+    code, run = await run_to_end(manifest, tmp_path / "run")
+    assert code == 0
+    log = Path(run.job("env")["log"]).read_text()
+    given = {line.split("=", 1)[0] for line in log.splitlines()
+             if re.match(r"(EQ_|CUDA_|PYTHONUNBUFFERED=)", line)}
+    table = {name for row in re.findall(r"^\| ((?:`\w+`(?:, )?)+) \|", section("## Variables"),
+                                        re.MULTILINE) for name in re.findall(r"`(\w+)`", row)}
+    assert given == table, (given ^ table)
 
 
 def test_readme_links_stay_inside_the_repository() -> None:
