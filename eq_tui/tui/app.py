@@ -38,6 +38,7 @@ from eq_tui.tui.screens.help import HelpScreen
 from eq_tui.tui.screens.results import ResultsScreen
 from eq_tui.tui.screens.summary import open_summary
 from eq_tui.tui.sender import CommandSender
+from eq_tui.tui.targets import targets
 from eq_tui.tui.themes import choose_theme, load_themes, user_theme_dir
 from eq_tui.tui.wording import quit_message
 
@@ -253,31 +254,17 @@ class EqTuiApp(LivingQueueActions, App[int]):
 
     # ---- commands out (sender.py sends them) -------------------------------------------------
 
-    def targets(self) -> list[str]:
-        """The job shown in a details screen, else the marked jobs or the table's cursor."""
-        if isinstance(self.screen, JobDetailsScreen):
-            return [self.screen.key]
-        return self.table.targets()
-
     def action_command(self, name: str) -> None:
         """k/r/u on the targets; the kill dialog leaves finished jobs out."""
-        self.run_command(name, self.targets())
+        self.run_command(name, targets(self))
 
     def action_toggle_pause(self) -> None:
         self.sender.set_paused(not self.view.paused)
 
-    # the job table's own actions: bound here with every other key (keys.py)
-    def action_toggle_mark(self) -> None:
-        self.table.action_toggle_mark()
-
-    def action_sort_next(self) -> None:
-        self.table.action_sort_next()
-
-    def action_sort_reverse(self) -> None:
-        self.table.action_sort_reverse()
-
-    def action_next_metric(self) -> None:
-        self.table.action_next_metric()
+    def action_table(self, action: str) -> None:
+        """The job table's own actions (mark, sort, metric), bound here with every other key
+        (keys.py)."""
+        getattr(self.table, f"action_{action}")()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The table's actions only while the main screen is on top (hidden elsewhere)."""

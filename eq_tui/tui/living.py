@@ -12,6 +12,7 @@ from typing import Any
 from eq_tui.tui.rows import split_row_key
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from eq_tui.tui.screens.job_form import JobFormScreen
+from eq_tui.tui.targets import targets
 
 MANIFEST_CHECK_S = 2.0
 
@@ -106,21 +107,21 @@ class LivingQueueActions:
 
     def action_priority(self, delta: int) -> None:
         app = self._app()
-        keys = app.targets()
+        keys = targets(app)
         if keys:
             app.run_worker(app.sender.send("priority", keys, {"delta": delta}), group="commands",
                            exit_on_error=False)
 
     def action_hold(self) -> None:
         app = self._app()
-        keys = app.targets()
+        keys = targets(app)
         held = [k for k in keys if (self._job(k) or {}).get("status") == "held"]
         app.sender.send_soon("release" if keys and len(held) == len(keys) else "hold", keys)
 
     def _one_target(self, verb: str) -> tuple[list[str], dict[str, Any]] | None:
         """The one job edit or clone acts on (with a word to the person when there is not
         exactly one)."""
-        keys = self._app().targets()
+        keys = targets(self._app())
         job = self._job(keys[0]) if len(keys) == 1 else None
         if job is None:
             self._app().notify(f"select one job to {verb}", severity="warning")

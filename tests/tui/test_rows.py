@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from eq_tui.engine.model import FailureClass
-
 from eq_tui.api.events import (
     Alert,
     HostProbed,
@@ -14,6 +12,7 @@ from eq_tui.api.events import (
     QueueFinished,
     QueuePaused,
 )
+from eq_tui.api.model import FailureClass
 from eq_tui.tui.filters import parse_filter
 from eq_tui.tui.log_pane import lines_to_append, sanitise
 from eq_tui.tui.progress import measure
