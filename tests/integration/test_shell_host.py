@@ -179,6 +179,39 @@ async def test_tmux_job_gets_env_values_verbatim_and_secrets_stay_off_disk_and_p
     assert not list(bed.tmp.rglob("pwned*")) and not list(Path.cwd().glob("pwned*"))
 
 
+async def test_tmux_jobs_run_on_eq_tuis_own_server_with_the_launchs_environment(
+        bed: Bed) -> None:
+    """A person's own tmux server never gets our sessions, and a job's environment is its
+    launch's, never that of the server that was already running (here: started earlier with
+    a variable this launch does not have)."""
+    person = subprocess.run(["tmux", "new-session", "-d", "-s", "mine", "sleep 60"],
+                            env=bed.env, capture_output=True)
+    assert person.returncode == 0, person.stderr
+    earlier = dict(bed.env, STALE="from-the-server")
+    subprocess.run(["tmux", "-L", "eq-tui", "new-session", "-d", "-s", "keep", "sleep 60"],
+                   env=earlier, check=True)
+    host = ShellHost("t", LocalRunner(dict(bed.env, FRESH="from-the-launch")),
+                     session_prefix=bed.prefix)
+    try:
+        ref = await bed.launch(bed.request(
+            "own", 'echo "stale=${STALE:-} fresh=${FRESH:-} dev=$CUDA_VISIBLE_DEVICES"',
+            launcher="tmux"), host)
+        probe = await bed.finished(ref)
+        assert "stale= fresh=from-the-launch dev=0" in probe.log_tail
+        listed = subprocess.run(["tmux", "list-sessions", "-F", "#{session_name}"],
+                                env=bed.env, capture_output=True, text=True).stdout.split()
+        assert listed == ["mine"]
+        running = await bed.launch(bed.request("own2", "sleep 30", launcher="tmux"), host)
+        ours = subprocess.run(["tmux", "-L", "eq-tui", "list-sessions", "-F",
+                               "#{session_name}"], env=bed.env, capture_output=True,
+                              text=True).stdout.split()
+        assert running.session in ours and "keep" in ours
+        assert (await bed.probe(running))["own2"].session_alive
+    finally:
+        for socket in (["-L", "eq-tui"], []):
+            subprocess.run(["tmux", *socket, "kill-server"], env=bed.env, capture_output=True)
+
+
 async def test_a_missing_working_directory_is_said_in_the_log(bed: Bed) -> None:
     ref = await bed.launch(bed.request("nocwd", "true", cwd=str(bed.tmp / "gone")))
     probe = await bed.finished(ref)
@@ -218,7 +251,7 @@ async def test_a_stale_session_shows_exit_record_and_live_session(
 async def test_a_session_that_never_starts_fails_the_launch_fast(bed: Bed) -> None:
     # claims to start the session, starts nothing
     broken = fake_tool(bed.tmp / "broken", "tmux",
-                       "case $1 in new-session) exit 0;; esac\nexit 1\n")
+                       'case " $* " in *" new-session "*) exit 0;; esac\nexit 1\n')
     env = dict(bed.env, PATH=f"{broken}{os.pathsep}{bed.env['PATH']}")
     host = ShellHost("t", LocalRunner(env), session_prefix=bed.prefix)
     # the message is the fast path's (the session is seen gone), not the start timeout's

@@ -10,6 +10,7 @@ signal=
 
 pgid=$(tr -d ' \n' < "$dir/pgid" 2>/dev/null)
 # eq-tui include: _proc_groups.sh
+# eq-tui include: _tmux.sh
 proc_groups $$
 mine=$eq_pgid
 case $pgid in ''|*[!0-9]*) pgid= ;; esac
@@ -48,7 +49,7 @@ case $launcher in
                 fi
             done
         ;;
-    tmux) tmux kill-session -t "=$session" 2>/dev/null ;;
+    tmux) eq_tmux kill-session -t "=$session" 2>/dev/null ;;
 esac
 # how the attempt ended, as its exit record says (the wrapper's, or the one written above)
 code=

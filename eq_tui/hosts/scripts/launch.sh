@@ -18,7 +18,16 @@ esac
 
 not_starting="not launching"
 # eq-tui include: _launch_request.sh
+# eq-tui include: _tmux.sh
 read_launch_request
+if [ "$launcher" = tmux ]; then
+    # a tmux server's panes get the server's environment (whoever started it, whenever), not
+    # the launching client's: the wrapper starts from an empty one (env -i) and sources this
+    # launch's own first, then the job's
+    unset TMUX TMUX_PANE
+    envtext="$(export -p)
+$envtext"
+fi
 printf '%s' "$cmd" > "$dir/cmd" || fail_write cmd
 
 cat > "$dir/run.sh" <<'WRAPPER'
@@ -64,13 +73,14 @@ session_exists() {
         screen) screen -ls 2>/dev/null </dev/null |
                     sed -n 's/^[[:space:]]*[0-9][0-9]*\.\([^[:space:]]*\).*/\1/p' |
                     grep -qxF -e "$session" ;;
-        tmux) tmux has-session -t "=$session" 2>/dev/null </dev/null ;;
+        tmux) eq_tmux has-session -t "=$session" 2>/dev/null </dev/null ;;
     esac
 }
 start_session() {
     case $launcher in
         screen) screen -dmS "$session" sh "$dir/run.sh" "$dir" ;;
-        tmux) tmux new-session -d -s "$session" "sh $(quote "$dir/run.sh") $(quote "$dir")" ;;
+        tmux) eq_tmux new-session -d -s "$session" \
+                  "exec env -i sh $(quote "$dir/run.sh") $(quote "$dir")" ;;
     esac
 }
 start_session

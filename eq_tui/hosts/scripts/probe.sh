@@ -55,8 +55,9 @@ if command -v screen >/dev/null 2>&1; then
             case $name in "$prefix"*) echo "$line" ;; esac
         done
 fi
+# eq-tui include: _tmux.sh
 if command -v tmux >/dev/null 2>&1; then
-    tmux list-sessions -F '#{session_name}' 2>/dev/null </dev/null | while IFS= read -r name; do
+    eq_tmux list-sessions -F '#{session_name}' 2>/dev/null </dev/null | while IFS= read -r name; do
         case $name in "$prefix"*) echo "tmux $name" ;; esac
     done
 fi
