@@ -1,8 +1,9 @@
 """The contract between an engine and its front ends, and the only part of eq-tui's engine side
 that a front end imports (import-linter enforces it): the EngineClient interface and the typed
-snapshot, job record and command result (client), the events, job statuses and the run-state
-records (model), the shared reducer that keeps a snapshot current (ProjectState), progress out
-of a log line, and the control socket's client side (ControlClient, ReconnectingClient).
+snapshot, job record and command result (client), one typed command per verb (commands), the
+events, job statuses and the run-state records (model), the shared reducer that keeps a
+snapshot current (ProjectState), progress out of a log line, and the control socket's client
+side (ControlClient, ReconnectingClient).
 
 The engine imports this package too; nothing here imports the engine."""
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any, NotRequired, Protocol, TypedDict
 
+from eq_tui.api.commands import KINDS, Command
 from eq_tui.api.events import Event
 
-COMMANDS = ("kill", "retry", "requeue", "pause", "resume", "shutdown", "hold", "release",
-            "priority", "edit", "clone", "add", "reload", "release-gpu")
+COMMANDS = tuple(KINDS)  # every command an engine takes, by name (api/commands.py)
 
 
 class AttemptRecord(TypedDict, total=False):
@@ -176,6 +176,11 @@ class EngineClient(Protocol):
                       command_id: str | None = None) -> CommandResult:
         """`args`: what the command needs beyond job ids (edit, clone, add, priority, reload,
         and `by`: who sends it); `command_id`: the client's id, so a resend applies once."""
+        ...
+
+    async def send(self, command: Command, command_id: str | None = None) -> CommandResult:
+        """A typed command (eq_tui/api/commands.py): what the UI and the shell verbs send;
+        `command` above is the same on the wire."""
         ...
 
     async def tail(self, job_id: str, attempt: int | None = None, lines: int = 200) -> list[str]:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from eq_tui.api.client import CommandResult, SecretsAnswer, Snapshot
+from eq_tui.api.commands import Command
 from eq_tui.api.events import Event, Fanout, event_from_json
 from eq_tui.api.reducer import ProjectState
 
@@ -188,6 +189,10 @@ class ControlClient:
             "op": "command", "name": name, "jobs": job_ids or [], "args": args or {},
             "command_id": command_id or uuid.uuid4().hex})
         return result
+
+    async def send(self, command: Command, command_id: str | None = None) -> CommandResult:
+        name, targets, arguments = command.wire()
+        return await self.command(name, targets, arguments, command_id)
 
     async def tail(self, job_id: str, attempt: int | None = None,
                    lines: int = 200) -> list[str]:

@@ -14,9 +14,11 @@ import json
 import socket
 import sys
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from eq_tui.api.client import CommandResult
+from eq_tui.api.commands import OnJobs
 from eq_tui.cli.queue_verbs import Request, parse_verb
 from eq_tui.cli.remote.reach import NoEngine, reach
 from eq_tui.errors import RunDirError
@@ -46,19 +48,20 @@ async def send(request: Request) -> CommandResult:
     """The engine's answer; resent with the same id when the link drops on the way."""
     command_id = request.command_id or uuid.uuid4().hex
     request.command_id = command_id
-    args = {**request.args, "by": sender()}
+    command = replace(request.command, by=sender())
     pause = FIRST_PAUSE_S
     for attempt in range(RESENDS + 1):
         try:
             async with reach(request.where, request.config_path) as client:
-                jobs = list(request.jobs)
-                if request.filter is not None:
+                if request.filter is not None and isinstance(command, OnJobs):
+                    jobs = list(command.job_ids)
                     matched = filtered_jobs(dict(client.snapshot()), request.filter)
                     if not matched and not jobs:
                         return {"ok": False, "results": {},
                                 "error": f"no job matches {request.filter!r}"}
                     jobs += [job for job in matched if job not in jobs]
-                return await client.command(request.verb, jobs, args, command_id)
+                    command = replace(command, job_ids=tuple(jobs))
+                return await client.send(command, command_id)
         except (ConnectionError, NoEngine) as exc:
             # NoEngine after a first try: the engine may be restarting; it keeps the id
             if attempt == RESENDS or (isinstance(exc, NoEngine) and attempt == 0):

@@ -5,9 +5,19 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
+from eq_tui.api.command_args import ArgError, parse_sets
+from eq_tui.api.commands import (
+    KINDS,
+    Add,
+    Clone,
+    Command,
+    Edit,
+    OnJobs,
+    Reload,
+    SetPriority,
+)
 from eq_tui.cli.parsing import add_ssh_config, check_paths, new_parser, ssh_config_path
 from eq_tui.errors import UsageError
 
@@ -39,14 +49,20 @@ COMMAND_HELP = ("after --: the command; one word is taken as shell text as it is
 
 @dataclass
 class Request:
+    """A verb as given: the typed command it sends (its jobs those named, the filter's added
+    when it is sent), where to, and how to answer."""
+
     verb: str
     where: str
-    jobs: list[str] = field(default_factory=list)
+    command: Command
     filter: str | None = None
-    args: dict[str, Any] = field(default_factory=dict)
     as_json: bool = False
     config_path: str | None = None
     command_id: str | None = None
+
+    @property
+    def jobs(self) -> list[str]:
+        return self.command.targets()
 
 
 def parser(verb: str) -> argparse.ArgumentParser:
@@ -110,11 +126,9 @@ def parse_verb(verb: str, argv: list[str]) -> Request:
         cut = argv.index("--")
         before, words = argv[:cut], argv[cut + 1:]
     options = parser(verb).parse_args(before)
-    request = Request(verb, options.run_dir, jobs=list(getattr(options, "jobs", []) or []),
-                      filter=getattr(options, "filter", None), as_json=options.json,
-                      command_id=options.command_id)
+    jobs = list(getattr(options, "jobs", []) or [])
     check_paths([options.run_dir])
-    for job_id in request.jobs:
+    for job_id in jobs:
         if not _valid_id(job_id):
             raise UsageError(f"eq-tui {verb}: {job_id!r} is not a job id (letters, digits, "
                              "'_', '.', '-')")
@@ -123,53 +137,46 @@ def parse_verb(verb: str, argv: list[str]) -> Request:
     cmd = command_text(words) if words else None
     if cmd is not None and not cmd.strip():
         raise UsageError(f"eq-tui {verb}: the command after -- is empty")
-    request.args = _args(verb, options, cmd)
+    filter_query = getattr(options, "filter", None)
     needs_jobs = verb in (*JOB_VERBS, "edit", "priority")
-    if needs_jobs and not request.jobs and not request.filter:
+    if needs_jobs and not jobs and not filter_query:
         raise UsageError(f"eq-tui {verb}: name at least one JOB, or --filter QUERY")
-    request.config_path = ssh_config_path(options.ssh_config)
-    return request
+    return Request(verb, options.run_dir, _command(verb, options, tuple(jobs), cmd),
+                   filter=filter_query, as_json=options.json, command_id=options.command_id,
+                   config_path=ssh_config_path(options.ssh_config))
 
 
-def _args(verb: str, options: argparse.Namespace, cmd: str | None) -> dict[str, Any]:
-    args: dict[str, Any] = {}
+def _command(verb: str, options: argparse.Namespace, jobs: tuple[str, ...],
+             cmd: str | None) -> Command:
+    """The typed command the verb's options say."""
+    sets: dict[str, str] = {}
     if verb in ("edit", "clone"):
-        from eq_tui.api.command_args import ArgError, parse_sets
-
         try:
             sets = parse_sets(options.set)
         except ArgError as exc:
             raise UsageError(f"eq-tui {verb}: {exc}") from None
-        if sets:
-            args["set"] = sets
-        if cmd is not None:
-            args["cmd"] = cmd
-        if verb == "edit" and not args:
+    if verb in ("clone", "add") and options.id is not None and not _valid_id(options.id):
+        raise UsageError(f"eq-tui {verb}: --id {options.id!r} is not a job id (letters, "
+                         "digits, '_', '.', '-')")
+    if verb == "edit":
+        if cmd is None and not sets:
             raise UsageError("eq-tui edit: give the new command after --, or --set KEY=VALUE")
-    if verb in ("clone", "add"):
-        for key in ("id", "priority"):
-            if getattr(options, key) is not None:
-                args[key] = getattr(options, key)
-        if args.get("id") is not None and not _valid_id(args["id"]):
-            raise UsageError(f"eq-tui {verb}: --id {args['id']!r} is not a job id (letters, "
-                             "digits, '_', '.', '-')")
+        return Edit(jobs, cmd=cmd, sets=sets)
+    if verb == "clone":
+        return Clone(job=jobs[0], new_id=options.id, cmd=cmd, sets=sets,
+                     priority=options.priority)
     if verb == "add":
         if cmd is None:
             raise UsageError("eq-tui add: give the command after --")
-        args["cmd"] = cmd
-        if options.phase is not None:
-            args["phase"] = options.phase
-        if options.gpus is not None:
-            args["gpus_per_job"] = options.gpus
-        if options.mem is not None:
-            args["mem_mib"] = _mem_mib(options.mem)
-        if options.exclusive is not None:
-            args["exclusive"] = True
+        return Add(id=options.id, cmd=cmd, phase=options.phase, gpus_per_job=options.gpus,
+                   mem_mib=None if options.mem is None else _mem_mib(options.mem),
+                   exclusive=True if options.exclusive else None, priority=options.priority)
     if verb == "priority":
-        args.update(_priority(options.value))
+        return SetPriority(jobs, priority=_priority(options.value))
     if verb == "reload":
-        args["dry_run"] = options.dry_run
-    return args
+        return Reload(dry_run=options.dry_run)
+    kind = KINDS[verb]
+    return kind(job_ids=jobs) if issubclass(kind, OnJobs) else kind()
 
 
 def _mem_mib(value: str) -> int | str:
@@ -181,9 +188,9 @@ def _mem_mib(value: str) -> int | str:
     return int(value)
 
 
-def _priority(value: str) -> dict[str, int]:
+def _priority(value: str) -> int:
     try:
-        return {"priority": int(value)}
+        return int(value)
     except ValueError:
         raise UsageError(f"eq-tui priority: {value!r} is not a whole number") from None
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from eq_tui.api.client import CommandResult, SecretsAnswer, Snapshot
+from eq_tui.api.commands import Command
 from eq_tui.api.events import Event, QueueFinished, QueueWaiting
 from eq_tui.api.gpu_view import node_views
 from eq_tui.api.model import FailureClass, JobState, JobStatus, status_counts
@@ -122,10 +123,6 @@ class Engine:
     @property
     def token(self) -> str:
         return self.ctx.token
-
-    @property
-    def links(self) -> dict[str, HostLink]:
-        return {name: record.link for name, record in self.ctx.hosts.items()}
 
     @property
     def snapshots(self) -> dict[str, HostSnapshot]:
@@ -389,6 +386,9 @@ class Engine:
                       args: dict[str, Any] | None = None,
                       command_id: str | None = None) -> CommandResult:
         return await self.commands.run(name, job_ids, args, command_id)
+
+    async def send(self, command: Command, command_id: str | None = None) -> CommandResult:
+        return await self.commands.send(command, command_id)
 
     async def provide_secrets(self, values: dict[str, str], project: str) -> SecretsAnswer:
         """Secrets it lacks, handed over its control socket: kept in memory only; the jobs

@@ -8,6 +8,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from eq_tui.api.client import EngineClient
+from eq_tui.api.commands import ReleaseGpu
 from eq_tui.tui.run_view import RunView
 
 
@@ -45,7 +46,7 @@ def send_release(app: Releasing, project: str, target: str) -> None:
         client = app.clients.get(project)
         if client is None:
             return
-        answer = await client.command("release-gpu", [target])
+        answer = await client.send(ReleaseGpu(gpus=(target,), by="ui"))
         why = (answer.get("results") or {}).get(target, answer.get("error") or "")
         app.notify(f"GPU {target} released" if answer.get("ok") else f"{target}: {why}",
                    severity="information" if answer.get("ok") else "warning")

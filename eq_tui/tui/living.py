@@ -9,6 +9,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+from eq_tui.api.commands import (
+    Add,
+    Clone,
+    Command,
+    Edit,
+    Hold,
+    OnJobs,
+    Release,
+    Reload,
+    Requeue,
+    Retry,
+    SetPriority,
+)
 from eq_tui.tui.rows import split_row_key
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from eq_tui.tui.screens.job_form import JobFormScreen
@@ -46,6 +59,9 @@ def mtime(path: Path) -> float | None:
         return path.stat().st_mtime
     except OSError:
         return None
+
+
+JOB_COMMANDS: dict[str, type[OnJobs]] = {"retry": Retry, "requeue": Requeue}
 
 
 class LivingQueueActions:
@@ -89,7 +105,7 @@ class LivingQueueActions:
         """k/r/u on these jobs; the kill dialog leaves finished ones out."""
         sender = self._app().sender
         if name != "kill":
-            sender.send_soon(name, keys)
+            sender.send_soon(JOB_COMMANDS[name], keys)
         elif not keys or (keys := self.killable(keys)):
             sender.request_kill(keys)
 
@@ -109,14 +125,14 @@ class LivingQueueActions:
         app = self._app()
         keys = targets(app)
         if keys:
-            app.run_worker(app.sender.send("priority", keys, {"delta": delta}), group="commands",
-                           exit_on_error=False)
+            app.run_worker(app.sender.send(lambda ids: SetPriority(ids, delta=delta, by="ui"),
+                                           keys), group="commands", exit_on_error=False)
 
     def action_hold(self) -> None:
         app = self._app()
         keys = targets(app)
         held = [k for k in keys if (self._job(k) or {}).get("status") == "held"]
-        app.sender.send_soon("release" if keys and len(held) == len(keys) else "hold", keys)
+        app.sender.send_soon(Release if keys and len(held) == len(keys) else Hold, keys)
 
     def _one_target(self, verb: str) -> tuple[list[str], dict[str, Any]] | None:
         """The one job edit or clone acts on (with a word to the person when there is not
@@ -142,7 +158,8 @@ class LivingQueueActions:
 
         def answered(values: dict[str, str] | None) -> None:
             if values is not None and values["cmd"] != job.get("cmd"):
-                app.run_worker(app.sender.send("edit", keys, {"cmd": values["cmd"], "by": "ui"}),
+                cmd = values["cmd"]
+                app.run_worker(app.sender.send(lambda ids: Edit(ids, cmd=cmd, by="ui"), keys),
                                group="commands", exit_on_error=False)
 
         app.push_screen(JobFormScreen(f"Edit {job['id']}{note}", cmd=str(job.get("cmd", ""))),
@@ -156,9 +173,10 @@ class LivingQueueActions:
 
         def answered(values: dict[str, str] | None) -> None:
             if values is not None:
-                args = {"id": values["id"], "cmd": values["cmd"], "by": "ui"}
-                app.run_worker(app.sender.send("clone", keys, args), group="commands",
-                               exit_on_error=False)
+                new_id, cmd = values["id"], values["cmd"]
+                app.run_worker(app.sender.send(
+                    lambda ids: Clone(job=ids[0], new_id=new_id, cmd=cmd, by="ui"), keys),
+                    group="commands", exit_on_error=False)
 
         app.push_screen(JobFormScreen(f"Clone {job['id']}", cmd=str(job.get("cmd", "")),
                                       new_id=f"{job['id']}-clone", confirm_label="Clone"),
@@ -181,13 +199,13 @@ class LivingQueueActions:
         app.push_screen(JobFormScreen(f"Add a job to {project}", new_id="", phases=phases,
                                       confirm_label="Add"), answered)
 
-    async def _answered(self, client: Any, name: str, args: dict[str, Any], *, failed: str,
+    async def _answered(self, client: Any, command: Command, *, failed: str,
                         refused: str) -> dict[str, Any] | None:
         """Send one command with no job ids; a failure or a refusal ends as a notification
         (`failed` / `refused` lead it). The answer when the command was done."""
         app = self._app()
         try:
-            result: dict[str, Any] = await client.command(name, [], args)
+            result: dict[str, Any] = await client.send(command)
         except Exception as exc:
             app.notify(f"{failed} failed: {exc}", severity="error")
             return None
@@ -198,8 +216,9 @@ class LivingQueueActions:
 
     async def _send_add(self, project: str, values: dict[str, str]) -> None:
         client = self._app().clients[project]
-        if await self._answered(client, "add", {**values, "by": "ui"}, failed="add",
-                                refused="add") is not None:
+        command = Add(id=values.get("id"), cmd=values.get("cmd"), phase=values.get("phase"),
+                      by="ui")
+        if await self._answered(client, command, failed="add", refused="add") is not None:
             self._app().notify(f"added {values['id']}")
 
     def action_reload(self) -> None:
@@ -211,7 +230,7 @@ class LivingQueueActions:
         app = self._app()
         for project, client in app.clients.items():
             try:
-                plan = await client.command("reload", [], {"dry_run": True})
+                plan = await client.send(Reload(dry_run=True, by="ui"))
             except Exception as exc:
                 app.notify(f"{project}: reload failed: {exc}", severity="error")
                 continue
@@ -229,7 +248,7 @@ class LivingQueueActions:
                                           confirm_label="Reload"), answered)
 
     async def _apply_reload(self, project: str, client: Any) -> None:
-        result = await self._answered(client, "reload", {"by": "ui"},
+        result = await self._answered(client, Reload(by="ui"),
                                       failed=f"{project}: reload", refused=project)
         if result is not None:
             self._app().notify(

@@ -9,6 +9,7 @@ from typing import Any
 from textual.app import App
 
 from eq_tui.api.client import EngineClient
+from eq_tui.api.commands import Command, Kill, OnJobs, Pause, Resume, Retry, Shutdown
 from eq_tui.tui.rows import split_row_key
 from eq_tui.tui.run_view import RunView
 from eq_tui.tui.screens.confirm import ConfirmScreen
@@ -27,8 +28,8 @@ class CommandSender:
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         self.app.run_worker(work, group="commands", exit_on_error=False)
 
-    async def send(self, name: str, keys: list[str],
-                   args: dict[str, Any] | None = None) -> None:
+    async def send(self, make: Callable[[tuple[str, ...]], Command], keys: list[str]) -> None:
+        """`make(job_ids)`: the command for one project's jobs among `keys`."""
         by_project: dict[str, list[str]] = {}
         for key in keys:
             project, job_id = split_row_key(key)
@@ -38,8 +39,10 @@ class CommandSender:
             client = self.clients.get(project)
             if client is None:
                 continue
+            command = make(tuple(job_ids))
+            name = command.name
             try:
-                result = await client.command(name, job_ids, args)
+                result = await client.send(command)
             except Exception as exc:
                 notify(f"{name} failed: {exc}", severity="error")
                 continue
@@ -53,12 +56,13 @@ class CommandSender:
             if result.get("error") and not refused:
                 notify(f"{name}: {result['error']}", severity="warning")
 
-    def send_soon(self, name: str, keys: list[str]) -> None:
+    def send_soon(self, kind: type[OnJobs], keys: list[str]) -> None:
+        """kill, retry, requeue, hold or release these jobs, in the background."""
         if not keys:
             self.app.notify("no job selected", severity="warning")
             return
         self.before_send()
-        self._in_background(self.send(name, keys))
+        self._in_background(self.send(lambda ids: kind(job_ids=ids, by="ui"), keys))
 
     def request_kill(self, keys: list[str]) -> None:
         if not keys:
@@ -68,7 +72,7 @@ class CommandSender:
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.send_soon("kill", keys)
+                self.send_soon(Kill, keys)
 
         self.app.push_screen(ConfirmScreen(title, message, confirm_label="Kill"), answered)
 
@@ -83,17 +87,17 @@ class CommandSender:
         if not keys:
             self.app.notify("no job is stuck on a CUDA OOM")
             return
-        self.send_soon("retry", sorted(keys))
+        self.send_soon(Retry, sorted(keys))
 
     def set_paused(self, paused: bool) -> None:
-        name = "pause" if paused else "resume"
+        command = Pause(by="ui") if paused else Resume(by="ui")
 
         async def send_all() -> None:
             for client in self.clients.values():
                 try:
-                    await client.command(name)
+                    await client.send(command)
                 except Exception as exc:
-                    self.app.notify(f"{client.project}: {name} failed: {exc}",
+                    self.app.notify(f"{client.project}: {command.name} failed: {exc}",
                                     severity="error")
             self.app.notify("launching paused; running jobs keep running" if paused
                             else "launching resumed")
@@ -106,7 +110,7 @@ class CommandSender:
         async def stop_all() -> None:
             for client in self.clients.values():
                 try:
-                    await client.command("shutdown")
+                    await client.send(Shutdown(by="ui"))
                 except ConnectionError:
                     pass  # the engine closed the connection on its way out
                 except Exception as exc:

@@ -184,7 +184,7 @@ async def test_a_host_that_goes_down_keeps_its_jobs_and_is_reconciled(
         on_beta = {j.id for j in run.engine.jobs.values()
                    if j.host == "beta" and str(j.status) == "running"}
         bed.take_down("beta")
-        await run.wait_for(lambda: run.engine.links["beta"].state == "down", timeout=30)
+        await run.wait_for(lambda: run.engine.ctx.hosts["beta"].link.state == "down", timeout=30)
         # alpha keeps launching; beta's jobs stay running (they live in sessions there)
         await run.wait_for(lambda: any(j.host == "alpha" and len(j.history) >= 1 and
                                        j.id not in on_beta and str(j.status) == "completed"

@@ -7,6 +7,7 @@ import asyncio
 import copy
 from typing import Any
 
+from eq_tui.api.commands import Command
 from eq_tui.api.events import Event, JobUpdated, QueuePaused
 
 T0 = 1_700_000_000.0  # the fixed clock the sample data is built around
@@ -109,6 +110,7 @@ class FakeClient:
         self.tails = tails if tails is not None else {}
         self.commands: list[tuple[str, list[str] | None]] = []
         self.command_args: list[dict[str, Any]] = []
+        self.sent: list[Command] = []  # the typed commands, as the UI built them
         self.tail_calls: list[tuple[str, int | None]] = []
         self.fail_commands = False
         self.reloaded = False
@@ -162,6 +164,11 @@ class FakeClient:
         for job_id in job_ids or []:
             self.set_job(job_id, status=new_status)
         return {"ok": True, "results": {j: "ok" for j in job_ids or []}, "error": None}
+
+    async def send(self, command: Command, command_id: str | None = None) -> dict[str, Any]:
+        self.sent.append(command)
+        name, targets, arguments = command.wire()
+        return await self.command(name, targets, arguments, command_id)
 
     def _living(self, name: str, job_ids: list[str], args: dict[str, Any]) -> dict[str, Any]:
         """What the engine does for these, on the fake's records (the engine's own are tested

@@ -230,18 +230,25 @@ def test_set_arg_changes_one_arg_and_leaves_the_rest_of_the_text() -> None:
 def test_shell_verbs_parse_and_refuse_bad_usage() -> None:
     import pytest
 
+    from eq_tui.api.commands import Add, Clone, Edit, Kill, Reload, SetPriority
     from eq_tui.cli.queue_verbs import parse_verb
     from eq_tui.errors import UsageError
 
     edit = parse_verb("edit", ["run", "a", "b", "--", "python", "t.py", "--lr", "1e-3"])
-    assert (edit.jobs, edit.args) == (["a", "b"], {"cmd": "python t.py --lr 1e-3"})
+    assert edit.command == Edit(("a", "b"), cmd="python t.py --lr 1e-3")
+    assert edit.jobs == ["a", "b"]
+    assert edit.command.wire() == ("edit", ["a", "b"], {"cmd": "python t.py --lr 1e-3"})
     shell = parse_verb("edit", ["run", "a", "--", "python t.py | tee x"])
-    assert shell.args["cmd"] == "python t.py | tee x"  # one word: shell text as it is
+    assert shell.command == Edit(("a",), cmd="python t.py | tee x")  # one word: as it is
     quoted = parse_verb("add", ["run", "--id", "x", "--", "echo", "a b"])
-    assert quoted.args == {"id": "x", "cmd": "echo 'a b'"}
-    assert parse_verb("priority", ["run", "a", "b", "-3"]).args == {"priority": -3}
-    assert parse_verb("kill", ["run", "--filter", "status:stuck"]).filter == "status:stuck"
-    assert parse_verb("reload", ["h:/r", "--dry-run"]).args == {"dry_run": True}
+    assert quoted.command == Add(id="x", cmd="echo 'a b'")
+    assert parse_verb("priority", ["run", "a", "b", "-3"]).command == SetPriority(
+        ("a", "b"), priority=-3)
+    kill = parse_verb("kill", ["run", "--filter", "status:stuck"])
+    assert (kill.command, kill.filter) == (Kill(()), "status:stuck")
+    assert parse_verb("reload", ["h:/r", "--dry-run"]).command == Reload(dry_run=True)
+    assert parse_verb("clone", ["run", "a", "--id", "b", "--set", "lr=3"]).command == Clone(
+        job="a", new_id="b", sets={"lr": "3"})
     for verb, argv in (("kill", ["run"]), ("kill", ["run", "a;b"]), ("edit", ["run", "a"]),
                        ("add", ["run", "--id", "x"]), ("add", ["run", "--id", "a b", "--", "x"]),
                        ("pause", ["run", "--", "x"]), ("priority", ["run", "a", "high"]),

@@ -147,15 +147,16 @@ async def test_jobs_made_after_the_state_copy_come_back_from_events_with_their_s
 
 
 def test_eq_tui_add_takes_mem_and_exclusive() -> None:
+    from eq_tui.api.commands import Add
     from eq_tui.cli.queue_verbs import parse_verb
     from eq_tui.errors import UsageError
 
     add = parse_verb("add", ["run", "--id", "x", "--gpus", "0", "--", "t"])
-    assert add.args == {"id": "x", "cmd": "t", "gpus_per_job": 0}
+    assert add.command.wire() == ("add", [], {"id": "x", "cmd": "t", "gpus_per_job": 0})
     add = parse_verb("add", ["run", "--id", "x", "--mem", "18000", "--exclusive", "--", "t"])
-    assert (add.args["mem_mib"], add.args["exclusive"]) == (18000, True)
-    assert parse_verb("add", ["run", "--id", "x", "--mem", "auto", "--", "t"]).args[
-        "mem_mib"] == "auto"
+    assert add.command == Add(id="x", cmd="t", mem_mib=18000, exclusive=True)
+    assert parse_verb("add", ["run", "--id", "x", "--mem", "auto", "--", "t"]).command == Add(
+        id="x", cmd="t", mem_mib="auto")
     for bad in ("18GB", "0", "-1", "AUTO"):
         with pytest.raises(UsageError, match="whole number of MiB"):
             parse_verb("add", ["run", "--id", "x", "--mem", bad, "--", "t"])

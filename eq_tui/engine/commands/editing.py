@@ -4,12 +4,14 @@ add a job to a phase, reload the manifest file (reload.py). Each change is in th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from eq_tui.api.client import CommandResult
 from eq_tui.api.command_args import ArgError, apply_sets
 from eq_tui.api.command_result import result
+from eq_tui.api.commands import Add, Clone, Edit, Reload
 from eq_tui.api.events import JobAdded, JobEdited
 from eq_tui.api.model import JobState, JobStatus
 from eq_tui.engine.commands.reload import reload_manifest
@@ -19,7 +21,6 @@ from eq_tui.engine.state.naming import ID_PATTERN
 from eq_tui.manifest.model import JobSpec
 
 if TYPE_CHECKING:
-    from eq_tui.engine.commands.dispatch import ArgHandler
     from eq_tui.engine.engine import Engine
 
 MAX_ID = 100
@@ -51,17 +52,12 @@ class Editing:
         self.ctx = ctx
         self.engine = engine
 
-    def handlers(self) -> dict[str, ArgHandler]:
-        return {"edit": self.edit, "clone": self.clone, "add": self.add,
-                "reload": self.reload}
-
-    def _new_cmd(self, base: str, args: dict[str, Any]) -> tuple[str | None, str | None]:
-        """(the command args ask for, or None and why)."""
-        cmd = args.get("cmd")
+    def _new_cmd(self, base: str, cmd: Any, sets: Mapping[str, Any]
+                 ) -> tuple[str | None, str | None]:
+        """(the command `cmd` and `sets` ask for, or None and why)."""
         cmd = base if cmd is None else cmd
         try:
-            cmd = apply_sets(str(cmd), {str(k): str(v) for k, v in
-                                        dict(args.get("set") or {}).items()})
+            cmd = apply_sets(str(cmd), {str(k): str(v) for k, v in dict(sets or {}).items()})
         except (ArgError, TypeError, ValueError) as exc:
             return None, str(exc)
         problem = check_cmd(cmd)
@@ -69,27 +65,27 @@ class Editing:
 
     # ---- edit ------------------------------------------------------------------------------
 
-    async def edit(self, job_ids: list[str], args: dict[str, Any]) -> CommandResult:
-        if not job_ids:
+    async def edit(self, command: Edit) -> CommandResult:
+        if not command.job_ids:
             return result(error="edit needs at least one job id")
-        if args.get("cmd") is None and not args.get("set"):
+        if command.cmd is None and not command.sets:
             return result(error="edit needs a new command or --set key=value")
-        results = {job_id: self._edit_one(job_id, args) for job_id in job_ids}
+        results = {job_id: self._edit_one(job_id, command) for job_id in command.job_ids}
         return result(results)
 
-    def _edit_one(self, job_id: str, args: dict[str, Any]) -> str:
+    def _edit_one(self, job_id: str, command: Edit) -> str:
         ctx = self.ctx
         job = ctx.ledger.jobs.get(job_id)
         if job is None:
             return "no such job"
         if job.status.is_active:
             return f"{job.status}: kill or requeue it first, or clone it"
-        new, problem = self._new_cmd(job.cmd, args)
+        new, problem = self._new_cmd(job.cmd, command.cmd, command.sets)
         if new is None:
             return problem or "invalid command"
         if new == job.cmd:
             return "unchanged: that is its command already"
-        by = str(args.get("by") or "")
+        by = command.by
         old, requeue = job.cmd, job.status.is_finished
         now = ctx.clock()
         job.change_cmd(new)
@@ -111,29 +107,28 @@ class Editing:
 
     # ---- clone and add ---------------------------------------------------------------------
 
-    async def clone(self, job_ids: list[str], args: dict[str, Any]) -> CommandResult:
+    async def clone(self, command: Clone) -> CommandResult:
         ctx = self.ctx
-        if len(job_ids) != 1:
-            return result(error="clone takes one job id")
-        source = ctx.ledger.jobs.get(job_ids[0])
-        spec = ctx.ledger.specs.get(job_ids[0])
+        source = ctx.ledger.jobs.get(command.job)
+        spec = ctx.ledger.specs.get(command.job)
         if source is None or spec is None:
-            return result({job_ids[0]: "no such job"})
-        new_id = args.get("id") or self._clone_id(source.id)
+            return result({command.job: "no such job"})
+        new_id = command.new_id or self._clone_id(source.id)
         problem = check_new_id(ctx, new_id)
-        cmd, cmd_problem = self._new_cmd(source.cmd, args)
+        cmd, cmd_problem = self._new_cmd(source.cmd, command.cmd, command.sets)
         if problem or cmd is None:
             return result(error=problem or cmd_problem)
-        priority = args.get("priority", source.priority)
+        priority = source.priority if command.priority is None else command.priority
         if not isinstance(priority, int):
             return result(error=f"priority must be a whole number, not {priority!r}")
-        sharing = sharing_args(args, spec.gpus_per_job, spec.mem_mib, spec.exclusive)
+        sharing = sharing_args(_given(mem_mib=command.mem_mib, exclusive=command.exclusive),
+                               spec.gpus_per_job, spec.mem_mib, spec.exclusive)
         if isinstance(sharing, str):
             return result(error=sharing)
         # the clone keeps its source's family: it learns memory from the same siblings
         new_spec = replace(spec, id=new_id, cmd=cmd, priority=priority, mem_mib=sharing[0],
                            exclusive=sharing[1])
-        self._add(new_spec, "clone", str(args.get("by") or ""), source=source.id)
+        self._add(new_spec, "clone", command.by, source=source.id)
         return result({new_id: "ok"}, detail={"job": new_id, "source": source.id})
 
     def _clone_id(self, source: str) -> str:
@@ -142,15 +137,15 @@ class Editing:
             n += 1
         return f"{source}-clone{n}"
 
-    async def add(self, job_ids: list[str], args: dict[str, Any]) -> CommandResult:
+    async def add(self, command: Add) -> CommandResult:
         ctx = self.ctx
         manifest = ctx.manifest
-        job_id = args.get("id")
+        job_id = command.id
         phases = [phase.name for phase in manifest.phases]
-        phase = args.get("phase") or (phases[0] if len(phases) == 1 else None)
-        gpus = args.get("gpus_per_job", manifest.gpus_per_job)
-        priority = args.get("priority", 0)
-        problem = check_new_id(ctx, job_id) or check_cmd(args.get("cmd"))
+        phase = command.phase or (phases[0] if len(phases) == 1 else None)
+        gpus = manifest.gpus_per_job if command.gpus_per_job is None else command.gpus_per_job
+        priority = 0 if command.priority is None else command.priority
+        problem = check_new_id(ctx, job_id) or check_cmd(command.cmd)
         if problem is None and phase not in phases:
             problem = (f"give a phase: {', '.join(phases)}" if phase is None else
                        f"no phase {phase!r} here (phases: {', '.join(phases)})")
@@ -159,15 +154,16 @@ class Editing:
             problem = f"gpus_per_job must be a whole number from 0 to 64, not {gpus!r}"
         if problem is None and not isinstance(priority, int):
             problem = f"priority must be a whole number, not {priority!r}"
-        sharing = sharing_args(args, gpus, manifest.mem_mib, manifest.exclusive) \
+        sharing = sharing_args(_given(mem_mib=command.mem_mib, exclusive=command.exclusive),
+                               gpus, manifest.mem_mib, manifest.exclusive) \
             if problem is None else problem
         if isinstance(sharing, str):
             return result(error=sharing)
-        spec = JobSpec(id=str(job_id), phase=str(phase), cmd=str(args["cmd"]),
-                       output_check=args.get("output_check") or None, gpus_per_job=gpus,
+        spec = JobSpec(id=str(job_id), phase=str(phase), cmd=str(command.cmd),
+                       output_check=command.output_check or None, gpus_per_job=gpus,
                        priority=priority, mem_mib=sharing[0], exclusive=sharing[1],
                        family=str(phase))
-        self._add(spec, "added", str(args.get("by") or ""))
+        self._add(spec, "added", command.by)
         return result({spec.id: "ok"}, detail={"job": spec.id, "phase": spec.phase})
 
     def _add(self, spec: JobSpec, origin: str, by: str, *, source: str | None = None) -> None:
@@ -185,9 +181,13 @@ class Editing:
 
     # ---- reload ----------------------------------------------------------------------------
 
-    async def reload(self, job_ids: list[str], args: dict[str, Any]) -> CommandResult:
-        done = await reload_manifest(self.ctx, by=str(args.get("by") or ""),
-                                     dry_run=bool(args.get("dry_run")))
-        if done["ok"] and not args.get("dry_run"):
+    async def reload(self, command: Reload) -> CommandResult:
+        done = await reload_manifest(self.ctx, by=command.by, dry_run=bool(command.dry_run))
+        if done["ok"] and not command.dry_run:
             self.engine.persistence.persist(whole=True)  # retired jobs leave the state file
         return done
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The arguments a sender gave (None: not given)."""
+    return {key: value for key, value in values.items() if value is not None}

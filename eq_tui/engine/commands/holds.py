@@ -3,10 +3,9 @@ orders the waiting jobs (higher first). Both are in the job's record, so a resta
 
 from __future__ import annotations
 
-from typing import Any
-
 from eq_tui.api.client import CommandResult
 from eq_tui.api.command_result import result
+from eq_tui.api.commands import SetPriority
 from eq_tui.api.model import JobState, JobStatus
 from eq_tui.engine.context import RunContext
 
@@ -37,9 +36,9 @@ class Holds:
         self.ctx.ledger.set_status(job, JobStatus.PENDING)
         return "ok"
 
-    async def priority(self, job_ids: list[str], args: dict[str, Any]) -> CommandResult:
-        """`args`: {"priority": N} sets it, {"delta": N} moves it (the UI's +/-)."""
-        value, delta = args.get("priority"), args.get("delta")
+    async def priority(self, command: SetPriority) -> CommandResult:
+        """`priority` sets it, `delta` moves it (the UI's +/-)."""
+        job_ids, value, delta = list(command.job_ids), command.priority, command.delta
         if not job_ids:
             return result(error="priority needs at least one job id")
         for name, given in (("priority", value), ("delta", delta)):

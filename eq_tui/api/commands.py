@@ -1,0 +1,204 @@
+"""What a person can ask of an engine: one typed command per verb. The shell verbs
+(cli/queue_verbs.py), the UI (tui/sender.py, tui/living.py) and the engine's handlers
+(engine/commands/) all speak these; on the control socket a command travels as its name, the
+ids it acts on and its arguments (`wire()`), and `from_wire` makes it typed again.
+
+The fields hold what the sender gave: the handlers judge the values (a priority that is not a
+whole number, an id that is taken) and say why in the command's result, so a client in another
+process gets the same answers as one in the engine's own."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+
+class CommandError(ValueError):
+    """A request that is no command: an unknown name, ids that are not strings, an argument
+    the command does not take."""
+
+
+@dataclass(frozen=True)
+class Command:
+    name: ClassVar[str]
+    by: str = field(default="", kw_only=True)  # who sends it ("ui", a user name), for records
+
+    def targets(self) -> list[str]:
+        """What it acts on, as sent where job ids go (GPUs for release-gpu)."""
+        return []
+
+    def arguments(self) -> dict[str, Any]:
+        """Its arguments beyond the ids, as sent on the wire (unset ones left out)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name in _NOT_ARGUMENTS:
+                continue
+            value = getattr(self, f.name)
+            if value is None or (f.name in _DROP_WHEN_EMPTY and not value):
+                continue
+            out[_WIRE_NAMES.get(f.name, f.name)] = dict(value) if f.name == "sets" else value
+        return out
+
+    def wire(self) -> tuple[str, list[str], dict[str, Any]]:
+        return self.name, self.targets(), self.arguments()
+
+
+@dataclass(frozen=True)
+class OnJobs(Command):
+    """A command on jobs named by id (each answered ok or why not)."""
+
+    job_ids: tuple[str, ...] = ()
+
+    def targets(self) -> list[str]:
+        return list(self.job_ids)
+
+
+@dataclass(frozen=True)
+class Kill(OnJobs):
+    name: ClassVar[str] = "kill"
+
+
+@dataclass(frozen=True)
+class Retry(OnJobs):
+    name: ClassVar[str] = "retry"
+
+
+@dataclass(frozen=True)
+class Requeue(OnJobs):
+    name: ClassVar[str] = "requeue"
+
+
+@dataclass(frozen=True)
+class Hold(OnJobs):
+    name: ClassVar[str] = "hold"
+
+
+@dataclass(frozen=True)
+class Release(OnJobs):
+    name: ClassVar[str] = "release"
+
+
+@dataclass(frozen=True)
+class SetPriority(OnJobs):
+    """`priority` sets it, `delta` moves it (the UI's + and -); exactly one of them."""
+
+    name: ClassVar[str] = "priority"
+    priority: Any = None
+    delta: Any = None
+
+
+@dataclass(frozen=True)
+class Edit(OnJobs):
+    """A new command (`cmd`), or the old one with some `--key value`s changed (`sets`)."""
+
+    name: ClassVar[str] = "edit"
+    cmd: Any = None
+    sets: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Clone(Command):
+    name: ClassVar[str] = "clone"
+    job: str = ""
+    new_id: Any = None  # default: JOB-cloneN
+    cmd: Any = None
+    sets: Mapping[str, Any] = field(default_factory=dict)
+    priority: Any = None
+    mem_mib: Any = None
+    exclusive: Any = None
+
+    def targets(self) -> list[str]:
+        return [self.job]
+
+
+@dataclass(frozen=True)
+class Add(Command):
+    name: ClassVar[str] = "add"
+    id: Any = None
+    cmd: Any = None
+    phase: Any = None
+    gpus_per_job: Any = None
+    mem_mib: Any = None  # MiB, or "auto"
+    exclusive: Any = None
+    priority: Any = None
+    output_check: Any = None
+
+
+@dataclass(frozen=True)
+class Reload(Command):
+    name: ClassVar[str] = "reload"
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class Pause(Command):
+    name: ClassVar[str] = "pause"
+
+
+@dataclass(frozen=True)
+class Resume(Command):
+    name: ClassVar[str] = "resume"
+
+
+@dataclass(frozen=True)
+class Shutdown(Command):
+    """Stop the engine; its jobs keep running in their sessions."""
+
+    name: ClassVar[str] = "shutdown"
+
+
+@dataclass(frozen=True)
+class ReleaseGpu(Command):
+    """Give quarantined GPUs back, each `HOST:GPU`."""
+
+    name: ClassVar[str] = "release-gpu"
+    gpus: tuple[str, ...] = ()
+
+    def targets(self) -> list[str]:
+        return list(self.gpus)
+
+
+KINDS: dict[str, type[Command]] = {kind.name: kind for kind in (
+    Kill, Retry, Requeue, Hold, Release, SetPriority, Edit, Clone, Add, Reload, Pause, Resume,
+    Shutdown, ReleaseGpu)}
+_NOT_ARGUMENTS = frozenset({"job_ids", "job", "gpus"})
+_DROP_WHEN_EMPTY = frozenset({"sets", "by"})
+_WIRE_NAMES = {"sets": "set", "new_id": "id"}
+_FIELD_NAMES = {wire: name for name, wire in _WIRE_NAMES.items()}
+
+
+def from_wire(name: str, targets: Sequence[Any] | None = None,
+              args: Mapping[str, Any] | None = None) -> Command:
+    """The typed command a request names; CommandError saying what is wrong otherwise."""
+    kind = KINDS.get(str(name))
+    if kind is None:
+        raise CommandError(f"unknown command {name!r}")
+    ids = list(targets or [])
+    if not all(isinstance(one, str) for one in ids):
+        raise CommandError(f"{name}: ids must be strings")
+    args = dict(args or {})
+    known = {f.name for f in fields(kind)} - _NOT_ARGUMENTS
+    given: dict[str, Any] = {}
+    for key, value in args.items():
+        field_name = _FIELD_NAMES.get(key, key)
+        if field_name not in known:
+            field_name = key  # Add's own `id`
+        if field_name not in known:
+            raise CommandError(f"{name} takes no argument {key!r}")
+        given[field_name] = value
+    if "sets" in given and not isinstance(given["sets"], Mapping):
+        raise CommandError(f"{name}: 'set' must map keys to values")
+    if "by" in given:
+        given["by"] = str(given["by"] or "")
+    if issubclass(kind, OnJobs):
+        return kind(job_ids=tuple(ids), **given)
+    if kind is Clone:
+        if len(ids) != 1:
+            raise CommandError("clone takes one job id")
+        return Clone(job=ids[0], **given)
+    if kind is ReleaseGpu:
+        return ReleaseGpu(gpus=tuple(ids), **given)
+    if ids:
+        raise CommandError(f"{name} takes no ids")
+    return kind(**given)

@@ -1,0 +1,72 @@
+"""kill, retry, requeue: what a person does to one job at a time (the dispatch runs them side by
+side for the jobs one command names)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from eq_tui.api.model import FailureClass, JobState, JobStatus
+
+if TYPE_CHECKING:
+    from eq_tui.engine.engine import Engine
+
+# A stopped session gets SIGTERM and up to 5 s before SIGKILL: jobs named together are stopped
+# side by side (a few per host at once, so one SSH connection is not flooded with channels).
+STOPS_PER_HOST = 8
+
+
+class JobCommands:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.ctx = engine.ctx
+        self._stop_slots: dict[str, asyncio.Semaphore] = {}
+
+    async def _stop_attempt(self, job: JobState, why: FailureClass, text: str) -> None:
+        """A person ends the running attempt: its session is stopped and it says why (`text`
+        also goes to the attempt's log and exit record)."""
+        if not job.status.is_active:
+            return
+        slots = self._stop_slots.setdefault(job.host or "", asyncio.Semaphore(STOPS_PER_HOST))
+        async with slots:
+            await self.engine.launcher.stop_session(job, text)
+        current = job.current
+        if current is not None:
+            current.failure_class = why
+
+    async def kill(self, job: JobState) -> str:
+        if job.status.is_finished:
+            return f"already {job.status}"
+        await self._stop_attempt(job, FailureClass.KILLED, "killed by the user")
+        job.retry_at = None
+        job.reason = "killed by the user"
+        self.ctx.ledger.set_status(job, JobStatus.KILLED, failure_class=FailureClass.KILLED,
+                                   detail="killed by the user")
+        return "ok"
+
+    async def retry(self, job: JobState) -> str:
+        ledger = self.ctx.ledger
+        if job.status == JobStatus.FAILED_OOM:
+            job.retry_at = self.ctx.clock()
+            ledger.changed(job)
+            return "ok"
+        if job.status.needs_person:
+            self.ctx.crash_guard.release(job.phase, f"retry of {job.id}")
+            job.retry_base = job.attempts  # a fresh retry budget; attempts keep counting
+            job.retries_by_class = {}
+            job.min_gpu_mib = None  # a person may have changed what it asks for
+            job.retry_at = None
+            job.reason = None
+            job.failure = None
+            ledger.set_status(job, JobStatus.PENDING)
+            return "ok"
+        return f"cannot retry a {job.status} job"
+
+    async def requeue(self, job: JobState) -> str:
+        if not job.status.is_active and job.status != JobStatus.FAILED_OOM:
+            return f"cannot requeue a {job.status} job (only running ones)"
+        await self._stop_attempt(job, FailureClass.REQUEUED, "requeued by the user")
+        job.retry_at = None
+        job.reason = "requeued by the user"
+        self.ctx.ledger.set_status(job, JobStatus.PENDING)
+        return "ok"
