@@ -13,7 +13,6 @@ from textual.widget import Widget
 
 from eq_tui.tui.keys import KEYS
 
-WIDE = 100  # from this width on, two columns between two items (one below it)
 Item = tuple[str, str, str]  # key as shown, label, the key pressed by a click
 
 
@@ -35,9 +34,14 @@ def footer_items(bindings: Iterable[Binding], display: dict[str, str]) -> list[I
     return items
 
 
-def footer_lines(items: Sequence[Item], width: int) -> list[list[Item]]:
-    """The items wrapped onto lines of `width` columns (an item never split)."""
-    gap = separator(width)
+def footer_lines(items: Sequence[Item], width: int) -> tuple[list[list[Item]], int]:
+    """The items wrapped onto lines of `width` columns (an item never split), and the gap
+    between two items: two columns, or one where that saves a line."""
+    wide, narrow = _wrap(items, width, 2), _wrap(items, width, 1)
+    return (wide, 2) if len(wide) <= len(narrow) else (narrow, 1)
+
+
+def _wrap(items: Sequence[Item], width: int, gap: int) -> list[list[Item]]:
     lines: list[list[Item]] = [[]]
     used = 0
     for item in items:
@@ -50,17 +54,13 @@ def footer_lines(items: Sequence[Item], width: int) -> list[list[Item]]:
     return lines
 
 
-def separator(width: int) -> int:
-    return 2 if width >= WIDE else 1
-
-
 def footer_height(width: int) -> int:
     """How many lines the main screen's footer takes at this width (its keys with the table
     focused: all of keys.py's, and the palette's)."""
     shown = [Binding(k.key, k.action, k.label, show=k.footer, group=k.group) for k in KEYS]
     items = [*footer_items(shown, {k.key: k.glyph or k.written for k in KEYS}),
              ("^p", "palette", "")]
-    return len(footer_lines(items, max(1, width)))
+    return len(footer_lines(items, max(1, width))[0])
 
 
 class KeyFooter(Widget):
@@ -93,13 +93,12 @@ class KeyFooter(Widget):
             app.get_key_display(Binding(palette, "")), "palette", palette)] if palette else [])]
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return len(footer_lines(self.items(), max(1, width)))
+        return len(footer_lines(self.items(), max(1, width))[0])
 
     def render(self) -> Content:
-        width = max(1, self.size.width)
-        lines = footer_lines(self.items(), width)
+        lines, gap = footer_lines(self.items(), max(1, self.size.width))
         return Content("\n").join(
-            Content(" " * separator(width)).join(
+            Content(" " * gap).join(
                 Content.assemble(
                     Content.from_markup(f"[@click=app.simulate_key({pressed!r})]$text",
                                         text=key).stylize("bold $footer-key-foreground"),
