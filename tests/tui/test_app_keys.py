@@ -7,6 +7,7 @@ from pathlib import Path
 
 from textual.widgets import Input, Log
 
+from eq_tui.api.commands import Pause, Resume
 from eq_tui.api.events import Alert, HostStateChanged
 from eq_tui.tui.app import EqTuiApp
 from eq_tui.tui.gpu_grid import GRID_PANELS
@@ -105,11 +106,11 @@ async def test_p_pauses_and_resumes_launching_and_the_header_says_paused() -> No
         await pilot.press("p")
         await eventually(pilot, lambda: app.view.paused
                          and "PAUSED" in str(app.query_one("#header").render()))
-        assert client.commands == [("pause", None)]
+        assert client.sent == [Pause(by="ui")]
         await pilot.press("p")
         await eventually(pilot, lambda: not app.view.paused
                          and "PAUSED" not in str(app.query_one("#header").render()))
-        assert client.commands[-1] == ("resume", None)
+        assert client.sent[-1] == Resume(by="ui")
 
 
 async def test_enter_opens_the_details_screen_with_every_attempt_and_its_log() -> None:

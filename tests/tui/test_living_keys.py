@@ -9,6 +9,7 @@ from pathlib import Path
 
 from textual.widgets import Input
 
+from eq_tui.api.commands import Reload, SetPriority
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from eq_tui.tui.screens.job_form import JobFormScreen
 from tests.tui.fake_client import FakeClient, sample_snapshot
@@ -26,11 +27,12 @@ async def test_plus_minus_and_h_act_on_the_marked_rows() -> None:
         await pilot.press("plus")
         await eventually(pilot, lambda: client.commands[-1:] == [
             ("priority", ["student_s8", "student_s9"])])
-        assert client.command_args[-1] == {"delta": 1}
+        assert client.sent[-1] == SetPriority(("student_s8", "student_s9"), delta=1, by="ui")
         await eventually(pilot, lambda: str(table(app).get_cell("demo/student_s8",
                                                                 "priority")) == "1")
         await pilot.press("minus")
-        await eventually(pilot, lambda: client.command_args[-1] == {"delta": -1})
+        await eventually(pilot, lambda: client.sent[-1] == SetPriority(
+            ("student_s8", "student_s9"), delta=-1, by="ui"))
         for key in ("student_s8", "student_s9"):  # + and - keep the marks: unmark both
             await goto(app, key)
             await pilot.press("space")
@@ -105,7 +107,7 @@ async def test_reload_from_the_palette_shows_the_plan_then_reloads_on_yes() -> N
         await eventually(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         message = str(app.screen.query_one("#dialog-message").render())
         assert "add: new_job" in message and "retire: student_s9" in message
-        assert client.command_args[-1] == {"dry_run": True} and not client.reloaded
+        assert client.sent[-1] == Reload(dry_run=True, by="ui") and not client.reloaded
         await pilot.press("y")
         await eventually(pilot, lambda: client.reloaded)
 

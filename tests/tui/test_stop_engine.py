@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import Button
 
+from eq_tui.api.commands import Shutdown
 from eq_tui.tui.app import EqTuiApp
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from tests.tui.fake_client import T0, FakeClient, sample_snapshot
@@ -50,7 +51,7 @@ async def test_stop_yes_shuts_the_engine_down_and_exits() -> None:
         await open_stop_from_palette(app, pilot)
         await pilot.press("y")
         await eventually(pilot, lambda: not app.is_running, what="the app to exit")
-    assert client.commands == [("shutdown", None)]
+    assert client.sent == [Shutdown(by="ui")]
     assert app.engine_stopped
     assert app.return_value == 0
 
@@ -64,7 +65,7 @@ async def test_stop_reaches_every_engine_of_an_in_process_ui() -> None:
         assert "run the same command again" in app.screen.message  # type: ignore[attr-defined]
         await pilot.press("y")
         await eventually(pilot, lambda: not app.is_running, what="the app to exit")
-    assert first.commands == second.commands == [("shutdown", None)]
+    assert first.sent == second.sent == [Shutdown(by="ui")]
 
 
 async def test_an_engine_that_went_away_is_shown_and_q_leaves_without_asking() -> None:

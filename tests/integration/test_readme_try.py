@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.integration
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+README = (Path(__file__).resolve().parent.parent.parent / "README.md").read_text(encoding="utf-8")
 EQ = [sys.executable, "-m", "eq_tui"]
 
 
