@@ -60,6 +60,8 @@ EQ = [sys.executable, "-m", "eq_tui"]
 BEHAVIOURS = (("ok", 60), ("oom_once", 15), ("oom_always", 5), ("fails", 6), ("stale", 6),
               ("slow", 8))
 GPUS_PER_HOST = 4
+# The evidence each plan's verdict needs: faults that took effect, and of how many kinds.
+EVIDENCE = {"short": (6, 4), "long": (10, 5)}
 SHORT_PLAN = ["kill9", "cut_host", "kill9", "reboot", "corrupt_state", "kill9", "disk_full",
               "command_kill9", "cut_host", "kill9"]
 
@@ -184,15 +186,17 @@ def in_flight(bed: SshBed) -> Counter[str]:
     return alive
 
 
-def wait_for_work(driver: Driver, bed: SshBed, timeout: float = 20) -> None:
+def wait_for_work(driver: Driver, bed: SshBed, timeout: float = 20) -> bool:
     """Let the queue progress (two more completions) and have runs of ours alive, so that
-    the next fault meets something to break."""
+    the next fault meets something to break. False: no run of ours is alive (the fault would
+    meet nothing; the verdict counts it as idle and fails)."""
     start_completed = driver.counts()["completed"]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and not driver.finished():
         if driver.counts()["completed"] >= start_completed + 2 and sum(in_flight(bed).values()):
-            return
+            return True
         time.sleep(0.2)
+    return bool(sum(in_flight(bed).values()))
 
 
 def busiest_host(bed: SshBed, rng: random.Random) -> str:
@@ -316,12 +320,15 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
     rng = random.Random(seed + 1)
     plan = SHORT_PLAN * (2 if faults == "long" else 1)
     injected: list[Fault] = []
+    idle: list[str] = []
     try:
         driver.start_engine()
         for kind in plan:
-            wait_for_work(driver, bed)
+            working = wait_for_work(driver, bed)
             if driver.finished():
                 break
+            if not working:
+                idle.append(f"{kind} injected while no job of ours ran")
             if kind == "command_kill9":  # an engine kill with a command in flight
                 assert driver.engine is not None
                 pid, t0 = driver.engine.pid, time.time()
@@ -334,6 +341,12 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
         wait_to_end(driver, timeout=600)
         victims = retry_fault_victims(manifest, run_dir, bed)
         verdict = check(driver, bed, behaviours, injected, victims, work)
+        verdict.min_effective, verdict.min_kinds = EVIDENCE[faults]
+        verdict.idle_faults = len(idle)
+        verdict.details += idle
+        if len(injected) < len(plan):
+            verdict.details.append(f"the queue ended after {len(injected)} of {len(plan)} "
+                                   "faults")
         verdict.wall_s = time.monotonic() - started
     finally:
         driver.log.close()

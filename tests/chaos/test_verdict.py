@@ -145,3 +145,24 @@ def test_jobs_retried_by_hand_are_bounded_by_the_faults_that_explain_them() -> N
     assert len(explain_retries({"j": ("lost", "beta", 105.0)}, [reboot], per_fault=4)) == 1
     assert len(explain_retries({"j": ("disk_full", "alpha", 105.0)}, [reboot], 4)) == 1
     assert len(explain_retries({"j": ("lost", "alpha", 5.0)}, [reboot], per_fault=4)) == 1
+
+
+def test_a_clean_run_without_enough_effective_faults_is_no_verdict() -> None:
+    from collections import Counter
+
+    from tests.chaos.verdict import Verdict
+
+    clean = Verdict(jobs=10, min_effective=10, min_kinds=5)
+    clean.faults_effective = Counter({"kill9": 5, "corrupt_state": 1})  # host faults missed
+    assert not clean.enough_evidence and not clean.ok
+    clean.faults_effective = Counter({"kill9": 4, "corrupt_state": 2, "cut_host": 2,
+                                      "reboot": 1, "disk_full": 1})
+    assert clean.enough_evidence and clean.ok
+    clean.idle_faults = 1  # one fault met no running job
+    assert not clean.ok and clean.to_json()["enough_evidence"] is False
+    weak = Verdict(jobs=10, min_effective=10, min_kinds=5)
+    weak.faults_effective = Counter({"kill9": 12})  # many of one kind
+    assert not weak.ok
+    broken = Verdict(jobs=10, min_effective=1, min_kinds=1, lost=1)
+    broken.faults_effective = Counter({"kill9": 1})
+    assert broken.enough_evidence and not broken.ok

@@ -81,6 +81,11 @@ class Verdict:
     min_release_margin_s: float | None = None
     wall_s: float = 0.0
     details: list[str] = field(default_factory=list)
+    # the evidence a run must have for its zeros to mean anything: this many faults that took
+    # effect, of this many kinds, none injected while no job of ours ran
+    min_effective: int = 0
+    min_kinds: int = 0
+    idle_faults: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -95,14 +100,27 @@ class Verdict:
             "left_running": self.left_running, "retried_by_hand": self.retried_by_hand,
             "retried_unexplained": self.retried_unexplained,
             "min_release_margin_s": self.min_release_margin_s,
+            "idle_faults": self.idle_faults,
+            "evidence_needed": {"faults_effective": self.min_effective,
+                                "kinds": self.min_kinds},
+            "enough_evidence": self.enough_evidence,
+            "ok": self.ok,
             "wall_s": round(self.wall_s, 1), "details": self.details,
         }
 
     @property
+    def enough_evidence(self) -> bool:
+        """Whether the faults can have proved anything: enough of them took effect, of enough
+        kinds, and each met running jobs."""
+        return (sum(self.faults_effective.values()) >= self.min_effective
+                and len(+self.faults_effective) >= self.min_kinds and not self.idle_faults)
+
+    @property
     def ok(self) -> bool:
-        return not (self.duplicate_launches or self.overlaps_released or self.lost
-                    or self.completed_unverified or self.stuck_unverified or self.wrong_status
-                    or self.left_running or self.retried_unexplained)
+        return self.enough_evidence and not (
+            self.duplicate_launches or self.overlaps_released or self.lost
+            or self.completed_unverified or self.stuck_unverified or self.wrong_status
+            or self.left_running or self.retried_unexplained)
 
 
 def host_runs(host: str, records: Iterable[Mapping[str, Any]], reboots: Iterable[float],
