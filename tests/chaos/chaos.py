@@ -1,6 +1,6 @@
 """The chaos suite: a sweep on real sshd hosts while the engine, the network and the hosts fail.
 
-    .venv/bin/python -m tests.chaos.chaos --json           # the long run: 240 jobs, 18 faults
+    .venv/bin/python -m tests.chaos.chaos --json           # the long run: 240 jobs
     .venv/bin/python -m tests.chaos.chaos --jobs 40 --faults short   # what CI runs (a test)
 
 Fake jobs OOM (once, or always), fail for other reasons, leave stale sessions and linger memory
@@ -60,6 +60,8 @@ EQ = [sys.executable, "-m", "eq_tui"]
 BEHAVIOURS = (("ok", 60), ("oom_once", 15), ("oom_always", 5), ("fails", 6), ("stale", 6),
               ("slow", 8))
 GPUS_PER_HOST = 4
+GPU_MIB = 24576
+PACKED_MIB = 7000  # what a packed job declares (it uses 6000)
 # The evidence each plan's verdict needs: faults that took effect, and of how many kinds.
 EVIDENCE = {"short": (6, 4), "long": (10, 5)}
 SHORT_PLAN = ["kill9", "cut_host", "kill9", "reboot", "corrupt_state", "kill9", "disk_full",
@@ -77,6 +79,9 @@ def command_for(behaviour: str, rng: random.Random) -> str:
         "fails": f"{base} --exit-code 3",
         "stale": f"{base} --stale-child --stale-child-seconds 600 {out}",
         "slow": f"fake-train --epochs 20 --epoch-seconds 0.4 --mem 2000 {out}",
+        # packed: declares mem_mib, so several share a GPU (6000 MiB used of 7000 declared)
+        "packed": f"fake-train --epochs {epochs} --epoch-seconds 0.3 --mem 6000 {out}",
+        "multi": f"{base} {out}",  # gpus_per_job: 2
     }[behaviour]
 
 
@@ -90,6 +95,11 @@ def write_manifest(bed: SshBed, work: Path, path: Path, n_jobs: int,
     rng = random.Random(seed)
     names, weights = zip(*BEHAVIOURS, strict=True)
     behaviours = {f"job{i:03d}": rng.choices(names, weights)[0] for i in range(n_jobs)}
+    for i in range(n_jobs):  # every tenth job packed, every twentieth on two GPUs
+        if i % 10 == 3:
+            behaviours[f"job{i:03d}"] = "packed"
+        elif i % 20 == 7:
+            behaviours[f"job{i:03d}"] = "multi"
     lines = [f"project: chaos\ncwd: {work}\nstale_grace_s: 2\nretry_delay_s: 2",
              "oom_retry: {delay: 1, max_attempts: 3}", "hosts:"]
     for name in bed.hosts:
@@ -97,8 +107,10 @@ def write_manifest(bed: SshBed, work: Path, path: Path, n_jobs: int,
     lines.append("jobs:")
     for job_id, behaviour in behaviours.items():
         check = "" if behaviour in ("fails",) else ", output_check: 'out/${JOB_ID}.json'"
+        shape = {"packed": f", mem_mib: {PACKED_MIB}", "multi": ", gpus_per_job: 2"}.get(
+            behaviour, "")
         lines.append(f"  - {{id: {job_id}, cmd: {json.dumps(command_for(behaviour, rng))}"
-                     f"{check}}}")
+                     f"{check}{shape}}}")
     path.write_text("\n".join(lines) + "\n")
     return behaviours
 
@@ -301,8 +313,8 @@ def wait_to_end(driver: Driver, timeout: float) -> None:
 
 def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
     started = time.monotonic()
-    bed = SshBed.create([("alpha", GPUS_PER_HOST, 24576, "NVIDIA RTX 4090 (sim)"),
-                         ("beta", GPUS_PER_HOST, 24576, "NVIDIA L4 (sim)")])
+    bed = SshBed.create([("alpha", GPUS_PER_HOST, GPU_MIB, "NVIDIA RTX 4090 (sim)"),
+                         ("beta", GPUS_PER_HOST, GPU_MIB, "NVIDIA L4 (sim)")])
     for host in bed.hosts.values():
         config = json.loads((host.sim_state / "config.json").read_text())
         config["linger_s"] = 0.5
@@ -413,14 +425,20 @@ def check(driver: Driver, bed: SshBed, behaviours: dict[str, str], injected: lis
             effective.append(fault)
         else:
             verdict.details.append(f"no trace of {fault.kind} on {fault.host} at {fault.t0:.1f}")
-    verdict.launches = len(runs)
+    verdict.launches = len({(r.host, r.pid, r.job, r.attempt) for r in runs})
     found = duplicates(runs)
     verdict.duplicate_launches = len(found)
     verdict.details += found
-    found, verdict.min_release_margin_s = gpu_overlaps(runs, released=True)
+    packed = frozenset(job for job, b in behaviours.items() if b == "packed")
+    capacity = {name: GPU_MIB for name in bed.hosts}
+    found, verdict.min_release_margin_s = gpu_overlaps(runs, released=True, packed=packed,
+                                                       capacity_mib=capacity)
     verdict.overlaps_released = len(found)
     verdict.details += found
-    verdict.overlaps_exit = len(gpu_overlaps(runs, released=False)[0])
+    verdict.overlaps_exit = len(gpu_overlaps(runs, released=False, packed=packed,
+                                             capacity_mib=capacity)[0])
+    verdict.packed_jobs = len(packed)
+    verdict.multi_gpu_jobs = sum(1 for b in behaviours.values() if b == "multi")
     state = driver.state()
     jobs = {j["id"]: j for j in (state or {}).get("jobs", [])}
     runs_of: dict[str, list[Run]] = {}

@@ -166,3 +166,50 @@ def test_a_clean_run_without_enough_effective_faults_is_no_verdict() -> None:
     broken = Verdict(jobs=10, min_effective=1, min_kinds=1, lost=1)
     broken.faults_effective = Counter({"kill9": 1})
     assert broken.enough_evidence and not broken.ok
+
+
+def packed_start(job: str, t: float, *, pid: int, mib: int, gpus: list[int] | None = None
+                 ) -> dict[str, Any]:
+    gpus = gpus or [0]
+    return {**start(job, t, pid=pid, gpu=gpus[0]), "gpus": gpus, "peak_mib": mib}
+
+
+def test_packed_jobs_share_a_gpu_while_their_memory_fits_and_not_beyond() -> None:
+    records = [packed_start("a", 10, pid=1, mib=10000), packed_start("b", 11, pid=2, mib=10000),
+               packed_start("c", 12, pid=3, mib=6000), end("a", 20, pid=1), end("b", 20, pid=2),
+               end("c", 20, pid=3)]
+    runs = host_runs("h", records, [], now=100)
+    packed = frozenset({"a", "b", "c"})
+    fits, _ = gpu_overlaps(runs, released=True, packed=packed, capacity_mib={"h": 26000})
+    assert fits == []
+    over, _ = gpu_overlaps(runs, released=True, packed=packed, capacity_mib={"h": 24576})
+    assert len(over) == 1 and "c/a1" in over[0] and "26000 MiB of packed jobs" in over[0]
+    # a job that did not declare its memory wants its GPU alone while it runs: sharing with it
+    # is an overlap; once it has exited, its lingering memory only counts against the GPU
+    alone, _ = gpu_overlaps(runs, released=True, packed=frozenset({"a", "c"}),
+                            capacity_mib={"h": 80000})
+    assert len(alone) == 2
+    lingering = host_runs("h", [start("x", 10, pid=1), end("x", 20, pid=1, linger=21),
+                                packed_start("p", 20.5, pid=2, mib=6000), end("p", 30, pid=2)],
+                          [], 100)
+    assert gpu_overlaps(lingering, released=True, packed=frozenset({"p"}),
+                        capacity_mib={"h": 24576})[0] == []
+    assert len(gpu_overlaps(lingering, released=True, packed=frozenset({"p"}),
+                            capacity_mib={"h": 4000})[0]) == 1
+
+
+def test_a_multi_gpu_run_holds_each_of_its_gpus() -> None:
+    records = [packed_start("wide", 10, pid=1, mib=1000, gpus=[0, 1]),
+               start("narrow", 12, pid=2, gpu=1), end("wide", 20, pid=1, gpu=0),
+               end("narrow", 21, pid=2, gpu=1)]
+    runs = host_runs("h", records, [], now=100)
+    assert sorted(r.gpu for r in runs if r.job == "wide") == [0, 1]
+    found, _ = gpu_overlaps(runs, released=True)
+    assert len(found) == 1 and found[0].startswith("h GPU 1: narrow/a1")
+
+
+def test_a_job_run_again_after_it_succeeded_is_a_duplicate() -> None:
+    again = host_runs("h", [start("a", 10, pid=1), end("a", 11, pid=1),
+                            start("a", 20, pid=2, attempt=2), end("a", 21, pid=2, attempt=2)],
+                      [], 100)
+    assert duplicates(again) == ["a: ran again after a1 succeeded"]

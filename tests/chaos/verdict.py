@@ -50,6 +50,7 @@ class Run:
     exit: int | None
     oom: bool = False
     ended_by: str = "record"  # record | reboot | check
+    mib: int = 0  # the most it may hold on the GPU (fake-train's --mem)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,8 @@ class Fault:
 @dataclass
 class Verdict:
     jobs: int = 0
+    packed_jobs: int = 0
+    multi_gpu_jobs: int = 0
     faults: Counter[str] = field(default_factory=Counter)
     faults_effective: Counter[str] = field(default_factory=Counter)
     launches: int = 0
@@ -89,7 +92,8 @@ class Verdict:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "jobs": self.jobs, "faults": sum(self.faults.values()),
+            "jobs": self.jobs, "packed_jobs": self.packed_jobs,
+            "multi_gpu_jobs": self.multi_gpu_jobs, "faults": sum(self.faults.values()),
             "faults_by_kind": dict(sorted(self.faults.items())),
             "faults_effective": sum(self.faults_effective.values()),
             "faults_effective_by_kind": dict(sorted(self.faults_effective.items())),
@@ -136,12 +140,15 @@ def host_runs(host: str, records: Iterable[Mapping[str, Any]], reboots: Iterable
         return int(rec["pid"]), str(rec["job"]), int(rec["attempt"])
 
     def make(rec: Mapping[str, Any], end: float, released: float, code: int | None,
-             oom: bool = False, ended_by: str = "record") -> Run:
+             oom: bool = False, ended_by: str = "record") -> list[Run]:
+        """One run per GPU the process held (a multi-GPU job holds every one of them)."""
         claimed = float(rec["t"])
         exec_t = rec.get("exec_t")
         start = min(claimed, float(exec_t)) if exec_t is not None else claimed
-        return Run(host, str(rec["job"]), int(rec["attempt"]), int(rec["pid"]), int(rec["gpu"]),
-                   start, claimed, end, released, code, oom, ended_by)
+        gpus = [int(g) for g in rec.get("gpus") or [rec["gpu"]]]
+        mib = int(rec.get("peak_mib") or rec.get("mib") or 0)
+        return [Run(host, str(rec["job"]), int(rec["attempt"]), int(rec["pid"]), gpu, start,
+                    claimed, end, released, code, oom, ended_by, mib) for gpu in gpus]
 
     for rec in records:
         kind = rec.get("event")
@@ -151,45 +158,67 @@ def host_runs(host: str, records: Iterable[Mapping[str, Any]], reboots: Iterable
             ran_out.add(key(rec))
         elif kind == "oom":
             t = float(rec["t"])
-            runs.append(make(rec, t, t, 1, oom=True))
+            runs += make(rec, t, t, 1, oom=True)
         elif kind == "end" and key(rec) in open_starts:
             start = open_starts.pop(key(rec))
             end = float(rec["t"])
             linger = rec.get("linger_until")
             released = max(end, float(linger)) if linger is not None else end
-            runs.append(make(start, end, released, rec.get("exit"), oom=key(rec) in ran_out))
+            runs += make(start, end, released, rec.get("exit"), oom=key(rec) in ran_out)
     for rec in open_starts.values():
         t = float(rec["t"])
         reboot = next((r for r in reboot_times if r >= t), None)
         if reboot is not None:
-            runs.append(make(rec, reboot, reboot, None, ended_by="reboot"))
+            runs += make(rec, reboot, reboot, None, ended_by="reboot")
         else:
-            runs.append(make(rec, now, now, None, ended_by="check"))
+            runs += make(rec, now, now, None, ended_by="check")
     return runs
 
 
-def gpu_overlaps(runs: Iterable[Run], *, released: bool) -> tuple[list[str], float | None]:
-    """Runs that began on a GPU of their host before the previous holder let go of it: with
-    `released`, before its memory was released (the product's promise), else before it exited.
-    Also the smallest margin by which any start followed the previous release."""
+def gpu_overlaps(runs: Iterable[Run], *, released: bool, packed: frozenset[str] = frozenset(),
+                 capacity_mib: Mapping[str, int] | None = None) -> tuple[list[str], float | None]:
+    """Runs that began on a GPU of their host before what held it let go: with `released`,
+    before its memory was released (the product's promise), else before it exited. A job in
+    `packed` (it declared its memory) may share a GPU with other packed jobs, and with the
+    lingering memory of jobs that ended, as long as their most memory together fits the GPU
+    (`capacity_mib` per host); any other start on a GPU that something still holds is an
+    overlap. Also the smallest margin by which a start followed the
+    release of a GPU it did not share."""
     by_gpu: dict[tuple[str, int], list[Run]] = defaultdict(list)
     for run in runs:
         by_gpu[(run.host, run.gpu)].append(run)
     found: list[str] = []
     margin: float | None = None
+    def until(run: Run) -> float:
+        return run.released if released else run.end
+
     for (host, gpu), on_gpu in sorted(by_gpu.items()):
         on_gpu.sort(key=lambda r: (r.start, r.claimed))
-        until, holder = float("-inf"), ""
+        holding: list[Run] = []
+        last_free = float("-inf")
         for run in on_gpu:
-            if holder:
-                gap = run.start - until
-                margin = gap if margin is None else min(margin, gap)
-                if gap < -CLOCK_TICK_S:
-                    found.append(f"{host} GPU {gpu}: {run.job}/a{run.attempt} started at "
-                                 f"{run.start:.3f}, {-gap:.3f} s before {holder} let go")
-            end = run.released if released else run.end
-            if end > until:
-                until, holder = end, f"{run.job}/a{run.attempt}"
+            still = [r for r in holding if until(r) > run.start + CLOCK_TICK_S]
+            last_free = max([last_free, *(until(r) for r in holding if r not in still)])
+            holding = still
+            # a packed job may start beside packed jobs, and beside the memory an ended job
+            # still holds (it counts against the GPU), never beside a running unpacked job
+            shared = run.job in packed and all(r.job in packed or r.end <= run.start
+                                               for r in holding)
+            total = run.mib + sum(r.mib for r in holding)
+            capacity = (capacity_mib or {}).get(host, 0)
+            if not shared:
+                previous = max([last_free, *(until(r) for r in holding)])
+                if previous > float("-inf"):
+                    gap = run.start - previous
+                    margin = gap if margin is None else min(margin, gap)
+            if holding and not (shared and total <= capacity):
+                first = max(holding, key=until)
+                why = (f"{total} MiB of packed jobs on a {capacity} MiB GPU" if shared else
+                       f"{until(first) - run.start:.3f} s before {first.job}/a{first.attempt} "
+                       "let go")
+                found.append(f"{host} GPU {gpu}: {run.job}/a{run.attempt} started at "
+                             f"{run.start:.3f}, {why}")
+            holding.append(run)
     return found, margin
 
 
@@ -200,14 +229,20 @@ def duplicates(runs: Iterable[Run]) -> list[str]:
     for run in runs:
         by_job[run.job].append(run)
     for job, of_job in sorted(by_job.items()):
-        for attempt, n in sorted(Counter(r.attempt for r in of_job).items()):
+        processes = {(r.host, r.pid, r.attempt): r for r in of_job}.values()  # one per process
+        for attempt, n in sorted(Counter(r.attempt for r in processes).items()):
             if n > 1:
                 found.append(f"{job}/a{attempt} started {n} times")
-        of_job.sort(key=lambda r: r.start)
-        for a, b in itertools.combinations(of_job, 2):
+        ordered = sorted(processes, key=lambda r: r.start)
+        for a, b in itertools.combinations(ordered, 2):
             if a.attempt != b.attempt and b.start < a.end and a.start < b.end:
                 found.append(f"{job}: a{a.attempt} on {a.host} and a{b.attempt} on {b.host} "
                              "ran at once")
+        succeeded = [r for r in ordered if r.exit == 0]
+        first_ok = succeeded[0] if succeeded else None
+        if first_ok and any(r.start > first_ok.end and r.attempt != first_ok.attempt
+                            for r in ordered):
+            found.append(f"{job}: ran again after a{first_ok.attempt} succeeded")
     return found
 
 
