@@ -52,6 +52,7 @@ from tests.chaos.verdict import (
     host_runs,
     read_events,
     read_output,
+    rerun_explained,
     stuck_proof,
 )
 from tests.support.sshbed import USER, SshBed
@@ -62,6 +63,7 @@ BEHAVIOURS = (("ok", 60), ("oom_once", 15), ("oom_always", 5), ("fails", 6), ("s
 GPUS_PER_HOST = 4
 GPU_MIB = 24576
 PACKED_MIB = 7000  # what a packed job declares (it uses 6000)
+HUNG_STALL_S = 3  # a hung job's stall_after: then it is restarted
 # The evidence each plan's verdict needs: faults that took effect, and of how many kinds.
 EVIDENCE = {"short": (6, 4), "long": (10, 5)}
 SHORT_PLAN = ["kill9", "cut_host", "kill9", "reboot", "corrupt_state", "kill9", "disk_full",
@@ -82,6 +84,9 @@ def command_for(behaviour: str, rng: random.Random) -> str:
         # packed: declares mem_mib, so several share a GPU (6000 MiB used of 7000 declared)
         "packed": f"fake-train --epochs {epochs} --epoch-seconds 0.3 --mem 6000 {out}",
         "multi": f"{base} {out}",  # gpus_per_job: 2
+        # hangs after its first epoch on its first attempt; stall_after restarts it
+        "hung": f"fake-train --epochs 3 --epoch-seconds 0.3 --mem 3000 --hang-after 1 "
+                f"--hang-attempts 1 {out}",
     }[behaviour]
 
 
@@ -95,11 +100,13 @@ def write_manifest(bed: SshBed, work: Path, path: Path, n_jobs: int,
     rng = random.Random(seed)
     names, weights = zip(*BEHAVIOURS, strict=True)
     behaviours = {f"job{i:03d}": rng.choices(names, weights)[0] for i in range(n_jobs)}
-    for i in range(n_jobs):  # every tenth job packed, every twentieth on two GPUs
+    for i in range(n_jobs):  # every tenth job packed; every twentieth on two GPUs, one hangs
         if i % 10 == 3:
             behaviours[f"job{i:03d}"] = "packed"
         elif i % 20 == 7:
             behaviours[f"job{i:03d}"] = "multi"
+        elif i % 20 == 15:
+            behaviours[f"job{i:03d}"] = "hung"
     lines = [f"project: chaos\ncwd: {work}\nstale_grace_s: 2\nretry_delay_s: 2",
              "oom_retry: {delay: 1, max_attempts: 3}", "hosts:"]
     for name in bed.hosts:
@@ -107,8 +114,8 @@ def write_manifest(bed: SshBed, work: Path, path: Path, n_jobs: int,
     lines.append("jobs:")
     for job_id, behaviour in behaviours.items():
         check = "" if behaviour in ("fails",) else ", output_check: 'out/${JOB_ID}.json'"
-        shape = {"packed": f", mem_mib: {PACKED_MIB}", "multi": ", gpus_per_job: 2"}.get(
-            behaviour, "")
+        shape = {"packed": f", mem_mib: {PACKED_MIB}", "multi": ", gpus_per_job: 2",
+                 "hung": f", stall_after: {HUNG_STALL_S}s, on_stall: restart"}.get(behaviour, "")
         lines.append(f"  - {{id: {job_id}, cmd: {json.dumps(command_for(behaviour, rng))}"
                      f"{check}{shape}}}")
     path.write_text("\n".join(lines) + "\n")
@@ -426,8 +433,9 @@ def check(driver: Driver, bed: SshBed, behaviours: dict[str, str], injected: lis
         else:
             verdict.details.append(f"no trace of {fault.kind} on {fault.host} at {fault.t0:.1f}")
     verdict.launches = len({(r.host, r.pid, r.job, r.attempt) for r in runs})
-    found = duplicates(runs)
-    verdict.duplicate_launches = len(found)
+    found = duplicates(runs, rerun_excuse=lambda run: rerun_explained(run, effective))
+    verdict.duplicate_launches = len([f for f in found if "explained by" not in f])
+    verdict.reruns_explained = len(found) - verdict.duplicate_launches
     verdict.details += found
     packed = frozenset(job for job, b in behaviours.items() if b == "packed")
     capacity = {name: GPU_MIB for name in bed.hosts}
@@ -439,6 +447,18 @@ def check(driver: Driver, bed: SshBed, behaviours: dict[str, str], injected: lis
                                              capacity_mib=capacity)[0])
     verdict.packed_jobs = len(packed)
     verdict.multi_gpu_jobs = sum(1 for b in behaviours.values() if b == "multi")
+    verdict.hung_jobs = sum(1 for b in behaviours.values() if b == "hung")
+    for job_id, behaviour in behaviours.items():
+        # a hung first attempt that reached a host must be followed by another attempt there
+        # (duplicates() checks the hung process had ended before it started)
+        mine = runs_of_job(runs, job_id)
+        if behaviour == "hung" and any(r.attempt == 1 for r in mine):
+            if any(r.attempt > 1 for r in mine):
+                verdict.hung_restarted += 1
+            else:
+                verdict.wrong_status += 1
+                verdict.details.append(f"{job_id} (hung): its first attempt ran and nothing "
+                                       "ran after it")
     state = driver.state()
     jobs = {j["id"]: j for j in (state or {}).get("jobs", [])}
     runs_of: dict[str, list[Run]] = {}
@@ -471,6 +491,10 @@ def check(driver: Driver, bed: SshBed, behaviours: dict[str, str], injected: lis
     verdict.details += unexplained
     verdict.left_running = left_running(bed)
     return verdict
+
+
+def runs_of_job(runs: list[Run], job_id: str) -> list[Run]:
+    return [r for r in runs if r.job == job_id]
 
 
 def left_running(bed: SshBed) -> int:

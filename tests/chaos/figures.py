@@ -34,16 +34,22 @@ def _kinds(by_kind: dict[str, int]) -> str:
     return ", ".join(f"{kind} {n}" for kind, n in sorted(by_kind.items()))
 
 
+READ = {"duplicate_launches": "duplicate launches",
+        "overlaps_released": "starts on a GPU before its memory was released",
+        "lost": "lost jobs",
+        "completed_unverified": "completed jobs without an exit-0 run and its output on a host"}
+
+
 def readme(run: dict[str, Any]) -> str:
-    zeros = ", ".join(f"{run['verdict'][k]} {k.replace('_', ' ')}" for k in
-                      ("duplicate_launches", "overlaps_released", "lost",
-                       "completed_unverified"))
     v = run["verdict"]
-    text = (f"The long run (commit {run['commit']}, {run['date']}, {v['jobs']} jobs, "
-            f"{v['wall_s']:.0f} s) reported, from the hosts' own records: {zeros}, over "
-            f"{v['faults']} faults of {len(v['faults_by_kind'])} kinds, {v['faults_effective']} "
-            f"of them with a trace ({_kinds(v['faults_effective_by_kind'])}); verdict "
-            f"{'ok' if v['ok'] else 'FAILED'}.")
+    zeros = ", ".join(f"{v[k]} {words}" for k, words in READ.items())
+    text = (f"The long run (commit {run['commit']}, {run['date']}, {v['wall_s']:.0f} s): "
+            f"{v['jobs']} jobs ({v.get('packed_jobs', 0)} packed, "
+            f"{v.get('multi_gpu_jobs', 0)} on two GPUs, {v.get('hung_jobs', 0)} that hang "
+            f"once), {v['faults']} faults of {len(v['faults_by_kind'])} kinds, "
+            f"{v['faults_effective']} of them with a trace "
+            f"({_kinds(v['faults_effective_by_kind'])}); from the hosts' own records: {zeros}; "
+            f"verdict {'ok' if v['ok'] else 'FAILED'}.")
     return textwrap.fill(text, 96) + "\n"
 
 

@@ -213,3 +213,18 @@ def test_a_job_run_again_after_it_succeeded_is_a_duplicate() -> None:
                             start("a", 20, pid=2, attempt=2), end("a", 21, pid=2, attempt=2)],
                       [], 100)
     assert duplicates(again) == ["a: ran again after a1 succeeded"]
+
+
+def test_a_rerun_after_success_is_excused_only_by_a_fault_that_hides_an_exit() -> None:
+    from tests.chaos.verdict import rerun_explained
+
+    again = host_runs("h", [start("a", 100, pid=1), end("a", 110, pid=1),
+                            start("a", 130, pid=2, attempt=2), end("a", 140, pid=2, attempt=2)],
+                      [], 200)
+    full_disk = [Fault("disk_full", "h", 105, 112)]
+    found = duplicates(again, rerun_excuse=lambda run: rerun_explained(run, full_disk))
+    assert found == ["a: ran again after a1 succeeded, explained by disk_full on h at 105.0"]
+    elsewhere = [Fault("disk_full", "other", 105, 112), Fault("kill9", None, 105, 106, pid=9),
+                 Fault("cut_host", "h", 105, 109), Fault("reboot", "h", 111, 111)]
+    assert duplicates(again, rerun_excuse=lambda run: rerun_explained(run, elsewhere)) == [
+        "a: ran again after a1 succeeded"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,9 @@ class Verdict:
     jobs: int = 0
     packed_jobs: int = 0
     multi_gpu_jobs: int = 0
+    hung_jobs: int = 0
+    hung_restarted: int = 0
+    reruns_explained: int = 0
     faults: Counter[str] = field(default_factory=Counter)
     faults_effective: Counter[str] = field(default_factory=Counter)
     launches: int = 0
@@ -93,11 +96,14 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         return {
             "jobs": self.jobs, "packed_jobs": self.packed_jobs,
-            "multi_gpu_jobs": self.multi_gpu_jobs, "faults": sum(self.faults.values()),
+            "multi_gpu_jobs": self.multi_gpu_jobs, "hung_jobs": self.hung_jobs,
+            "hung_restarted": self.hung_restarted,
+            "faults": sum(self.faults.values()),
             "faults_by_kind": dict(sorted(self.faults.items())),
             "faults_effective": sum(self.faults_effective.values()),
             "faults_effective_by_kind": dict(sorted(self.faults_effective.items())),
             "launches": self.launches, "duplicate_launches": self.duplicate_launches,
+            "reruns_explained": self.reruns_explained,
             "overlaps_released": self.overlaps_released, "overlaps_exit": self.overlaps_exit,
             "lost": self.lost, "completed_unverified": self.completed_unverified,
             "stuck_unverified": self.stuck_unverified, "wrong_status": self.wrong_status,
@@ -222,8 +228,22 @@ def gpu_overlaps(runs: Iterable[Run], *, released: bool, packed: frozenset[str] 
     return found, margin
 
 
-def duplicates(runs: Iterable[Run]) -> list[str]:
-    """An attempt that started more than once, and runs of one job alive at once."""
+def rerun_explained(success: Run, effective: Iterable[Fault]) -> str | None:
+    """Why a job could rightly run again after a run of it exited 0: a full disk on its host as
+    it ended, which loses the exit record, so the engine rightly saw the attempt lost. Nothing
+    else excuses it: a reboot or a cut link leaves the exit record on the host's disk."""
+    for fault in effective:
+        if fault.kind == "disk_full" and fault.host == success.host \
+                and fault.t0 - TRACE_GRACE_S <= success.end <= fault.t1 + TRACE_GRACE_S:
+            return f"{fault.kind} on {fault.host} at {fault.t0:.1f}"
+    return None
+
+
+def duplicates(runs: Iterable[Run],
+               rerun_excuse: Callable[[Run], str | None] = lambda _run: None) -> list[str]:
+    """An attempt that started more than once, runs of one job alive at once, and a job run
+    again after a run of it succeeded (unless `rerun_excuse` names a fault that explains it:
+    then the line says so and is no duplicate)."""
     found: list[str] = []
     by_job: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
@@ -242,7 +262,9 @@ def duplicates(runs: Iterable[Run]) -> list[str]:
         first_ok = succeeded[0] if succeeded else None
         if first_ok and any(r.start > first_ok.end and r.attempt != first_ok.attempt
                             for r in ordered):
-            found.append(f"{job}: ran again after a{first_ok.attempt} succeeded")
+            excuse = rerun_excuse(first_ok)
+            found.append(f"{job}: ran again after a{first_ok.attempt} succeeded"
+                         + (f", explained by {excuse}" if excuse else ""))
     return found
 
 
