@@ -66,7 +66,7 @@ def reliability(run: dict[str, Any]) -> str:
             f"{v['faults_effective']} effective; launches {v['launches']}, "
             + ", ".join(f"{k} {v[k]}" for k in ZEROS if k in v)
             + f", retried_by_hand {v['retried_by_hand']}, min_release_margin_s "
-            f"{v['min_release_margin_s']}, {v['wall_s']:.0f} s; ok {str(v['ok']).lower()}")
+            f"{v['min_release_margin_s']:.3f}, {v['wall_s']:.0f} s; ok {str(v['ok']).lower()}")
     return (f"Last long run (commit {run['commit']}, {run['date']}):\n\n```\n"
             + textwrap.fill(body, 96) + "\n```\n")
 
