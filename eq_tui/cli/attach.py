@@ -254,7 +254,11 @@ def _ask(question: str) -> bool:
 
 def attach(where: str, *, theme: str | None = None, resume: bool = False,
            config_path: str | None = None) -> int:
+    from eq_tui.cli.run_dirs import resolve
+
     target = parse_target(where)
+    if target is None:
+        where = str(resolve(where))
 
     def once() -> int:
         if target is not None:

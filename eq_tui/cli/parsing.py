@@ -9,8 +9,8 @@ from pathlib import Path
 
 from eq_tui.errors import UsageError
 
-RUN_DIR_HELP = ("a run dir here, or HOST:RUN_DIR on an ssh host (an existing local path "
-                "wins)")
+RUN_DIR_HELP = ("a run dir here (or the manifest that ran it, or that manifest's folder if it "
+                "holds one run), or HOST:RUN_DIR on an ssh host (an existing local path wins)")
 
 
 class Parser(argparse.ArgumentParser):

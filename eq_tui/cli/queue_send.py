@@ -108,7 +108,12 @@ def _reload_lines(detail: dict[str, Any]) -> list[str]:
 
 
 def run(verb: str, argv: list[str]) -> int:
+    from eq_tui.cli.remote.target import parse_target
+    from eq_tui.cli.run_dirs import resolve
+
     request = parse_verb(verb, argv)
+    if parse_target(request.where) is None:
+        request.where = str(resolve(request.where))
     answer = asyncio.run(send(request))
     if request.as_json:
         print(json.dumps({**answer, "command_id": request.command_id}, indent=1))

@@ -18,7 +18,13 @@ from eq_tui.api.commands import (
     Reload,
     SetPriority,
 )
-from eq_tui.cli.parsing import add_ssh_config, check_paths, new_parser, ssh_config_path
+from eq_tui.cli.parsing import (
+    RUN_DIR_HELP,
+    add_ssh_config,
+    check_paths,
+    new_parser,
+    ssh_config_path,
+)
 from eq_tui.errors import UsageError
 
 JOB_VERBS = ("kill", "retry", "requeue", "hold", "release")
@@ -71,8 +77,7 @@ def parser(verb: str) -> argparse.ArgumentParser:
     parser = new_parser(verb, WHAT[verb] + " Talks to the running engine through its control "
                         "socket. Exit 0 done, 1 a job could not be acted on, 2 bad usage, 3 no "
                         "engine runs there.")
-    parser.add_argument("run_dir", metavar="[HOST:]RUN_DIR",
-                        help="a run dir here, or HOST:RUN_DIR on an ssh host")
+    parser.add_argument("run_dir", metavar="[HOST:]RUN_DIR", help=RUN_DIR_HELP)
     if verb in (*JOB_VERBS, "edit"):
         parser.add_argument("jobs", nargs="*", metavar="JOB", help="job ids")
         parser.add_argument("--filter", metavar="QUERY",

@@ -51,10 +51,6 @@ def table_text(records: list[Record], settings: ResultSettings, options: argpars
 
 
 def _local(run_dir: Path) -> tuple[list[Record], ResultSettings]:
-    if "\0" in str(run_dir):
-        raise UsageError(f"{str(run_dir)!r}: a path cannot contain a NUL byte")
-    if not run_dir.is_dir():
-        raise RunDirError(f"{run_dir}: no such run dir")
     records = read_records(run_dir, series=False)
     if records is None:
         raise RunDirError(f"{run_dir}: no {RESULTS_FILE} yet (the engine writes it as jobs "
@@ -104,6 +100,8 @@ def run(verb: str, argv: Sequence[str]) -> int:
     if parse_target(options.run_dir) is not None:
         records, settings = _remote(options.run_dir, ssh_config_path(options.ssh_config))
     else:
-        records, settings = _local(Path(options.run_dir))
+        from eq_tui.cli.run_dirs import resolve
+
+        records, settings = _local(resolve(options.run_dir))
     sys.stdout.write(table_text(records, settings, options))
     return 0

@@ -21,7 +21,8 @@ free GPU, launch it in a detached screen/tmux session, retry CUDA OOMs, persist 
 resume after a crash. Full-screen UI by default; --no-ui for scripts and nohup."""
 
 EPILOG = """\
-other commands (RUN_DIR may be HOST:RUN_DIR, a run dir on an ssh host; add --ssh-config PATH):
+other commands (RUN_DIR: a run dir, the manifest that ran it, or its folder when that holds one
+run; or HOST:RUN_DIR, a run dir on an ssh host, with --ssh-config PATH if needed):
   eq-tui status RUN_DIR        counts by status, and the jobs that need a person; --jobs: a
                                line a job (status, host:gpus, why it waits), --json for both
   eq-tui attach RUN_DIR        the UI on an engine that is already running (q detaches);
@@ -129,9 +130,10 @@ def _check_options(options: argparse.Namespace) -> None:
 def _run(options: argparse.Namespace) -> int:
     _check_options(options)
     ssh_config = ssh_config_path(options.ssh_config or None)
-    from eq_tui.engine.state.store import archive_run_dir, default_run_dir
+    from eq_tui.engine.state.store import archive_run_dir
     from eq_tui.manifest.loader import load_manifest
     from eq_tui.manifest.secrets import handed_over, load_for_run
+    from eq_tui.runfiles.layout import default_run_dir
 
     manifests = load_for_run([load_manifest(path) for path in options.manifests],
                              from_stdin=options.secrets_stdin, warn=not options.dry_run)

@@ -4,7 +4,6 @@ a line a job (the report itself is status_report.py)."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from eq_tui.cli.parsing import add_run_dir, add_ssh_config, new_parser, ssh_config_path
 
@@ -31,6 +30,7 @@ def run(verb: str, argv: list[str]) -> int:
 
         return print_remote_status(target, as_json=options.json, config_path=config,
                                    each_job=options.jobs)
+    from eq_tui.cli.run_dirs import resolve
     from eq_tui.cli.status_report import print_status
 
-    return print_status(Path(options.run_dir), as_json=options.json, each_job=options.jobs)
+    return print_status(resolve(options.run_dir), as_json=options.json, each_job=options.jobs)

@@ -4,7 +4,6 @@ resumes them."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from eq_tui.cli.parsing import add_run_dir, add_ssh_config, new_parser, ssh_config_path
 
@@ -28,5 +27,6 @@ def run(verb: str, argv: list[str]) -> int:
 
         return stop_remote_engine(target, config_path=config)
     from eq_tui.cli.detach import stop_engine
+    from eq_tui.cli.run_dirs import resolve
 
-    return stop_engine(Path(options.run_dir))
+    return stop_engine(resolve(options.run_dir))

@@ -62,7 +62,7 @@ def test_status_prints_counts_and_who_needs_a_person(tmp_path: Path) -> None:
 
 def test_status_of_a_missing_or_broken_run_dir_exits_3(tmp_path: Path) -> None:
     missing = run_cli("status", str(tmp_path / "nope"))
-    assert missing.returncode == 3 and "no queue_state.json" in missing.stderr
+    assert missing.returncode == 3 and "nope: no such file or directory" in missing.stderr
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "queue_state.json").write_text('{"jobs": [')

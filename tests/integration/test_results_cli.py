@@ -103,8 +103,11 @@ def test_group_over_and_by(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 def test_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = results(capsys, str(tmp_path / "nowhere"))
-    assert code == 3 and "no such run dir" in err
+    assert code == 3 and "nowhere: no such file or directory" in err
     (tmp_path / "empty").mkdir()
+    code, _, err = results(capsys, str(tmp_path / "empty"))
+    assert code == 3 and "empty: no eq-tui run here" in err
+    (tmp_path / "empty" / "queue_state.json").write_text('{"jobs": []}')
     code, _, err = results(capsys, str(tmp_path / "empty"))
     assert code == 3 and "no results.jsonl yet" in err
     code, _, err = results(capsys, str(tmp_path / "empty"), "--format", "xml")

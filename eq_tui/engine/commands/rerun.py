@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from eq_tui.api.model import JobState, JobStatus
 from eq_tui.engine.preflight.command_words import jobs_text
-from eq_tui.engine.state.store import default_run_dir
+from eq_tui.runfiles.layout import default_run_dir
 
 if TYPE_CHECKING:
     from eq_tui.engine.engine import Engine

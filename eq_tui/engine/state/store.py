@@ -19,10 +19,6 @@ from eq_tui.runfiles.statefile import StateFile
 STATE_VERSION = 1
 
 
-def default_run_dir(manifest_path: str, project: str) -> Path:
-    return Path(manifest_path).resolve().parent / "experiment_queue" / project
-
-
 def archive_run_dir(path: Path) -> Path | None:
     """Move an existing run dir aside (for --fresh); returns where it went."""
     if not path.exists():
