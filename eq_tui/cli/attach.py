@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eq_tui.api.control_client import MAX_LINE, ControlClient, find_socket
-from eq_tui.api.model import FINISHED, JobState
+from eq_tui.api.model import FINISHED, JobState, status_counts
 from eq_tui.api.reconnecting import Connector, ReconnectingClient, Streams
 from eq_tui.cli.parsing import add_run_dir, add_ssh_config, new_parser, ssh_config_path
 from eq_tui.cli.remote.target import RemoteTarget, command_line, parse_target
@@ -38,6 +38,19 @@ class EngineNotRunning(RunDirError):
 
 def unfinished(jobs: list[JobState]) -> int:
     return sum(1 for job in jobs if job.status not in FINISHED)
+
+
+def finished_here(where: str, jobs: list[JobState], config_path: str | None = None) -> str:
+    """No engine runs for a run whose queue has finished: what to do about it (a shell verb
+    starts the engine again for its command; attach then watches)."""
+    needing = [job.id for job in jobs if job.status.needs_person]
+    counts = ", ".join(f"{status} {n}" for status, n in status_counts(jobs).items())
+    ids = " ".join(map(shlex.quote, needing)) if 0 < len(needing) <= 5 else "JOB..."
+    return (f"no engine is running for {where} (its queue has finished: {counts}); "
+            f"`{command_line('retry', where, config_path, ids)}` runs jobs again (it starts "
+            f"the engine in the background; so do edit, requeue, add...), then "
+            f"`{command_line('attach', where, config_path)}` watches them; "
+            f"`{command_line('status', where, config_path)}` shows the run")
 
 
 async def run_attached(client: ControlClient, *, where: str, theme: str | None,
@@ -128,9 +141,9 @@ def _saved_manifest(run_dir: Path) -> object:
 
 
 def _local_source(run_dir: Path) -> str | None:
-    saved = _saved_manifest(run_dir)
-    source = saved.get("source") if isinstance(saved, dict) else None
-    return str(source) if source else None
+    from eq_tui.cli.detach import recorded_manifest
+
+    return recorded_manifest(run_dir)
 
 
 def _not_running_here(run_dir: Path, config_path: str | None) -> RunDirError:
@@ -141,9 +154,10 @@ def _not_running_here(run_dir: Path, config_path: str | None) -> RunDirError:
     _, jobs = load_jobs(run_dir)
     source = _local_source(run_dir)
     left = unfinished(jobs)
-    if not left or source is None:
-        why = "its queue has finished" if not left else "it records no manifest"
-        return RunDirError(f"no engine is running for {run_dir} ({why}); "
+    if not left:
+        return RunDirError(finished_here(str(run_dir), jobs))
+    if source is None:
+        return RunDirError(f"no engine is running for {run_dir} (it records no manifest); "
                            f"`{command_line('status', str(run_dir))}` shows it")
 
     def start() -> None:
@@ -211,8 +225,7 @@ async def _attach_remote(target: RemoteTarget, theme: str | None, config_path: s
             left = unfinished(jobs)
             where = str(located)
             if not left:
-                raise RunDirError(f"no engine is running for {where} (its queue has finished); "
-                                  f"`{command_line('status', where, config_path)}` shows it")
+                raise RunDirError(finished_here(where, jobs, config_path))
             raise EngineNotRunning(
                 f"no engine is running for {where} ({left} of {len(jobs)} jobs not finished); "
                 f"resume it with `{command_line('attach', where, config_path)} --resume` "

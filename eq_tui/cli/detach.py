@@ -6,11 +6,13 @@ over; the exit code is then its queue's."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,8 +29,10 @@ RESUMING_MARK = "eq-tui: resuming "
 
 
 def engine_command(manifest: str, run_dir: Path, poll: float | None,
-                   secrets: bool = False, ssh_config: str | None = None) -> list[str]:
-    command = [sys.executable, "-m", "eq_tui", manifest, "--no-ui", "--run-dir", str(run_dir)]
+                   secrets: bool = False, ssh_config: str | None = None,
+                   extra: Sequence[str] = ()) -> list[str]:
+    command = [sys.executable, "-m", "eq_tui", manifest, "--no-ui", "--run-dir", str(run_dir),
+               *extra]
     if poll is not None:
         command += ["--poll", str(poll)]
     if ssh_config is not None:
@@ -84,6 +88,7 @@ class Progress:
     done: int
     total: int
     counts: dict[str, int]
+    needing: tuple[str, ...] = ()  # the jobs that need a person (stuck, killed, blocked)
 
     @property
     def counts_text(self) -> str:
@@ -103,15 +108,28 @@ def saved_progress(run_dir: Path) -> Progress | None:
 
 def progress_of(jobs: list[JobState]) -> Progress:
     return Progress(done=sum(1 for job in jobs if job.status in FINISHED), total=len(jobs),
-                    counts=status_counts(jobs))
+                    counts=status_counts(jobs),
+                    needing=tuple(job.id for job in jobs if job.status.needs_person))
 
 
-def finished_message(manifest: str, run_dir: Path, progress: Progress | None, code: int,
-                     start_over: str) -> str:
+def finished_message(manifest: str, run_dir: Path, progress: Progress | None, code: int
+                     ) -> str:
+    """What --detach says of a run that has finished: its counts, how to run again the jobs
+    that need a person, how to start over."""
     counts = progress.counts_text if progress is not None else "no state file"
-    return (f"{FINISHED_MARK} the run in {run_dir} has finished ({counts}; exit {code}): "
-            f"nothing to run for {manifest}\n"
-            f"  start over:  {start_over}   (archives the run dir first)")
+    lines = [f"{FINISHED_MARK} the run in {run_dir} has finished ({counts}; exit {code}): "
+             f"nothing to run for {manifest}"]
+    needing = progress.needing if progress is not None else ()
+    if needing:
+        jobs = " ".join(map(shlex.quote, needing)) if len(needing) <= 5 else "JOB..."
+        lines.append(f"  run again:   eq-tui retry {shlex.quote(str(run_dir))} {jobs}   (starts "
+                     "its engine in the background; so do edit, requeue, add...)")
+    if progress is not None and progress.counts.get("stuck"):
+        every = shlex.join(["eq-tui", manifest, "--detach", "--retry-stuck"])
+        lines.append(f"  every stuck: {every}")
+    start_over = shlex.join(["eq-tui", manifest, "--fresh", "--detach"])
+    lines.append(f"  start over:  {start_over}   (archives the run dir first)")
+    return "\n".join(lines)
 
 
 def _wait_exit(process: subprocess.Popen[bytes]) -> int:
@@ -122,52 +140,117 @@ def _wait_exit(process: subprocess.Popen[bytes]) -> int:
         return process.wait()
 
 
+@dataclass
+class Started:
+    """An engine started in the background: how its start went (`outcome` as _wait_healthy
+    says), how far its run is (`now`), and how far it was before (`before`)."""
+
+    process: subprocess.Popen[bytes]
+    outcome: str
+    now: Progress | None
+    before: Progress | None
+    log: Path
+
+
+def _start_one(manifest: str, run_dir: Path, poll: float | None, values: dict[str, str], *,
+               ssh_config: str | None, extra: Sequence[str]) -> Started:
+    before = saved_progress(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = run_dir / "engine.log"
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            engine_command(manifest, run_dir, poll, bool(values), ssh_config, extra),
+            stdin=subprocess.PIPE if values else subprocess.DEVNULL, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True, cwd=os.getcwd())
+    if process.stdin is not None:
+        try:
+            process.stdin.write(hand_over_bytes(values))
+            process.stdin.close()
+        except OSError:
+            pass  # it died at once: _wait_healthy says so with its log
+    outcome, now = asyncio.run(_wait_healthy(process, run_dir))
+    if outcome == "failed":
+        exited = process.poll()
+        if exited is None:
+            process.terminate()
+        raise RunDirError(f"the engine for {manifest} did not come up "
+                          f"(exit {exited}); last lines of {log}:\n{_log_tail(log)}")
+    return Started(process, outcome, now, before, log)
+
+
 def start_detached(manifests: list[str], run_dirs: list[Path], poll: float | None,
                    secrets: list[dict[str, str]] | None = None, *,
-                   ssh_config: str | None = None) -> int:
+                   ssh_config: str | None = None, extra: Sequence[str] = ()) -> int:
     """Start each engine; a run already finished is told so (exit: its queue's exit code).
     `secrets`: per manifest, the from_env/from_file values to hand to its engine over its
-    stdin (None: whatever this process can read)."""
+    stdin (None: whatever this process can read). `extra`: flags for each engine
+    (--retry-stuck, --await-command)."""
     codes = [0]
     handed = _secrets_here(manifests) if secrets is None else secrets
+    waits = "--await-command" in extra  # it answers, finished or not, and waits for a command
     for manifest, run_dir, values in zip(manifests, run_dirs, handed, strict=True):
-        before = saved_progress(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        log = run_dir / "engine.log"
-        with open(log, "ab") as out:
-            process = subprocess.Popen(
-                engine_command(manifest, run_dir, poll, bool(values), ssh_config),
-                stdin=subprocess.PIPE if values else subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True, cwd=os.getcwd())
-        if process.stdin is not None:
-            try:
-                process.stdin.write(hand_over_bytes(values))
-                process.stdin.close()
-            except OSError:
-                pass  # it died at once: _wait_healthy says so with its log
-        outcome, now = asyncio.run(_wait_healthy(process, run_dir))
-        if outcome == "finished":
-            code = _wait_exit(process)
+        started = _start_one(manifest, run_dir, poll, values, ssh_config=ssh_config,
+                             extra=extra)
+        if started.outcome == "finished" and not waits:
+            code = _wait_exit(started.process)
             codes.append(code)
-            print(finished_message(manifest, run_dir, saved_progress(run_dir), code,
-                                   shlex.join(["eq-tui", manifest, "--fresh", "--detach"])))
+            print(finished_message(manifest, run_dir, saved_progress(run_dir), code))
             continue
-        if outcome == "failed":
-            exited = process.poll()
-            if exited is None:
-                process.terminate()
-            raise RunDirError(f"the engine for {manifest} did not come up "
-                              f"(exit {exited}); last lines of {log}:\n{_log_tail(log)}")
         # the engine's numbers: an edited manifest may have added or removed jobs
+        before, now = started.before, started.now
         if before is not None and now is not None:
             print(f"{RESUMING_MARK}{run_dir}: {now.done} of {now.total} jobs done")
         print(f"eq-tui: engine for {manifest} is running in the background "
-              f"(pid {process.pid}); run dir {run_dir}\n"
+              f"(pid {started.process.pid}); run dir {run_dir}\n"
               f"  watch:  eq-tui attach {run_dir}\n"
               f"  status: eq-tui status {run_dir}\n"
               f"  stop:   eq-tui stop {run_dir}   (jobs keep running; the next run resumes)\n"
-              f"  log:    {log}")
+              f"  log:    {started.log}")
     return max(codes)
+
+
+# seconds an engine started for a shell verb waits for its command (the verb sends it as soon
+# as the engine answers): then it launches, and a finished queue ends it, as usual
+AWAIT_COMMAND_S = 120.0
+
+
+def recorded_manifest(run_dir: Path) -> str | None:
+    """The manifest a run dir's run was started from (its manifest.json says), as a path that
+    reads from here: a relative one that is not found from here is looked for beside the run
+    dir's experiment_queue/ folder, where a default run dir puts it."""
+    try:
+        saved = json.loads((run_dir / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    source = saved.get("source") if isinstance(saved, dict) else None
+    if not isinstance(source, str) or not source:
+        return None
+    path = Path(source)
+    if path.is_absolute() or path.exists():
+        return source
+    beside = run_dir.resolve().parent.parent / path.name
+    return str(beside) if beside.exists() else source
+
+
+def start_for_command(run_dir: Path, verb: str, ssh_config: str | None = None) -> None:
+    """A shell verb on a local run whose engine is not running (its queue finished, or it was
+    stopped): start the engine in the background from the manifest the run records, waiting
+    for the verb's command (it launches nothing before it, so a `hold` is never late), and say
+    so on stderr. RunDirError when there is nothing to start it from."""
+    where = shlex.quote(str(run_dir))
+    source = recorded_manifest(run_dir)
+    if source is None or not Path(source).is_file():
+        why = (f"its manifest {source} is not there" if source is not None else
+               "its run dir records no manifest")
+        raise RunDirError(f"no engine is running for {run_dir}, and none can be started for "
+                          f"`eq-tui {verb}` ({why}); start it with `eq-tui MANIFEST --run-dir "
+                          f"{where} --detach`, then run the command again")
+    started = _start_one(source, run_dir, None, _secrets_here([source])[0],
+                         ssh_config=ssh_config, extra=["--await-command", str(AWAIT_COMMAND_S)])
+    print(f"eq-tui: no engine was running for {run_dir}: started one in the background for "
+          f"`eq-tui {verb}` (pid {started.process.pid}; it exits when its queue is done)\n"
+          f"  watch:  eq-tui attach {where}\n"
+          f"  log:    {started.log}", file=sys.stderr)
 
 
 async def _send_stop(run_dir: Path) -> bool:

@@ -1,7 +1,8 @@
 """`eq-tui kill|retry|requeue|hold|release|pause|resume|priority|edit|clone|add|reload
-[HOST:]RUN_DIR ...`: one command to the running engine through its control socket (over SSH
+[HOST:]RUN_DIR ...`: one command to the run's engine through its control socket (over SSH
 for HOST:RUN_DIR), what it did printed (or its JSON answer), and an exit code: 0 done, 1 some
-job could not be acted on, 2 bad usage, 3 no engine runs there.
+job could not be acted on, 2 bad usage, 3 no engine runs there and none could be started. A run
+whose engine is not running gets one started in the background for the command (pause aside).
 
 A command carries an id; when the link drops before the answer comes, the same command is sent
 again with the same id (the engine applies an id once), after a pause that grows."""
@@ -15,6 +16,7 @@ import socket
 import sys
 import uuid
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from eq_tui.api.client import CommandResult
@@ -112,9 +114,26 @@ def run(verb: str, argv: list[str]) -> int:
     from eq_tui.cli.run_dirs import resolve
 
     request = parse_verb(verb, argv)
-    if parse_target(request.where) is None:
+    local = parse_target(request.where) is None
+    if local:
         request.where = str(resolve(request.where))
-    answer = asyncio.run(send(request))
+    try:
+        answer = asyncio.run(send(request))
+    except NoEngine:
+        if verb == "pause":
+            raise RunDirError(f"no engine is running for {request.where}: nothing launches "
+                              "without one, so there is nothing to pause") from None
+        if local:
+            from eq_tui.cli.detach import start_for_command
+
+            start_for_command(Path(request.where), verb, request.config_path)
+        else:
+            from eq_tui.cli.remote.start import start_for_command as start_there
+
+            target = parse_target(request.where)
+            assert target is not None
+            asyncio.run(start_there(target, verb, request.config_path))
+        answer = asyncio.run(send(request))
     if request.as_json:
         print(json.dumps({**answer, "command_id": request.command_id}, indent=1))
     else:

@@ -74,9 +74,13 @@ class Request:
 def parser(verb: str) -> argparse.ArgumentParser:
     usage_tail = {"edit": " [-- NEW COMMAND...]", "clone": " [-- NEW COMMAND...]",
                   "add": " -- COMMAND..."}.get(verb, "")
-    parser = new_parser(verb, WHAT[verb] + " Talks to the running engine through its control "
-                        "socket. Exit 0 done, 1 a job could not be acted on, 2 bad usage, 3 no "
-                        "engine runs there.")
+    starts = ("" if verb == "pause" else " When none is running (its queue finished, or it "
+              "was stopped), starts it in the background first (from the manifest the run "
+              "records; it launches nothing before this command, and exits when the queue is "
+              "done).")
+    parser = new_parser(verb, WHAT[verb] + " Talks to the run's engine through its control "
+                        f"socket.{starts} Exit 0 done, 1 a job could not be acted on, 2 bad "
+                        "usage, 3 no engine runs there and none could be started.")
     parser.add_argument("run_dir", metavar="[HOST:]RUN_DIR", help=RUN_DIR_HELP)
     if verb in (*JOB_VERBS, "edit"):
         parser.add_argument("jobs", nargs="*", metavar="JOB", help="job ids")

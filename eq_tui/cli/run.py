@@ -38,7 +38,8 @@ to write a manifest and set up the tool:
   eq-tui schema                the manifest's JSON Schema, for editor completion
   eq-tui completion SHELL      shell completion for bash, zsh or fish
 
-acting on a running queue (through its engine's control socket; --json, --help on each):
+acting on a queue (through its engine's control socket; a run whose engine is not running,
+finished or stopped, gets one started in the background for the command; --json, --help):
   eq-tui kill|retry|requeue|hold|release RUN_DIR JOB... [--filter 'status:stuck phase:p']
   eq-tui pause|resume RUN_DIR  pause or resume launching
   eq-tui priority RUN_DIR JOB... N     higher launches first (manifest key: priority)
@@ -48,7 +49,7 @@ acting on a running queue (through its engine's control socket; --json, --help o
   eq-tui add RUN_DIR --id ID [--phase P] [--gpus N] [--mem MIB|auto] [--exclusive]
              [--priority N] -- COMMAND...
   eq-tui reload RUN_DIR [--dry-run]    read the manifest file again (waiting jobs only)
-  these exit 0 done, 1 a job could not be acted on, 2 bad usage, 3 no engine runs there
+  these exit 0 done, 1 a job could not be acted on, 2 bad usage, 3 no engine could be reached
   eq-tui notify-test MANIFEST  send one test message to every notify: target (exit 1 if one
                                fails)
 
@@ -81,7 +82,7 @@ def parser(verb: str = "") -> argparse.ArgumentParser:
                              "beside the manifest); one manifest only")
     parser.add_argument("--retry-stuck", action="store_true",
                         help="retry every job left stuck by an earlier run of this run dir "
-                             "(after fixing what failed)")
+                             "(after fixing what failed); with --detach, in the background")
     parser.add_argument("--fresh", action="store_true",
                         help="archive the existing run dir (timestamp suffix) and start over")
     parser.add_argument("--poll", type=float, metavar="SECONDS",
@@ -99,6 +100,10 @@ def parser(verb: str = "") -> argparse.ArgumentParser:
                              "user@host[:port]); --run-dir is then a path there")
     add_ssh_config(parser)
     parser.add_argument("--secrets-stdin", action="store_true", help=argparse.SUPPRESS)
+    # a shell verb on a run with no engine starts one with this (detach.start_for_command): it
+    # launches nothing and does not end until the verb's command comes, or SECONDS pass
+    parser.add_argument("--await-command", type=float, metavar="SECONDS", default=0.0,
+                        help=argparse.SUPPRESS)
     parser.add_argument("--version", action="version", version=f"eq-tui {__version__}")
     return parser
 
@@ -120,9 +125,10 @@ def _check_options(options: argparse.Namespace) -> None:
         if not options.detach or options.dry_run:
             raise UsageError("--on HOST runs the engine there in the background: use it with "
                              "--detach (and without --dry-run)")
-    if options.retry_stuck and (options.detach or options.dry_run):
-        raise UsageError("--retry-stuck runs the queue here: not with --detach or --dry-run "
-                         "(attach and press r instead)")
+    if options.retry_stuck and (options.dry_run or options.on is not None):
+        raise UsageError("--retry-stuck runs the queue: not with --dry-run (which launches "
+                         "nothing) or --on (run `eq-tui retry HOST:RUN_DIR --filter "
+                         "status:stuck` once it runs there)")
     if options.poll is not None and not options.poll > 0:
         raise UsageError(f"--poll must be a positive number of seconds, not {options.poll}")
 
@@ -170,8 +176,17 @@ def _run(options: argparse.Namespace) -> int:
         for run_dir in run_dirs:
             _refuse_if_locked(run_dir)
         return start_detached(options.manifests, run_dirs, options.poll,
-                              [handed_over(m) for m in manifests], ssh_config=ssh_config)
+                              [handed_over(m) for m in manifests], ssh_config=ssh_config,
+                              extra=_engine_flags(options))
     return asyncio.run(_run_engines(options, manifests, run_dirs, ssh_config))
+
+
+def _engine_flags(options: argparse.Namespace) -> list[str]:
+    """What --detach hands on to the engine it starts."""
+    flags = ["--retry-stuck"] if options.retry_stuck else []
+    if options.await_command:
+        flags += ["--await-command", str(options.await_command)]
+    return flags
 
 
 def _refuse_if_locked(run_dir: Path) -> None:
@@ -218,7 +233,8 @@ async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: l
                 fresh.append(run_dir)
             poll = options.poll or manifest.poll or 2.0
             hosts = make_hosts(manifest, run_dir, ssh_config=ssh_config)
-            engine = Engine(manifest, run_dir, hosts, poll=poll, exit_when_done=options.no_ui)
+            engine = Engine(manifest, run_dir, hosts, poll=poll, exit_when_done=options.no_ui,
+                            await_command=options.await_command)
             await engine.start()
             engines.append(engine)
             await _after_start(engine, options, multi=len(manifests) > 1)

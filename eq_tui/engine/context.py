@@ -51,6 +51,10 @@ class RunContext:
     waiting_reason: str = ""
     commands: CommandLog = field(default_factory=CommandLog)
     crash_guard: CrashGuard = field(init=False)
+    # an engine started for a person's command (a shell verb on a run with no engine running):
+    # until that command comes, or this time (clock) passes, it launches nothing and a queue
+    # that has finished does not end it
+    awaiting_command_until: float | None = None
 
     def __post_init__(self) -> None:
         self.crash_guard = CrashGuard(self.manifest.crash_guard, self.manifest.project,
@@ -64,6 +68,12 @@ class RunContext:
 
     def phase_jobs(self, phase: str) -> list[JobState]:
         return [job for job in self.ledger.jobs.values() if job.phase == phase]
+
+    def awaiting_command(self) -> bool:
+        until = self.awaiting_command_until
+        if until is not None and self.clock() >= until:
+            self.awaiting_command_until = until = None
+        return until is not None
 
     @property
     def project(self) -> str:

@@ -55,9 +55,11 @@ class Engine:
 
     def __init__(self, manifest: Manifest, run_dir: Path, hosts: dict[str, Host], *,
                  poll: float = 2.0, clock: Callable[[], float] = time.time,
-                 exit_when_done: bool = False, watch: bool = True) -> None:
+                 exit_when_done: bool = False, watch: bool = True,
+                 await_command: float = 0.0) -> None:
         self.hosts = hosts
         self.exit_when_done = exit_when_done
+        self.await_command = await_command  # seconds: see RunContext.awaiting_command_until
         self.finished = False
         self.exit_code: int | None = None
         store = RunDir(Path(run_dir))
@@ -163,6 +165,8 @@ class Engine:
                 run_dir.remove_new()  # refused before anything ran: leave no run dir behind
             raise
         self._started = True
+        if self.await_command > 0:
+            self.ctx.awaiting_command_until = self.ctx.clock() + self.await_command
         self.harvest.start()
 
     def close_with(self, closer: Closer) -> None:
@@ -280,7 +284,8 @@ class Engine:
             self.reconciler.unblock_recovered()
             decision = decide(self.manifest, list(self.jobs.values()),
                               self.observation.host_views(probed, readings or {}),
-                              now=self.ctx.clock(), paused=self.ctx.paused,
+                              now=self.ctx.clock(),
+                              paused=self.ctx.paused or self.ctx.awaiting_command(),
                               preconditions=self.observation.precondition_results,
                               specs=self.ctx.ledger.specs,
                               limits=self.ctx.crash_guard.limits(self.jobs.values(),
@@ -295,7 +300,8 @@ class Engine:
                     if readings and launch.host in readings and launch.host not in probed)
                 await self.launcher.launch(decision.launches, background=background_launches)
                 self.observation.publish_gpu_views({x.host for x in decision.launches})
-            self.check_finished()
+            if not self.ctx.awaiting_command():  # a finished queue: said after the command
+                self.check_finished()
             self.persist_if_unsaved()
             self.watchers.sync(self._watch_requests())
 

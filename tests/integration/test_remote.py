@@ -132,7 +132,17 @@ def test_detach_on_a_host_attach_over_ssh_cut_the_local_side_and_the_queue_finis
     poll(lambda: not status(bed, where)["live"], "the engine to exit")
     late = eq(bed, "attach", where)
     assert late.returncode == 3
-    assert f"no engine is running for {where} (its queue has finished)" in late.stderr
+    assert f"no engine is running for {where} (its queue has finished: completed 4)" in \
+        late.stderr
+    assert f"`eq-tui retry {where} JOB... --ssh-config {bed.ssh_config}` runs jobs again" in \
+        late.stderr
+    # and so it does: a verb on the finished run starts its engine there, for the command
+    edited = eq(bed, "edit", where, "job_1", "--set", "seed=9")
+    assert (edited.returncode, edited.stdout) == (0, "edit job_1: done\n"), edited.stderr
+    assert "started one on gpu in the background for `eq-tui edit`" in edited.stderr
+    poll(lambda: (s := status(bed, where))["counts"] == {"completed": 4} and not s["live"],
+         "job_1 run again, and its engine gone")
+    assert launches_per_job([sim_state(project)])["job_1"] == 2
     # --detach --on again on the finished run: told so plainly, with the queue's exit code
     again = eq(bed, str(tmp_path / "sweep.yaml"), "--detach", "--on", "gpu")
     assert again.returncode == 0, again.stderr

@@ -92,7 +92,7 @@ async def test_every_job_verb_from_the_shell(tmp_path: Path) -> None:
         await run.stop()
     # every job was started as often as the engine says it was launched, never more
     assert all(count == 1 for count in starts(run).values()), starts(run)
-    code, _, err = await eq("kill", where, "w1")
+    code, _, err = await eq("pause", where)
     assert code == 3 and "no engine is running" in err
 
 

@@ -103,9 +103,9 @@ class EngineRun:
 
 async def start_engine(manifest: Manifest, run_dir: Path, *, poll: float = 0.2,
                        exit_when_done: bool = True, control: bool = True,
-                       ssh_config: str | None = None) -> EngineRun:
+                       ssh_config: str | None = None, await_command: float = 0.0) -> EngineRun:
     engine = Engine(manifest, run_dir, make_hosts(manifest, run_dir, ssh_config=ssh_config),
-                    poll=poll, exit_when_done=exit_when_done)
+                    poll=poll, exit_when_done=exit_when_done, await_command=await_command)
     run = EngineRun(engine=engine, manifest=manifest, run_dir=run_dir)
     queue = engine.subscribe()
 

@@ -79,8 +79,8 @@ def test_a_job_whose_command_changed_is_retried_by_itself(
     assert after["b"]["attempts"] == 2
 
 
-def test_retry_stuck_does_not_go_with_detach(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["m.yaml", "--retry-stuck", "--detach"]) == 2
+def test_retry_stuck_does_not_go_with_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["m.yaml", "--retry-stuck", "--dry-run"]) == 2
     assert "--retry-stuck" in capsys.readouterr().err
 
 

@@ -23,8 +23,7 @@ async def _local(run_dir: Path) -> ControlClient:
     if "\0" in str(run_dir) or not run_dir.is_dir():
         raise NoEngine(f"{run_dir}: no such run dir here")
     if find_socket(run_dir) is None:
-        raise NoEngine(f"no engine is running for {run_dir} (start it with `eq-tui MANIFEST`, "
-                       f"or `eq-tui attach {run_dir} --resume`)")
+        raise NoEngine(f"no engine is running for {run_dir}")
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT_S):
             return await ControlClient.connect(run_dir)

@@ -1,16 +1,18 @@
-"""Start an engine on an SSH host, detached: `eq-tui MANIFEST --detach --on HOST`, and the
-resume offered when attaching to a run dir whose engine is not running there."""
+"""Start an engine on an SSH host, detached: `eq-tui MANIFEST --detach --on HOST`, the
+resume offered when attaching to a run dir whose engine is not running there, and the one a
+shell verb starts for its command."""
 
 from __future__ import annotations
 
 import posixpath
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from eq_tui import __version__
-from eq_tui.cli.detach import FINISHED_MARK, RESUMING_MARK
+from eq_tui.cli.detach import AWAIT_COMMAND_S, FINISHED_MARK, RESUMING_MARK
 from eq_tui.cli.remote.link import RemoteLink, RemoteRunDir
 from eq_tui.cli.remote.target import RemoteTarget, command_line
 from eq_tui.errors import HostError, RunDirError
@@ -139,8 +141,10 @@ async def start_engine(link: RemoteLink, eq_tui: str, manifest: str, run_dir: st
     return started
 
 
-async def resume(link: RemoteLink, run_dir: RemoteRunDir, config_path: str | None) -> None:
-    """Starts the engine of an existing remote run dir again, from its manifest copy there."""
+async def resume(link: RemoteLink, run_dir: RemoteRunDir, config_path: str | None,
+                 extra: Sequence[str] = ()) -> None:
+    """Starts the engine of an existing remote run dir again, from its manifest copy there
+    (`extra`: flags for its --detach, e.g. --await-command)."""
     saved = await link.read_json(posixpath.join(run_dir.path, "manifest.json"))
     source = saved.get("source") if isinstance(saved, dict) else None
     if not isinstance(source, str) or not source:
@@ -152,7 +156,23 @@ async def resume(link: RemoteLink, run_dir: RemoteRunDir, config_path: str | Non
                           f"start it on {link.target} from the directory it ran in")
     eq_tui = await find_eq_tui(link, config_path)
     values, _lacking = values_here(saved.get("env"), source)
-    await start_engine(link, eq_tui, source, run_dir.path, [], values)
+    await start_engine(link, eq_tui, source, run_dir.path, list(extra), values)
+
+
+async def start_for_command(target: RemoteTarget, verb: str, config_path: str | None) -> None:
+    """A shell verb on HOST:RUN_DIR whose engine is not running there: start it on the host in
+    the background, waiting for the verb's command (as detach.start_for_command does here)."""
+    from eq_tui.cli.remote.link import open_link
+
+    link = await open_link(target.host, config_path, read_from=str(target))
+    try:
+        located = await link.locate(target)
+        await resume(link, located, config_path, ["--await-command", str(AWAIT_COMMAND_S)])
+    finally:
+        await link.close()
+    print(f"eq-tui: no engine was running for {located}: started one on {target.host} in the "
+          f"background for `eq-tui {verb}` (it exits when its queue is done)\n"
+          f"  watch:  {command_line('attach', str(located), config_path)}", file=sys.stderr)
 
 
 def how_to_reach(target: RemoteTarget, config_path: str | None) -> dict[str, str]:

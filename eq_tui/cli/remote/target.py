@@ -43,7 +43,8 @@ def check_host(host: str) -> str:
     return host
 
 
-def command_line(verb: str, where: str, config_path: str | None = None) -> str:
-    """`eq-tui VERB WHERE` as a user can paste it, with the ssh config it was reached with."""
-    line = f"eq-tui {verb} {shlex.quote(where)}"
+def command_line(verb: str, where: str, config_path: str | None = None, tail: str = "") -> str:
+    """`eq-tui VERB WHERE [TAIL]` as a user can paste it (`tail`: shell text, quoted already),
+    with the ssh config it was reached with."""
+    line = f"eq-tui {verb} {shlex.quote(where)}" + (f" {tail}" if tail else "")
     return line + (f" --ssh-config {shlex.quote(config_path)}" if config_path else "")

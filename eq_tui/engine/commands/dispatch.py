@@ -82,6 +82,7 @@ class Commands:
     async def send(self, command: Command, command_id: str | None = None) -> CommandResult:
         """A typed command; `command_id` (the client's) applies it once, however often sent."""
         handler = self.handlers[type(command)]
+        self.ctx.awaiting_command_until = None  # it came: launch and finish as usual
         return await self.ctx.commands.once(command_id, lambda: handler(command, command_id))
 
     # ---- how each kind of command is run ---------------------------------------------------

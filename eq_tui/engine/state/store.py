@@ -129,6 +129,10 @@ class RunDir:
         self.state.write_changes(fields, jobs)
 
     def write_manifest(self, data: dict[str, Any]) -> None:
+        """The expanded manifest; its `source` absolute, so that a command run from anywhere
+        (a shell verb that starts the engine again) finds the file."""
+        if data.get("source"):
+            data = {**data, "source": str(Path(data["source"]).resolve())}
         write_atomic(self.manifest_file, _one_record_per_line(data))
 
     def append_event(self, data: dict[str, Any]) -> None:
