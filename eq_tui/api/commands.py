@@ -76,7 +76,11 @@ class Hold(OnJobs):
 
 @dataclass(frozen=True)
 class Release(OnJobs):
+    """Held jobs back to waiting; or, with `phase` (and no jobs), the crash guard's hold on
+    that phase lifted: the rest of it launches as it is."""
+
     name: ClassVar[str] = "release"
+    phase: str | None = None
 
 
 @dataclass(frozen=True)

@@ -149,7 +149,8 @@ class JobRetired(Event):
 @dataclass(frozen=True)
 class PhaseHeld(Event):
     """The crash guard stopped launching a phase: `jobs` failed the same way soon after they
-    started. It waits for a person (`retry` of one of them, or `resume`)."""
+    started. It waits for a person (`retry` of one of them, `release --phase`, or `resume`):
+    `todo` says the exact commands (api/held.py)."""
 
     type: ClassVar[str] = "phase_held"
     phase: str
@@ -157,6 +158,7 @@ class PhaseHeld(Event):
     failure_class: str = ""
     line: str = ""  # the last log line they share
     reason: str = ""
+    todo: str = ""
 
 
 @dataclass(frozen=True)

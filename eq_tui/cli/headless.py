@@ -103,6 +103,9 @@ def summary_line(client: EngineClient, now: float) -> str:
     hosts = " ".join(f"{h.get('name')}:{h.get('state')}" for h in snap.get("hosts", []))
     elapsed = int(now - float(snap.get("created") or snap.get("started_at") or now))
     paused = " PAUSED" if snap.get("paused") else ""
+    held = snap.get("held_phases") or {}
+    if held:  # the alert said what to run; this line repeats that the run waits for a person
+        paused += f" HELD {', '.join(held)} (waits for a person: `eq-tui status` says what to run)"
     return (f"{_clock_text(now)} [{client.project}] {len(jobs)} "
             f"{'job' if len(jobs) == 1 else 'jobs'}: "
             f"{', '.join(parts)} | hosts {hosts} | {elapsed // 60}m{elapsed % 60:02d}s{paused}")

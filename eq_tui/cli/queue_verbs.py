@@ -15,6 +15,7 @@ from eq_tui.api.commands import (
     Command,
     Edit,
     OnJobs,
+    Release,
     Reload,
     SetPriority,
 )
@@ -36,7 +37,8 @@ WHAT = {
              "one now.",
     "requeue": "Stop running jobs and put them back in the queue.",
     "hold": "Hold waiting jobs: they never launch until released.",
-    "release": "Release held jobs.",
+    "release": "Release held jobs; or, with --phase, a phase the crash guard holds (the rest "
+               "of it launches as it is).",
     "pause": "Pause launching (running jobs go on).",
     "resume": "Resume launching.",
     "priority": "Set jobs' priority (higher launches first; ties in queue order).",
@@ -82,6 +84,10 @@ def parser(verb: str) -> argparse.ArgumentParser:
                         f"socket.{starts} Exit 0 done, 1 a job could not be acted on, 2 bad "
                         "usage, 3 no engine runs there and none could be started.")
     parser.add_argument("run_dir", metavar="[HOST:]RUN_DIR", help=RUN_DIR_HELP)
+    if verb == "release":
+        parser.add_argument("--phase", metavar="NAME",
+                            help="release this phase, which the crash guard holds after its "
+                                 "jobs failed alike at once (instead of jobs)")
     if verb in (*JOB_VERBS, "edit"):
         parser.add_argument("jobs", nargs="*", metavar="JOB", help="job ids")
         parser.add_argument("--filter", metavar="QUERY",
@@ -148,7 +154,11 @@ def parse_verb(verb: str, argv: list[str]) -> Request:
         raise UsageError(f"eq-tui {verb}: the command after -- is empty")
     filter_query = getattr(options, "filter", None)
     needs_jobs = verb in (*JOB_VERBS, "edit", "priority")
-    if needs_jobs and not jobs and not filter_query:
+    phase = getattr(options, "phase", None)
+    if phase is not None and (jobs or filter_query):
+        raise UsageError("eq-tui release: --phase releases a phase; name no JOB and no "
+                         "--filter with it")
+    if needs_jobs and not jobs and not filter_query and phase is None:
         raise UsageError(f"eq-tui {verb}: name at least one JOB, or --filter QUERY")
     return Request(verb, options.run_dir, _command(verb, options, tuple(jobs), cmd),
                    filter=filter_query, as_json=options.json, command_id=options.command_id,
@@ -184,6 +194,8 @@ def _command(verb: str, options: argparse.Namespace, jobs: tuple[str, ...],
         return SetPriority(jobs, priority=_priority(options.value))
     if verb == "reload":
         return Reload(dry_run=options.dry_run)
+    if verb == "release":
+        return Release(job_ids=jobs, phase=options.phase)
     kind = KINDS[verb]
     return kind(job_ids=jobs) if issubclass(kind, OnJobs) else kind()
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from eq_tui.api.client import Snapshot
-from eq_tui.api.model import JobState, status_counts
+from eq_tui.api.held import held_phase_todo
+from eq_tui.api.model import JobState, JobStatus, status_counts
 from eq_tui.errors import RunDirError
 from eq_tui.runfiles.statefile import StateFile
 
@@ -62,7 +63,7 @@ def print_status(run_dir: Path, *, as_json: bool = False, each_job: bool = False
         saved, jobs = from_snapshot(live)
     else:
         saved, jobs = load_jobs(run_dir)
-    return show_status(saved, jobs, as_json=as_json, each_job=each_job)
+    return show_status(saved, jobs, as_json=as_json, each_job=each_job, run_dir=str(run_dir))
 
 
 def needs_person_line(job: JobState) -> str:
@@ -113,13 +114,23 @@ def show_jobs(jobs: list[JobState], *, as_json: bool = False, queue_reason: str 
         sys.stdout.write(f"{line}  {row['reason'] or '-'}\n")
 
 
+def held_todo(saved: dict[str, Any], jobs: list[JobState], run_dir: str) -> dict[str, str]:
+    """phase -> what a person runs for each phase the crash guard holds (the retry names its
+    last stuck job, as the crash guard's alert names the last crash)."""
+    held = (saved.get("crash_guard") or {}).get("held") or {}
+    return {phase: held_phase_todo(run_dir, phase, next(
+        (job.id for job in reversed(jobs) if job.phase == phase
+         and job.status == JobStatus.STUCK), None)) for phase in held}
+
+
 def show_status(saved: dict[str, Any], jobs: list[JobState], *, as_json: bool = False,
-                where: str = "", each_job: bool = False) -> int:
+                where: str = "", each_job: bool = False, run_dir: str = "RUN_DIR") -> int:
     """Prints the counts and the jobs that need a person (`each_job`: a line per job instead);
-    `where` names the SSH host of a remote run dir. Exit code: 1 when a job needs a person,
-    else 0."""
+    `where` names the SSH host of a remote run dir, `run_dir` the run dir as commands name it.
+    Exit code: 1 when a job needs a person, else 0."""
     counts = status_counts(jobs)
     needing = [job for job in jobs if job.status.needs_person]
+    todo = held_todo(saved, jobs, run_dir)
     if each_job:
         show_jobs(jobs, as_json=as_json, queue_reason=str(saved.get("waiting_reason") or ""))
         return 1 if needing else 0
@@ -127,6 +138,7 @@ def show_status(saved: dict[str, Any], jobs: list[JobState], *, as_json: bool = 
         print(json.dumps({
             "project": saved.get("project"), "paused": saved.get("paused", False),
             "held_phases": (saved.get("crash_guard") or {}).get("held") or {},
+            "held_todo": todo,
             "live": bool(saved.get("live_pid")),
             "total": len(jobs), "counts": counts,
             "needs_person": [{"id": j.id, "status": str(j.status),
@@ -144,7 +156,7 @@ def show_status(saved: dict[str, Any], jobs: list[JobState], *, as_json: bool = 
         out.write(f"  {status:<11} {count}\n")
     for phase, why in ((saved.get("crash_guard") or {}).get("held") or {}).items():
         out.write(f"\nphase {phase} is held, nothing of it launches: {why}\n"
-                  "  fix the command, then retry one of its jobs or resume the queue\n")
+                  f"  {todo[phase]}\n")
     if needing:
         out.write("\nneeds a person:\n")
         for job in needing:

@@ -59,7 +59,8 @@ class RunContext:
     def __post_init__(self) -> None:
         self.crash_guard = CrashGuard(self.manifest.crash_guard, self.manifest.project,
                                       self.bus, self.clock, group_over=self.group_over,
-                                      phase_jobs=self.phase_jobs)
+                                      phase_jobs=self.phase_jobs,
+                                      run_dir=str(self.run_dir.path))
 
     def group_over(self, phase: str) -> str:
         """The grid key a phase's seeds differ in (its results' `group_over`)."""

@@ -84,7 +84,8 @@ def phase_held_note(project: str, event: PhaseHeld) -> Note:
                 f"[{project}] phase {event.phase} held: {jobs} failed alike "
                 f"({event.failure_class}) soon after they started"
                 + (f": {event.line}" if event.line else "")
-                + "; retry one of them or resume once the command is fixed", event.to_json())
+                + f"; {event.todo or 'retry one of them or resume once the command is fixed'}",
+                event.to_json())
 
 
 def host_down_note(project: str, event: HostStateChanged) -> Note:
@@ -153,6 +154,12 @@ def event_note(project: str, event: Event) -> Note | None:
     if isinstance(event, QueueFinished):
         return finished_note(project, event.counts, event.exit_code, event.to_json())
     return None
+
+
+def leading(notes: list[Note]) -> list[Note]:
+    """A burst's notes in the order a message tells them: a held phase first (it stops a whole
+    phase and says what to run), in full; then as they came."""
+    return sorted(notes, key=lambda note: not note.id.startswith("phase_held:"))
 
 
 def digest(notes: list[Note], project: str) -> str:

@@ -26,6 +26,7 @@ from eq_tui.notify.notes import (
     Note,
     digest,
     event_note,
+    leading,
     phase_note,
     snapshot_notes,
     stuck_note,
@@ -159,6 +160,7 @@ class Notifier:
             await asyncio.sleep(delay)
 
     def message(self, message_id: str, notes: list[Note]) -> dict[str, Any]:
+        notes = leading(notes)
         return {"id": message_id, "project": self.project, "text": digest(notes, self.project),
                 "kind": notes[0].kind, "count": len(notes), "event": notes[0].event,
                 "events": [{"kind": n.kind, "id": n.id, **n.event} for n in notes]}

@@ -1,5 +1,6 @@
 """Jobs waiting to retry (with a countdown, and what a CUDA OOM on a shared GPU asks for next),
-then the ones that need a person, then alerts."""
+then the ones that need a person (and the phases the crash guard holds, with what to run),
+then alerts."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from eq_tui.api.held import held_phase_todo
 from eq_tui.tui.memory_text import escalation_text
 from eq_tui.tui.palette import status_markup_style
 from eq_tui.tui.rows import attempt_text, failure_class, format_duration, single_line
@@ -49,6 +51,18 @@ def _person_line(label: str, status: str, failure: str, detail: str) -> Content:
                                                 f"{single_line(detail, 70)}")
 
 
+def _held_lines(view: RunView) -> list[Content]:
+    """Each phase the crash guard holds, with what to run (in full: the pane wraps it)."""
+    lines = []
+    for project in view.projects.values():
+        for phase in project.held_phases:
+            stuck = next((str(job.get("id")) for job in reversed(project.jobs.values())
+                          if job.get("phase") == phase and job.get("status") == "stuck"), None)
+            lines.append(Content.assemble("  ", (f"phase {phase} held", "bold $error"),
+                                          f": {held_phase_todo(project.run_dir, phase, stuck)}"))
+    return lines
+
+
 def retry_content(view: RunView, now: float) -> Content:
     multi = len(view.projects) > 1
     lines: list[Content] = []
@@ -70,6 +84,7 @@ def retry_content(view: RunView, now: float) -> Content:
             needing.append((key, found))
     needing.sort(key=lambda item: item[0])
     lines.append(Content.styled(f"needs a person ({len(needing)})", "bold $error"))
+    lines.extend(_held_lines(view))
     for key, (_, job) in needing[:MAX_LISTED]:
         failure = job.get("failure") or {}
         detail = failure.get("detail") or job.get("reason") or ""

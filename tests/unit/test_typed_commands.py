@@ -15,6 +15,7 @@ from eq_tui.api.commands import (
     Kill,
     OnJobs,
     Pause,
+    Release,
     ReleaseGpu,
     Reload,
     SetPriority,
@@ -28,6 +29,7 @@ EXAMPLES = [
     Clone(job="a", new_id="a2", cmd="x", priority=2), Clone(job="a"),
     Add(id="n", cmd="t", phase="p", gpus_per_job=0, mem_mib="auto", exclusive=True, priority=1),
     Reload(dry_run=True), Reload(), Pause(by="ui"), ReleaseGpu(gpus=("box:1",)),
+    Release(phase="main"), Release(("a",)),
 ]
 
 

@@ -47,7 +47,8 @@ async def _status(target: RemoteTarget, config_path: str | None
 def print_remote_status(target: RemoteTarget, *, as_json: bool = False,
                         config_path: str | None = None, each_job: bool = False) -> int:
     saved, jobs = asyncio.run(_status(target, config_path))
-    return show_status(saved, jobs, as_json=as_json, where=target.host, each_job=each_job)
+    return show_status(saved, jobs, as_json=as_json, where=target.host, each_job=each_job,
+                       run_dir=str(target))
 
 
 async def _stop(target: RemoteTarget, config_path: str | None) -> str:

@@ -56,10 +56,11 @@ class Commands:
         self.ctx = engine.ctx
         holds, editing = Holds(self.ctx), Editing(self.ctx, engine)
         jobs, queue = JobCommands(engine), QueueCommands(engine)
+        self._release_jobs = self._each_job(holds.release)
         self.handlers: dict[type[Command], Handler] = {
             Kill: self._each_job(jobs.kill), Retry: self._each_job(jobs.retry),
             Requeue: self._each_job(jobs.requeue), Hold: self._each_job(holds.hold),
-            Release: self._each_job(holds.release),
+            Release: self._release,
             SetPriority: self._locked(holds.priority), Edit: self._locked(editing.edit),
             Clone: self._locked(editing.clone), Add: self._locked(editing.add),
             Reload: self._locked(editing.reload),
@@ -126,6 +127,22 @@ class Commands:
         self.engine.check_finished()
         self.ctx.commands.remember(command_id, done)
         self.engine.persist_if_unsaved()
+
+    async def _release(self, command: Release, command_id: str | None) -> CommandResult:
+        """Held jobs, or (`phase`) a phase the crash guard holds."""
+        if command.phase is None:
+            return await self._release_jobs(command, command_id)
+        if command.job_ids:
+            return result(error="release takes job ids or a phase, not both")
+        async with self.engine.lock:
+            by = f"release by {command.by}" if command.by else "release"
+            released = self.ctx.crash_guard.release(command.phase, by)
+            done = result({f"phase {command.phase}": "ok" if released else
+                           "not held by the crash guard"})
+            self.engine.persistence.persist()
+            self._written(command_id, done)
+        self.engine.wake()
+        return done
 
     async def _release_gpus(self, command: ReleaseGpu, command_id: str | None
                             ) -> CommandResult:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eq_tui.api.events import PhaseHeld, PhaseReleased
+from eq_tui.api.held import held_phase_todo
 from eq_tui.api.model import Attempt, FailureClass, JobState, JobStatus
 from eq_tui.api.progress_line import shows_training
 from eq_tui.engine.decide.scheduler import PhaseLimit
@@ -68,8 +69,10 @@ class CrashGuard:
     def __init__(self, spec: CrashGuardSpec, project: str, bus: Bus,
                  clock: Callable[[], float],
                  group_over: Callable[[str], str] = lambda phase: "seed",
-                 phase_jobs: Callable[[str], Iterable[JobState]] = lambda phase: ()) -> None:
+                 phase_jobs: Callable[[str], Iterable[JobState]] = lambda phase: (),
+                 run_dir: str = "RUN_DIR") -> None:
         self.spec = spec
+        self.run_dir = run_dir  # as the commands a person runs name it
         self.project = project
         self.bus = bus
         self.clock = clock
@@ -147,11 +150,11 @@ class CrashGuard:
                   f"the same way within {self.spec.within:g}s of starting, before any "
                   f"progress [{streak[-1].cls}] {shown}")
         self.held[name] = reason
+        todo = held_phase_todo(self.run_dir, name, jobs[-1])
         self.bus.publish(PhaseHeld(project=self.project, at=self.clock(), phase=name,
                                    jobs=jobs, failure_class=streak[-1].cls, line=shown,
-                                   reason=reason))
-        self.bus.alert("error", f"{reason}. Launching phase {name} is held: fix the command, "
-                       "then retry one of them (r in the UI) or resume the queue",
+                                   reason=reason, todo=todo))
+        self.bus.alert("error", f"{reason}. Launching phase {name} is held; {todo}",
                        job=jobs[-1])
 
     # ---- what a person does ----------------------------------------------------------------
