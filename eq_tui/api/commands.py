@@ -131,8 +131,12 @@ class Add(Command):
 
 @dataclass(frozen=True)
 class Reload(Command):
+    """`force`: the file's definitions also over what a person changed (edits, priorities,
+    holds on jobs gone from the file)."""
+
     name: ClassVar[str] = "reload"
     dry_run: bool = False
+    force: bool = False
 
 
 @dataclass(frozen=True)

@@ -101,10 +101,12 @@ def _reload_lines(detail: dict[str, Any]) -> list[str]:
             lines.append(f"  {would}{label} {job_id}")
     for job_id, why in (detail.get("kept") or {}).items():
         lines.append(f"  leave {job_id}: {why}")
+    for job_id, what in (detail.get("by_person") or {}).items():
+        lines.append(f"  {would}not apply to {job_id}: {what}; --force applies the file's")
     if detail.get("not_applied"):
         lines.append("  not applied to the running engine (restart it to use them): "
                      + ", ".join(detail["not_applied"]))
-    if not any(detail.get(k) for k in ("add", "update", "retire", "kept")):
+    if not any(detail.get(k) for k in ("add", "update", "retire", "kept", "by_person")):
         lines.append("  no job changes")
     return lines
 

@@ -47,7 +47,9 @@ WHAT = {
     "clone": "A new job from any job, with changed args.",
     "add": "A new job in a phase.",
     "reload": "Read the manifest file again: add new jobs, update waiting ones that changed, "
-              "retire waiting ones that are gone. Running and finished jobs are never touched.",
+              "retire waiting ones that are gone. Running and finished jobs are never touched; "
+              "what a person changed (an edited command, a priority set, a hold) stays unless "
+              "--force, and the answer says which of the file's changes it left out for it.",
 }
 SET_HELP = ("change one arg of the command: --key VALUE (true: the bare flag, false: drop "
             "it); repeat for more")
@@ -121,6 +123,10 @@ def parser(verb: str) -> argparse.ArgumentParser:
                             help=SET_HELP)
     if verb == "reload":
         parser.add_argument("--dry-run", action="store_true", help="show what it would do")
+        parser.add_argument("--force", action="store_true",
+                            help="apply the file also over what a person changed: edited "
+                                 "commands, priorities set, and jobs held, edited or "
+                                 "prioritised that the file no longer has (retired)")
     parser.add_argument("--json", action="store_true", help="print the engine's answer as JSON")
     parser.add_argument("--command-id", metavar="ID",
                         help="the command's id (default: a fresh one). The engine applies an id "
@@ -193,7 +199,7 @@ def _command(verb: str, options: argparse.Namespace, jobs: tuple[str, ...],
     if verb == "priority":
         return SetPriority(jobs, priority=_priority(options.value))
     if verb == "reload":
-        return Reload(dry_run=options.dry_run)
+        return Reload(dry_run=options.dry_run, force=options.force)
     if verb == "release":
         return Release(job_ids=jobs, phase=options.phase)
     kind = KINDS[verb]

@@ -40,6 +40,10 @@ def reload_message(detail: dict[str, Any]) -> str:
     kept = detail.get("kept") or {}
     if kept:
         lines.append(f"left alone (running or finished): {len(kept)}")
+    for job_id, what in list((detail.get("by_person") or {}).items())[:12]:
+        lines.append(f"not applied to {job_id}, a person changed it: {what}")
+    if detail.get("by_person"):
+        lines.append("(`eq-tui reload RUN_DIR --force` applies the file's over them)")
     if detail.get("not_applied"):
         lines.append("needs a restart: " + ", ".join(detail["not_applied"]))
     return "\n".join(lines) or "the file changes no job"

@@ -150,14 +150,20 @@ jobs:
 """)
     dry = await engine.command("reload", [], {"dry_run": True})
     plan = dry["detail"]
-    assert (plan["add"], plan["update"], plan["retire"]) == (["new"], ["wait"], ["gone"])
+    assert (plan["add"], plan["update"], plan["retire"]) == (["new"], ["wait"], [])
     assert set(plan["kept"]) == {"run", "done", "gone-run"}
+    # a person held `gone`: the file dropping it does not retire it (only --force does)
+    assert plan["by_person"] == {"gone": "its retirement (a person held it)"}
     assert "new" not in engine.jobs and engine.jobs["wait"].cmd == "train wait"
     done = await engine.command("reload", [], {"by": "test"})
     assert done["ok"], done
-    assert list(engine.jobs) == ["run", "done", "wait", "gone-run", "new"]
+    assert list(engine.jobs) == ["run", "done", "wait", "gone", "gone-run", "new"]
     assert engine.jobs["run"].cmd == "train run" and engine.jobs["done"].cmd == "train done"
     assert (engine.jobs["wait"].cmd, engine.jobs["wait"].priority) == ("train wait --changed", 2)
+    assert engine.jobs["wait"].status == JobStatus.HELD  # updated, and still held
+    assert engine.ctx.ledger.retired == []
+    forced = await engine.command("reload", [], {"by": "test", "force": True})
+    assert forced["detail"]["retire"] == ["gone"] and not forced["detail"]["by_person"]
     assert [r["id"] for r in engine.ctx.ledger.retired] == ["gone"]
     state = json.loads((tmp_path / "run" / "queue_state.json").read_text())
     assert "gone" not in {j["id"] for j in state["jobs"]}
@@ -271,3 +277,15 @@ def test_what_a_command_id_keeps_is_bounded() -> None:
     again = CommandLog()
     again.restore(kept)
     assert again.to_json() == kept
+
+
+def test_the_uis_reload_question_names_what_a_persons_changes_keep_from_the_file() -> None:
+    from eq_tui.tui.living import reload_message
+
+    text = reload_message({"add": [], "update": ["j1"], "retire": [], "kept": {},
+                           "not_applied": [], "by_person": {
+                               "j3": "its command `t --lr 1` (a person's edit `t` stays)"}})
+    assert text.splitlines() == [
+        "update: j1",
+        "not applied to j3, a person changed it: its command `t --lr 1` (a person's edit `t` "
+        "stays)", "(`eq-tui reload RUN_DIR --force` applies the file's over them)"]

@@ -50,7 +50,7 @@ def test_the_wire_keeps_its_names_and_leaves_out_what_was_not_given() -> None:
     assert Edit(("a",), sets={"lr": "3"}).wire() == ("edit", ["a"], {"set": {"lr": "3"}})
     assert Clone(job="a", new_id="b").wire() == ("clone", ["a"], {"id": "b"})
     assert Kill(("a",), by="ui").wire() == ("kill", ["a"], {"by": "ui"})
-    assert Reload().wire() == ("reload", [], {"dry_run": False})
+    assert Reload().wire() == ("reload", [], {"dry_run": False, "force": False})
 
 
 @pytest.mark.parametrize(("name", "targets", "args", "why"), [

@@ -182,7 +182,8 @@ class Editing:
     # ---- reload ----------------------------------------------------------------------------
 
     async def reload(self, command: Reload) -> CommandResult:
-        done = await reload_manifest(self.ctx, by=command.by, dry_run=bool(command.dry_run))
+        done = await reload_manifest(self.ctx, by=command.by, dry_run=bool(command.dry_run),
+                                     force=command.force is True)
         if done["ok"] and not command.dry_run:
             self.engine.persistence.persist(whole=True)  # retired jobs leave the state file
         return done

@@ -1,12 +1,17 @@
 """`reload`: read the manifest file again and bring the waiting jobs in step with it. New jobs
 are added, waiting (pending, held, OOM-delayed) jobs whose definition changed are updated,
 waiting jobs gone from the file are retired. Running and finished jobs are never touched.
-Hosts and settings are not changed on a running engine: the plan says which differ."""
+Hosts and settings are not changed on a running engine: the plan says which differ.
+
+What a person changed stays unless `force`: a command they edited (the file's command for that
+job is not applied when the file changed it), a priority they set, and a job they held,
+edited or prioritised is not retired when it is gone from the file. The plan's `by_person`
+says which of the file's changes were not applied because of them."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from eq_tui.api.client import CommandResult
@@ -30,10 +35,15 @@ class ReloadPlan:
     retire: list[str] = field(default_factory=list)
     kept: dict[str, str] = field(default_factory=dict)  # job id -> why it is left alone
     not_applied: list[str] = field(default_factory=list)  # settings a restart would change
+    # job id -> what of the file was not applied to it because a person changed it
+    by_person: dict[str, str] = field(default_factory=dict)
+    # job id -> the definition an update gives it (the file's, less what a person changed)
+    specs: dict[str, JobSpec] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"add": self.add, "update": self.update, "retire": self.retire,
-                "kept": self.kept, "not_applied": self.not_applied}
+                "kept": self.kept, "not_applied": self.not_applied,
+                "by_person": self.by_person}
 
 
 def _untouchable(job: JobState) -> str | None:
@@ -44,9 +54,39 @@ def _untouchable(job: JobState) -> str | None:
     return None
 
 
+def _edited_by_person(job: JobState) -> list[dict[str, Any]]:
+    return [edit for edit in job.edits if edit.get("kind") == "edit"]
+
+
+def wanted(job: JobState, spec: JobSpec, before: JobSpec | None,
+           force: bool) -> tuple[JobSpec, list[str]]:
+    """The definition a reload gives `job` from the file's `spec` (`before`: its spec in the
+    manifest the engine was started with), and what of the file that leaves out because a
+    person changed it (their command stays; their priority is kept by `_update`)."""
+    if force:
+        return spec, []
+    left: list[str] = []
+    edited = _edited_by_person(job)
+    if edited and spec.cmd != job.cmd:
+        if spec.cmd != edited[0].get("old"):  # the file changed it too, not only the person
+            left.append(f"its command `{spec.cmd}` (a person's edit `{job.cmd}` stays)")
+        spec = replace(spec, cmd=job.cmd)
+    if (job.priority_set and job.priority != spec.priority
+            and (before is None or before.priority != spec.priority)):
+        left.append(f"its priority {spec.priority} (a person set {job.priority})")
+    return spec, left
+
+
+def _kept_from_retirement(job: JobState) -> str | None:
+    changed = [what for what, yes in (("held", job.status.is_held),
+                                      ("edited", bool(_edited_by_person(job))),
+                                      ("prioritised", job.priority_set)) if yes]
+    return f"its retirement (a person {' and '.join(changed)} it)" if changed else None
+
+
 def plan_reload(jobs: dict[str, JobState], specs: dict[str, JobSpec], old: Manifest,
-                new: Manifest) -> ReloadPlan:
-    """What a reload would do; pure."""
+                new: Manifest, *, force: bool = False) -> ReloadPlan:
+    """What a reload would do; pure. `force`: the file's definitions over a person's changes."""
     plan = ReloadPlan()
     phases = {phase.name for phase in old.phases}
     for spec in new.jobs:
@@ -58,22 +98,29 @@ def plan_reload(jobs: dict[str, JobState], specs: dict[str, JobSpec], old: Manif
                 plan.add.append(spec.id)
             continue
         current = specs.get(spec.id)
-        changed = current is None or not same_definition(current, spec) or (
-            not job.priority_set and job.priority != spec.priority)
+        target, left = wanted(job, spec, old.job_specs.get(spec.id), force)
+        changed = current is None or not same_definition(current, target) or (
+            (force or not job.priority_set) and job.priority != spec.priority)
+        why = _untouchable(job)
+        if left and not why:
+            plan.by_person[spec.id] = "; ".join(left)
         if not changed:
             continue
-        why = _untouchable(job)
         if why:
             plan.kept[spec.id] = f"changed in the file, but {why}"
         else:
             plan.update.append(spec.id)
+            plan.specs[spec.id] = target
     in_file = new.job_specs
     for job in jobs.values():
         if job.id in in_file or job.origin not in ("manifest", "reload"):
             continue
         why = _untouchable(job)
+        person = None if force else _kept_from_retirement(job)
         if why:
             plan.kept[job.id] = f"gone from the file, but {why}"
+        elif person:
+            plan.by_person[job.id] = person
         else:
             plan.retire.append(job.id)
     plan.not_applied = [f.name for f in fields(Manifest) if f.name not in _NOT_SETTINGS
@@ -83,7 +130,8 @@ def plan_reload(jobs: dict[str, JobState], specs: dict[str, JobSpec], old: Manif
     return plan
 
 
-async def reload_manifest(ctx: RunContext, *, by: str, dry_run: bool) -> CommandResult:
+async def reload_manifest(ctx: RunContext, *, by: str, dry_run: bool,
+                          force: bool = False) -> CommandResult:
     source = ctx.manifest.source
     try:
         new = await asyncio.to_thread(load_manifest, source)
@@ -92,8 +140,8 @@ async def reload_manifest(ctx: RunContext, *, by: str, dry_run: bool) -> Command
     if new.project != ctx.project:
         return result(error=f"{source} is now project {new.project!r}, not {ctx.project!r}; "
                             "not reloaded")
-    plan = plan_reload(ctx.ledger.jobs, ctx.ledger.specs, ctx.manifest, new)
-    detail = {"dry_run": dry_run, "source": source, **plan.to_json()}
+    plan = plan_reload(ctx.ledger.jobs, ctx.ledger.specs, ctx.manifest, new, force=force)
+    detail = {"dry_run": dry_run, "force": force, "source": source, **plan.to_json()}
     if dry_run:
         return result(detail=detail)
     ledger = ctx.ledger
@@ -107,7 +155,7 @@ async def reload_manifest(ctx: RunContext, *, by: str, dry_run: bool) -> Command
                                  cmd=spec.cmd, origin="reload", by=by))
         ledger.add_job(job, spec)
     for job_id in plan.update:
-        _update(ctx, ledger.jobs[job_id], new.job_specs[job_id], by, now)
+        _update(ctx, ledger.jobs[job_id], plan.specs[job_id], by, now, force)
     for job_id in plan.retire:
         ledger.retire_job(job_id, by)
     ctx.run_dir.write_manifest(new.to_json())
@@ -128,10 +176,13 @@ def _restored(saved: dict[str, Any] | None, spec: JobSpec) -> JobState | None:
     return job
 
 
-def _update(ctx: RunContext, job: JobState, spec: JobSpec, by: str, now: float) -> None:
+def _update(ctx: RunContext, job: JobState, spec: JobSpec, by: str, now: float,
+            force: bool) -> None:
     old = job.cmd
     ctx.ledger.set_spec(job.id, spec)
     job.phase = spec.phase
+    if force:
+        job.priority_set = False  # the file's priority from now on
     if not job.priority_set:
         job.priority = spec.priority
     if spec.cmd != old:
