@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from eq_tui.api.model import JobState
+from eq_tui.engine.commands.rerun import rerun_command
 from eq_tui.engine.decide.scheduler import GpuView, HostView, decide
 from eq_tui.engine.preflight.command_words import command_checks
-from eq_tui.engine.preflight.existing_plan import PlannedJob, existing_plan, placement
+from eq_tui.engine.preflight.existing_plan import (
+    CHANGED_SINCE,
+    PlannedJob,
+    existing_plan,
+    placement,
+)
 from eq_tui.engine.preflight.fit import allowed_only, misfits, needs_gpu_facts, probe_gpu_totals
 from eq_tui.engine.preflight.host_checks import explain_all, preflight_request
 from eq_tui.hosts.base import Host, PreflightFinding
@@ -107,6 +114,8 @@ async def print_plan(manifests: list[Manifest], run_dirs: list[Path], *,
         findings = await _preflight(manifest, ssh_config, to_launch)
         failed = failed or any(not f.ok for f in findings)
         specs = manifest.job_specs
+        changed = [p.id for p in plan if p.note.startswith(CHANGED_SINCE)]
+        rerun = rerun_command(manifest.source, "--rerun-changed", run_dir, manifest.project)
         if as_json:
             print(json.dumps({
                 "project": manifest.project, "run_dir": str(run_dir),
@@ -115,6 +124,8 @@ async def print_plan(manifests: list[Manifest], run_dirs: list[Path], *,
                           "first": p.where or None, "note": p.note or None, "cmd": p.cmd,
                           "output_check": specs[p.id].output_check if p.id in specs else None}
                          for p in plan],
+                "changed_since_completed": changed,
+                "rerun_changed": rerun if changed else None,
                 "preflight": [f.__dict__ for f in findings],
                 "warnings": secret_warnings(manifest)}, indent=1))
             continue
@@ -131,6 +142,11 @@ async def print_plan(manifests: list[Manifest], run_dirs: list[Path], *,
             note = f"  [{p.note}]" if p.note else ""
             print(f"  {p.id:<{width}}  {p.phase:<12} {status}{p.where or '-':<14} "
                   f"{p.cmd}{note}")
+        if changed:
+            print(f"{len(changed)} completed job(s) ran a command the manifest has changed since "
+                  f"({', '.join(changed)}): their results are of the old one. Run them again "
+                  f"with the manifest's: {rerun}  (add --detach for the background; one job: "
+                  f"eq-tui edit {shlex.quote(str(run_dir))} JOB -- 'NEW COMMAND')")
         print("preflight:")
         for finding in findings:
             if finding.check == "fit":

@@ -18,7 +18,9 @@ DESCRIPTION = """\
 The results table of a run (running or finished), from its results.jsonl: one row per
 configuration (its grid parameters minus the seed-like key), n of expected, mean ± std, min and
 max of each metric over the seeds, the missing or failed seeds named, duplicate seeds flagged,
-the best row of each phase per metric marked by the manifest's `goal`."""
+the best row of each phase per metric marked by the manifest's `goal`. A row whose jobs ran
+different commands (one edited, a clone with --set, a manifest changed after some completed)
+says `commands differ` and is never marked best."""
 
 
 def parser(verb: str = "results") -> argparse.ArgumentParser:

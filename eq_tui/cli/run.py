@@ -83,6 +83,10 @@ def parser(verb: str = "") -> argparse.ArgumentParser:
     parser.add_argument("--retry-stuck", action="store_true",
                         help="retry every job left stuck by an earlier run of this run dir "
                              "(after fixing what failed); with --detach, in the background")
+    parser.add_argument("--rerun-changed", action="store_true",
+                        help="run again every completed job whose command the manifest has "
+                             "changed since (its results were of the old command); with "
+                             "--detach, in the background")
     parser.add_argument("--fresh", action="store_true",
                         help="archive the existing run dir (timestamp suffix) and start over")
     parser.add_argument("--poll", type=float, metavar="SECONDS",
@@ -125,10 +129,12 @@ def _check_options(options: argparse.Namespace) -> None:
         if not options.detach or options.dry_run:
             raise UsageError("--on HOST runs the engine there in the background: use it with "
                              "--detach (and without --dry-run)")
-    if options.retry_stuck and (options.dry_run or options.on is not None):
-        raise UsageError("--retry-stuck runs the queue: not with --dry-run (which launches "
-                         "nothing) or --on (run `eq-tui retry HOST:RUN_DIR --filter "
-                         "status:stuck` once it runs there)")
+    for flag, given in (("--retry-stuck", options.retry_stuck),
+                        ("--rerun-changed", options.rerun_changed)):
+        if given and (options.dry_run or options.on is not None):
+            raise UsageError(f"{flag} runs the queue: not with --dry-run (which launches "
+                             "nothing; it lists the jobs) or --on (act on the run there with "
+                             "`eq-tui retry|edit HOST:RUN_DIR JOB...`)")
     if options.poll is not None and not options.poll > 0:
         raise UsageError(f"--poll must be a positive number of seconds, not {options.poll}")
 
@@ -184,6 +190,7 @@ def _run(options: argparse.Namespace) -> int:
 def _engine_flags(options: argparse.Namespace) -> list[str]:
     """What --detach hands on to the engine it starts."""
     flags = ["--retry-stuck"] if options.retry_stuck else []
+    flags += ["--rerun-changed"] if options.rerun_changed else []
     if options.await_command:
         flags += ["--await-command", str(options.await_command)]
     return flags
@@ -201,12 +208,13 @@ def _refuse_if_locked(run_dir: Path) -> None:
 
 async def _after_start(engine: Any, options: argparse.Namespace, *, multi: bool) -> None:
     """--no-ui prints what starting said (preflight warnings, stuck jobs from an earlier run,
-    commands changed): it subscribes only afterwards. --retry-stuck retries them."""
+    commands changed): it subscribes only afterwards. --retry-stuck retries them;
+    --rerun-changed runs again the completed jobs whose command changed."""
     import json
 
     from eq_tui.api.events import event_from_json
     from eq_tui.cli.headless import format_event
-    from eq_tui.engine.commands.rerun import retry_stuck
+    from eq_tui.engine.commands.rerun import rerun_changed, retry_stuck
 
     if options.no_ui:
         for alert in engine.ctx.bus.alerts:
@@ -216,6 +224,10 @@ async def _after_start(engine: Any, options: argparse.Namespace, *, multi: bool)
     if options.retry_stuck:
         line = await retry_stuck(engine)
         print(f"eq-tui: {line or 'no stuck jobs to retry'}", file=sys.stderr)
+    if options.rerun_changed:
+        line = await rerun_changed(engine)
+        print(f"eq-tui: {line or 'no completed job ran a command the manifest has changed'}",
+              file=sys.stderr)
 
 
 async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: list[Path],

@@ -22,7 +22,7 @@ from eq_tui.api.events import Event, QueueFinished, QueueWaiting
 from eq_tui.api.gpu_view import node_views
 from eq_tui.api.model import FailureClass, JobState, JobStatus, status_counts
 from eq_tui.engine.commands.dispatch import Commands
-from eq_tui.engine.commands.rerun import stuck_notice
+from eq_tui.engine.commands.rerun import start_notices
 from eq_tui.engine.context import RunContext, output_pattern
 from eq_tui.engine.decide.scheduler import Decision, decide
 from eq_tui.engine.persistence import Persistence
@@ -148,9 +148,8 @@ class Engine:
                 await self.persistence.replay_launches(float(saved.get("updated") or 0.0))
             for job in self.ctx.ledger.reconcile():
                 self.ctx.crash_guard.release(job.phase, f"{job.id}'s command changed")
-            notice = stuck_notice(self.manifest.source, self.jobs.values(), run_dir.path,
-                                  self.project)
-            if notice:
+            for notice in start_notices(self.manifest, self.jobs.values(),
+                                        self.ctx.ledger.specs, run_dir.path):
                 self.ctx.bus.alert("warning", notice)
             run_dir.write_manifest(self.manifest.to_json())
             if note:

@@ -1,10 +1,14 @@
 """Configurations over seeds: one row per configuration — its phase and grid parameters minus
 the seed-like key — with n of expected, mean ± std, min and max of each metric, the seeds that
-are missing or failed, duplicate seeds, and the best row per metric by its goal. Pure."""
+are missing or failed, duplicate seeds, and the best row per metric by its goal. A row whose
+completed jobs ran different commands (one edited, a clone with --set, a manifest changed after
+some completed) says so, and is not ranked best: it averages unlike things. Pure."""
 
 from __future__ import annotations
 
 import math
+import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -57,6 +61,13 @@ class Row:
     members: list[Record] = field(default_factory=list)
     cells: dict[str, Cell] = field(default_factory=dict)
     best: set[str] = field(default_factory=set)  # metrics this row is best at
+    # its completed members by the command they ran (those alike together): more than one
+    # group, and its means average unlike things
+    commands: list[list[Record]] = field(default_factory=list)
+
+    @property
+    def unlike(self) -> bool:
+        return len(self.commands) > 1
 
     @property
     def expected(self) -> int:
@@ -91,6 +102,13 @@ class Table:
         if self.group_over in params:
             return f"{self.group_over}={params[self.group_over]}"
         return str(record.get("id"))
+
+    def unlike_note(self, row: Row) -> str:
+        """`commands differ: seed=1, seed=2 | seed=3; not ranked`, or "" when alike."""
+        if not row.unlike:
+            return ""
+        groups = " | ".join(", ".join(self.name(m) for m in g) for g in row.commands)
+        return f"commands differ: {groups}; not ranked"
 
     def duplicates(self, row: Row) -> list[str]:
         seen: dict[str, int] = {}
@@ -146,6 +164,50 @@ def pick_metrics(records: Sequence[Record], goals: Mapping[str, str],
     return [key for key in seen if key not in HIDDEN_BY_DEFAULT][:MAX_DEFAULT_METRICS]
 
 
+def _words(cmd: str) -> list[str]:
+    try:
+        return shlex.split(cmd)
+    except ValueError:
+        return cmd.split()
+
+
+def _masked(word: str, seed: str) -> str:
+    """`word` with its seed blanked where it stands alone (`--seed 3`, `out/lr0.1_s3.json`: not
+    the 3 of `0.3` or of `13`)."""
+    lead = "[A-Za-z0-9.]" if seed[:1].isalpha() else "[0-9.]"
+    tail = "[A-Za-z0-9]" if seed[-1:].isalpha() else "[0-9]"
+    return re.sub(f"(?<!{lead}){re.escape(seed)}(?!{tail})", "\0", word)
+
+
+def alike(a: str, seed_a: str | None, b: str, seed_b: str | None) -> bool:
+    """Two commands of one configuration: word for word the same, but where each holds its own
+    seed (the value averaged over)."""
+    words_a, words_b = _words(a), _words(b)
+    if len(words_a) != len(words_b):
+        return False
+    return all(x == y or (bool(seed_a) and bool(seed_b) and _masked(x, str(seed_a))
+                          == _masked(y, str(seed_b)))
+               for x, y in zip(words_a, words_b, strict=True))
+
+
+def command_groups(members: Sequence[Record], group_over: str) -> list[list[Record]]:
+    """The completed members that recorded their command, alike ones together."""
+    groups: list[list[Record]] = []
+    for member in members:
+        cmd = member.get("cmd")
+        if member.get("status") != "completed" or not isinstance(cmd, str):
+            continue
+        seed = (member.get("params") or {}).get(group_over)
+        for found in groups:
+            first = found[0]
+            if alike(first["cmd"], (first.get("params") or {}).get(group_over), cmd, seed):
+                found.append(member)
+                break
+        else:
+            groups.append([member])
+    return groups
+
+
 def _cell(members: Sequence[Record], metric: str) -> Cell:
     values: list[float] = []
     nonfinite = 0
@@ -183,13 +245,15 @@ def group(records: Sequence[Record], *, group_over: str = "seed",
         if by:
             _check_same(row, group_over, by)
         row.cells = {metric: _cell(row.members, metric) for metric in chosen}
+        row.commands = command_groups(row.members, group_over)
     table = Table(group_over=group_over, metrics=chosen, goals=goals, rows=list(rows.values()))
     mark_best(table)
     return table
 
 
 def mark_best(table: Table) -> None:
-    """Per phase and metric with a goal: the row(s) whose mean is best."""
+    """Per phase and metric with a goal: the row(s) whose mean is best (a row whose jobs ran
+    different commands is not ranked)."""
     for metric in table.metrics:
         way = table.goals.get(metric)
         if way not in ("max", "min"):
@@ -197,7 +261,7 @@ def mark_best(table: Table) -> None:
         by_phase: dict[str, list[tuple[float, Row]]] = {}
         for row in table.rows:
             mean = row.cells[metric].mean
-            if mean is not None:
+            if mean is not None and not row.unlike:
                 by_phase.setdefault(row.phase, []).append((mean, row))
         for scored in by_phase.values():
             if len(scored) < 2:

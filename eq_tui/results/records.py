@@ -1,5 +1,6 @@
-"""results.jsonl: one record per job (id, phase, grid parameters, attempt, status, final metrics,
-a bounded series per metric). Building a record and reading the file; the engine writes it."""
+"""results.jsonl: one record per job (id, phase, grid parameters, attempt, status, the command
+it ran, final metrics, a bounded series per metric). Building a record and reading the file;
+the engine writes it."""
 
 from __future__ import annotations
 
@@ -28,11 +29,12 @@ def point(value: float) -> float | None:
 
 
 def make_record(*, job_id: str, phase: str, params: dict[str, str], attempt: int, status: str,
-                metrics: Metrics, sources: Iterable[str] = (), collected_at: float | None = None
-                ) -> Record:
+                metrics: Metrics, sources: Iterable[str] = (), collected_at: float | None = None,
+                cmd: str | None = None) -> Record:
+    """`cmd`: the command the attempt ran (a table tells rows of unlike runs by it)."""
     return {
         "id": job_id, "phase": phase, "params": dict(params), "attempt": attempt,
-        "status": status,
+        "status": status, "cmd": cmd,
         "metrics": {key: json_number(series[-1]) for key, series in metrics.items() if series},
         "sources": list(sources), "collected_at": collected_at,
         # last in the line: a reader that needs no curve skips it (loads(series=False))

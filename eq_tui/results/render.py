@@ -43,6 +43,8 @@ def notes(table: Table, row: Row) -> str:
         parts.append(f"duplicate {table.group_over} " + ", ".join(dups))
     bad = [f"{m}: {c.nonfinite} non-finite" for m, c in row.cells.items() if c.nonfinite]
     parts += bad
+    if row.unlike:
+        parts.append(table.unlike_note(row))
     return "; ".join(parts)
 
 
@@ -86,6 +88,10 @@ def render_table(table: Table) -> str:
     if any(row.best for row in table.rows):
         lines.append("* best of its phase by the metric's goal (↑ max, ↓ min); "
                      f"mean ± std over {table.group_over}")
+    if any(row.unlike for row in table.rows):
+        lines.append("commands differ: the row's jobs ran different commands (edited, cloned "
+                     "with --set, or the manifest changed after some completed): its mean "
+                     "averages unlike runs; --format json lists each command")
     return "\n".join(lines) + "\n"
 
 
@@ -130,6 +136,10 @@ def _row_data(table: Table, row: Row) -> dict[str, Any]:
                     for m, c in row.cells.items()},
         "missing": table.missing(row), "duplicates": table.duplicates(row),
         "jobs": [m["id"] for m in row.members],
+        # its completed jobs by the command they ran: more than one, and it averages unlike
+        # things (it is then never ranked best)
+        "commands_differ": row.unlike,
+        "commands": [{"cmd": g[0]["cmd"], "jobs": [m["id"] for m in g]} for g in row.commands],
     }
 
 
@@ -146,7 +156,7 @@ def render_csv(table: Table) -> str:
     stats = ("mean", "std", "min", "max", "n")
     writer.writerow(["phase", *keys, "n", "expected",
                      *[f"{m}_{s}" for m in table.metrics for s in stats], "best", "missing",
-                     "duplicates"])
+                     "duplicates", "commands_differ"])
     for row in table.rows:
         values: list[Any] = []
         for metric in table.metrics:
@@ -154,7 +164,8 @@ def render_csv(table: Table) -> str:
             values += [_plain(c.mean), _plain(c.std), _plain(c.min), _plain(c.max), c.n]
         writer.writerow([row.phase, *[row.params.get(k, "") for k in keys], row.done,
                          row.expected, *values, " ".join(sorted(row.best)),
-                         "; ".join(table.missing(row)), " ".join(table.duplicates(row))])
+                         "; ".join(table.missing(row)), " ".join(table.duplicates(row)),
+                         table.unlike_note(row)])
     return out.getvalue()
 
 

@@ -100,6 +100,22 @@ async def test_sorting_on_a_column_and_reversing() -> None:
         assert [r[1] for r in rows(app)][:3] == ["0.03", "0.01", "0.1"]
 
 
+async def test_a_row_whose_jobs_ran_different_commands_says_so_and_is_not_best() -> None:
+    client = FakeClient(results_snapshot())
+    # one seed of the best row was edited after it ran (`edit --set epochs=2`)
+    client.set_job("train_lr0.03_s2", cmd="fake-train --id train_lr0.03_s2 --epochs 2")
+    app = EqTuiApp([client], clock=lambda: T0)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("R")
+        await eventually(pilot, lambda: isinstance(app.screen, ResultsScreen))
+        table = rows(app)
+        assert table[1][4] == "0.85 ± 0.01414"  # the highest mean, averaging unlike runs
+        assert "commands differ: seed=1 | seed=2; not ranked" in table[1][-1]
+        assert table[2][4] == "0.8 ± 0.01 *"  # the best of the rows of like runs
+        note = str(app.screen.query_one("#results-note").render())
+        assert "commands differ: that row's jobs ran different commands" in note
+
+
 def test_results_screen_snapshot(snap_compare: Any) -> None:
     async def open_results(pilot: Pilot[Any]) -> None:
         # the log pane has followed the selected job (its title names it)

@@ -128,3 +128,65 @@ def test_grouping_invariants(rows: list[tuple[str, str, int, str, float | None]]
     if any(row.cells["acc"].n for row in table.rows) and len(table.rows) > 1:
         best = max(r.cells["acc"].mean for r in table.rows if r.cells["acc"].mean is not None)
         assert all(row.cells["acc"].mean == best for row in table.rows if "acc" in row.best)
+
+
+def with_cmd(record: dict[str, Any], cmd: str) -> dict[str, Any]:
+    return {**record, "cmd": cmd}
+
+
+def ran(lr: str, seed: int, tail: str = "") -> str:
+    return f"python train.py --lr {lr} --seed {seed} --out runs/s{seed}.json --epochs 3{tail}"
+
+
+def test_commands_alike_but_for_the_seed() -> None:
+    from eq_tui.results.group import alike
+
+    assert alike(ran("0.1", 1), "1", ran("0.1", 2), "2")
+    assert alike("t --epochs 1 --seed 1", "1", "t --epochs 1 --seed 2", "2")
+    assert not alike(ran("0.1", 1), "1", ran("0.1", 2, " --epochs 2"), "2")
+    assert not alike("t --epochs 3 --seed 1", "1", "t --epochs 2 --seed 1", "1")
+    assert not alike("t --seed 1", None, "t --seed 2", None)  # nothing averaged over
+    assert alike("t 'a b' --seed 1", "1", "t 'a b' --seed 2", "2")
+    # a seed inside a word counts where it stands alone, not inside another number
+    assert alike("t --out lr0.1_s1", "1", "t --out lr0.1_s2", "2")
+    assert not alike("t --lr 0.1 --seed 1", "1", "t --lr 0.2 --seed 2", "2")
+    assert alike("t --seed 10", "10", "t --seed 1", "1")
+    assert alike("t --init a --tag run-a", "a", "t --init b --tag run-b", "b")
+
+
+def test_a_row_whose_jobs_ran_different_commands_is_flagged_and_never_ranked() -> None:
+    from eq_tui.results.render import render
+
+    records = [with_cmd(r, ran(r["params"]["lr"], int(r["params"]["seed"])))
+               for r in GRID[:5]]
+    # one seed of the best row was edited (--set epochs=2): its mean averages unlike runs
+    records[4] = with_cmd(records[4], ran("0.03", 2, " --epochs 2"))
+    table = group(records, goals={"acc": "max"})
+    mixed, plain = table.rows[1], table.rows[0]
+    assert mixed.unlike and not plain.unlike
+    assert [[m["id"] for m in g] for g in mixed.commands] == [["lr0.03_s1"], ["lr0.03_s2"]]
+    assert table.unlike_note(mixed) == "commands differ: seed=1 | seed=2; not ranked"
+    # the higher mean is not marked best; nor is the only other row (one row is no ranking)
+    assert mixed.best == set() and plain.best == set()
+    third = [with_cmd(rec(f"lr0.01_s{s}", lr="0.01", seed=s, m_acc=0.6), ran("0.01", s))
+             for s in (1, 2)]
+    ranked = group(records + third, goals={"acc": "max"})
+    assert [row.best for row in ranked.rows] == [{"acc"}, set(), set()]
+    text = render(ranked, "table")
+    assert "commands differ: seed=1 | seed=2; not ranked" in text
+    assert "0.82 ± 0.02828 *" not in text and "0.72 ± 0.02 *" in text
+    import json
+
+    rows = json.loads(render(table, "json"))["rows"]
+    assert (rows[0]["commands_differ"], rows[1]["commands_differ"]) == (False, True)
+    assert rows[1]["commands"] == [
+        {"cmd": ran("0.03", 1), "jobs": ["lr0.03_s1"]},
+        {"cmd": ran("0.03", 2, " --epochs 2"), "jobs": ["lr0.03_s2"]}]
+    assert not rows[1]["metrics"]["acc"]["best"]
+    assert render(table, "csv").splitlines()[2].endswith("commands differ: seed=1 | seed=2; "
+                                                         "not ranked")
+
+
+def test_records_without_a_command_are_not_judged() -> None:
+    table = group(GRID[:5], goals={"acc": "max"})  # results.jsonl from before `cmd`
+    assert not any(row.unlike for row in table.rows) and table.rows[1].best == {"acc"}

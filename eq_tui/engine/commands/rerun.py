@@ -1,15 +1,18 @@
-"""Running a manifest again over a run dir whose jobs are stuck: say so, with the command that
-retries them, instead of "finishing" at once with exit 1 and no word."""
+"""Running a manifest again over a run dir whose jobs are stuck, or whose completed jobs ran a
+command the manifest has changed since: say so, with the command that runs them again
+(`--retry-stuck`, `--rerun-changed`), instead of "finishing" at once with no word."""
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eq_tui.api.commands import Edit
 from eq_tui.api.model import JobState, JobStatus
 from eq_tui.engine.preflight.command_words import jobs_text
+from eq_tui.manifest.model import JobSpec, Manifest
 from eq_tui.runfiles.layout import default_run_dir
 
 if TYPE_CHECKING:
@@ -30,9 +33,7 @@ def stuck_notice(manifest_source: str, jobs: Iterable[JobState], run_dir: Path |
     ids = tuple(job.id for job in stuck)
     noun = "job is" if len(ids) == 1 else "jobs are"
     them = "it" if len(ids) == 1 else "them"
-    command = f"eq-tui {shlex.quote(str(Path(manifest_source)))} --retry-stuck"
-    if run_dir is not None and run_dir.resolve() != default_run_dir(manifest_source, project):
-        command += f" --run-dir {shlex.quote(str(run_dir))}"
+    command = rerun_command(manifest_source, "--retry-stuck", run_dir, project)
     return (f"{len(ids)} {noun} stuck from an earlier run ({jobs_text(ids)}); once the cause "
             f"is fixed, retry {them} with `r` in the UI or `{command}` (a job whose command "
             "you changed in the manifest is retried by itself)")
@@ -46,3 +47,60 @@ async def retry_stuck(engine: Engine) -> str | None:
     result = await engine.command("retry", ids)
     done = tuple(job_id for job_id, answer in result["results"].items() if answer == "ok")
     return f"{engine.project}: retrying {len(done)} stuck job(s): {jobs_text(done)}"
+
+
+def rerun_command(manifest_source: str, flag: str, run_dir: Path | None = None,
+                  project: str = "") -> str:
+    """`eq-tui MANIFEST FLAG`, with `--run-dir` when the run dir is not the default one."""
+    command = f"eq-tui {shlex.quote(str(Path(manifest_source)))} {flag}"
+    if run_dir is not None and run_dir.resolve() != default_run_dir(manifest_source, project):
+        command += f" --run-dir {shlex.quote(str(run_dir))}"
+    return command
+
+
+def changed_since_completed(jobs: Iterable[JobState],
+                            specs: Mapping[str, JobSpec]) -> list[JobState]:
+    """Completed jobs whose command the manifest has changed since they ran (a person's own
+    edit is their command: the engine's specs keep it)."""
+    return [job for job in jobs if job.status == JobStatus.COMPLETED and job.id in specs
+            and specs[job.id].cmd != job.cmd]
+
+
+def changed_notice(manifest_source: str, changed: list[JobState], run_dir: Path | None = None,
+                   project: str = "") -> str | None:
+    """One line for a run whose completed jobs ran an older command than the manifest's."""
+    if not changed:
+        return None
+    ids = tuple(job.id for job in changed)
+    noun = "job ran" if len(ids) == 1 else "jobs ran"
+    command = rerun_command(manifest_source, "--rerun-changed", run_dir, project)
+    return (f"{len(ids)} completed {noun} a command the manifest has changed since "
+            f"({jobs_text(ids)}): their results are of the old one, and a results row that "
+            f"mixes both says so; `{command}` runs them again with the manifest's")
+
+
+def start_notices(manifest: Manifest, jobs: Iterable[JobState], specs: Mapping[str, JobSpec],
+                  run_dir: Path) -> list[str]:
+    """What a run that starts over a run dir says first: stuck jobs, and completed ones whose
+    command the manifest has changed, each with the command that runs them again."""
+    jobs = list(jobs)
+    notices = (stuck_notice(manifest.source, jobs, run_dir, manifest.project),
+               changed_notice(manifest.source, changed_since_completed(jobs, specs), run_dir,
+                              manifest.project))
+    return [notice for notice in notices if notice]
+
+
+async def rerun_changed(engine: Engine) -> str | None:
+    """`--rerun-changed`: each completed job whose command the manifest changed runs again with
+    it (an edit, as a person's: a fresh count of attempts); the line that says so."""
+    changed = changed_since_completed(engine.jobs.values(), engine.ctx.ledger.specs)
+    done = []
+    for job in changed:
+        cmd = engine.ctx.ledger.specs[job.id].cmd
+        answer = await engine.send(Edit((job.id,), cmd=cmd, by="--rerun-changed"))
+        if answer["results"].get(job.id) == "ok":
+            done.append(job.id)
+    if not changed:
+        return None
+    return (f"{engine.project}: running {len(done)} completed job(s) again with the manifest's "
+            f"command: {jobs_text(tuple(done))}")

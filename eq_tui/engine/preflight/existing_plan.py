@@ -13,6 +13,7 @@ from eq_tui.engine.decide.scheduler import GpuView, HostView, PhaseLimit, decide
 from eq_tui.manifest.model import Manifest
 
 HELD_MIB = 1 << 30  # a GPU a running job holds reads as full
+CHANGED_SINCE = "command changed since it completed"
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,13 @@ def _merge(manifest: Manifest, saved: dict[str, Any]) -> tuple[
                            "new"))
             continue
         shown, note = str(job.status), ""
-        if job.cmd != spec.cmd and job.status != JobStatus.COMPLETED:
+        if job.cmd != spec.cmd and job.edits:  # as the ledger's reconcile keeps it
+            note = "its edit stays (the manifest has another command)"
+        elif job.cmd != spec.cmd and job.status == JobStatus.COMPLETED:
+            note = (f"{CHANGED_SINCE}: its result is of `{job.cmd}`; --rerun-changed runs it "
+                    "again")
+            job = replace(job, cmd=spec.cmd)  # the plan shows the manifest's command
+        elif job.cmd != spec.cmd:
             job.cmd = spec.cmd
             if job.status.needs_person:
                 shown, note = f"{job.status} → pending", "command changed: retried by itself"

@@ -143,7 +143,7 @@ class Harvest:
         self.collected[job.id] = make_record(
             job_id=job.id, phase=job.phase, params=job.params, attempt=attempt,
             status=str(job.status), metrics=metrics, sources=sources,
-            collected_at=self.ctx.clock())
+            collected_at=self.ctx.clock(), cmd=job.cmd)
         values = self.collected[job.id]["metrics"]
         if values != job.metrics:
             job.metrics = values
@@ -164,7 +164,8 @@ class Harvest:
                             "phase": job.phase})
             else:
                 out.append(make_record(job_id=job.id, phase=job.phase, params=job.params,
-                                       attempt=attempt, status=str(job.status), metrics={}))
+                                       attempt=attempt, status=str(job.status), metrics={},
+                                       cmd=job.cmd))
         return out
 
     def write(self) -> None:
@@ -173,7 +174,7 @@ class Harvest:
         lines = []
         for job, record in zip(self.ctx.ledger.jobs.values(), self.records(), strict=True):
             key = (record["status"], record["attempt"], record.get("collected_at"), job.phase,
-                   tuple(job.params.items()))
+                   tuple(job.params.items()), record.get("cmd"))
             cached = self._lines.get(job.id)
             if cached is None or cached[0] != key:
                 cached = self._lines[job.id] = (key, dumps([record]))

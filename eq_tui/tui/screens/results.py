@@ -24,7 +24,7 @@ def records_of(project: ProjectState) -> list[dict[str, Any]]:
     """The job records as results records (the job record carries params and final metrics)."""
     return [{"id": job_id, "phase": job.get("phase", "main"),
              "params": dict(job.get("params") or {}), "status": job.get("status"),
-             "metrics": dict(job.get("metrics") or {})}
+             "metrics": dict(job.get("metrics") or {}), "cmd": job.get("cmd")}
             for job_id, job in project.jobs.items()]
 
 
@@ -122,6 +122,9 @@ class ResultsScreen(Screen[None]):
                                        else "* best of its phase by the metric's goal "
                                             "(↑ max, ↓ min); mean ± std over the seeds; "
                                             "s / S: sort, reverse; escape: close")
+        if any(row.unlike for table in self.tables.values() for row in table.rows):
+            note += ("\ncommands differ: that row's jobs ran different commands (edited, cloned "
+                     "with --set, or the manifest changed after some completed); not ranked")
         self.query_one("#results-note", Static).update(note)
 
     def _title(self, metric: str) -> str:
