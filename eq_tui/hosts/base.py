@@ -9,7 +9,10 @@ commands.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from eq_tui.hosts.claims import ClaimTicket, GpuClaim
 
 LauncherName = Literal["screen", "tmux"]
 
@@ -122,6 +125,7 @@ class HostSnapshot:
     nodes: tuple[ClusterNode, ...] = ()  # a cluster host's nodes (Slurm); empty elsewhere
     health: tuple[GpuHealth, ...] = ()  # when the request asked for it
     cores: int | None = None  # CPU cores, when the request asked for them
+    claims: tuple[GpuClaim, ...] = ()  # every engine's live claims on its GPUs (claims.py)
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,7 @@ class LaunchRequest:
     conda_hook: str | None
     launcher: LauncherName
     venv: str | None = None
+    claim: ClaimTicket | None = None  # take claims on its GPUs first (claims.py)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from eq_tui.hosts.base import (
     PreflightRequest,
     ProbeRequest,
 )
+from eq_tui.hosts.claims import REFUSED_EXIT, ClaimRefused, launch_args, refusal
 from eq_tui.hosts.leftovers import Reaped, ReapRequest, parse_reaped, reap_args
 from eq_tui.hosts.logclean import clean_line, clean_text
 from eq_tui.hosts.runner import CommandRunner, StreamingRunner
@@ -42,8 +43,9 @@ GpuReader = Callable[[], Awaitable[tuple[list[GpuReading], list[GpuProcess], lis
 class ShellHost:
     def __init__(self, name: str, runner: CommandRunner, *, log_dir: str | None = None,
                  session_prefix: str = "eq_", query_gpus: bool = True,
-                 gpu_reader: GpuReader | None = None) -> None:
+                 gpu_reader: GpuReader | None = None, claims_dir: str | None = None) -> None:
         self.name = name
+        self.claims_dir = claims_dir  # None: the host's default (claims.py)
         self.runner = runner
         self.log_dir = log_dir
         self.session_prefix = session_prefix
@@ -79,7 +81,7 @@ class ShellHost:
         boundary = new_boundary()
         query = ("2" if request.health else "1") if self.query_gpus else "0"
         args = [request.cwd or "-", self.session_prefix, query, boundary,
-                "1" if request.cores else "0"]
+                "1" if request.cores else "0", self.claims_dir or "-"]
         started = time.monotonic()
         taken_at = time.time()
         try:
@@ -102,7 +104,7 @@ class ShellHost:
                 processes=tuple(processes), sessions=snapshot.sessions,
                 attempts=snapshot.attempts, output_checks=snapshot.output_checks,
                 preconditions=snapshot.preconditions,
-                warnings=tuple(snapshot.warnings) + tuple(warnings))
+                warnings=tuple(snapshot.warnings) + tuple(warnings), claims=snapshot.claims)
         return snapshot
 
     # ---- watcher -----------------------------------------------------------------------------
@@ -123,8 +125,13 @@ class ShellHost:
     async def launch(self, request: LaunchRequest) -> None:
         stdin = launch_stdin(request)
         args = [request.launcher, check_field(request.session, "session"),
-                check_field(request.attempt_dir, "attempt dir")]
+                check_field(request.attempt_dir, "attempt dir"),
+                *launch_args(request.claim, self.claims_dir, request.job_id, request.attempt,
+                             request.gpus)]
         code, _out, err = await self._run("launch.sh", args, stdin=stdin, timeout=40)
+        why = refusal(err.decode(errors="replace")) if code == REFUSED_EXIT else None
+        if why is not None:
+            raise ClaimRefused(f"{self.name}: {why}")
         if code != 0:
             message = err.decode(errors="replace").strip() or f"launch.sh exited {code}"
             raise HostError(f"{self.name}: {message}")

@@ -29,6 +29,7 @@ from eq_tui.hosts.base import (
     PathCheck,
     ProbeRequest,
 )
+from eq_tui.hosts.claims import parse_claims
 from eq_tui.hosts.gpu_csv import parse_apps, parse_gpus, parse_pmon
 from eq_tui.hosts.logclean import clean_line
 
@@ -221,7 +222,8 @@ def parse_probe(host: str, text: str, boundary: str, request: ProbeRequest, *,
                         attempts=attempts, output_checks=checks["O"],
                         preconditions=checks["P"], warnings=tuple(warnings),
                         health=tuple(parse_health(sections)),
-                        cores=sections.codes.get("cores") or None)
+                        cores=sections.codes.get("cores") or None,
+                        claims=parse_claims(sections.lines.get("claims", [])))
 
 
 def _sessions(lines: list[str]) -> set[str]:

@@ -14,6 +14,8 @@ from eq_tui.manifest.sharing import HostLimits, parse_host_limits
 from eq_tui.manifest.ssh_target import FORMS, parse_ssh_target
 from eq_tui.manifest.yaml_lines import Path_
 
+HOST_PATH = re.compile(r"/[A-Za-z0-9_.+/-]*")
+
 
 def parse_hosts(ctx: Context, top: dict[str, Any]) -> tuple[HostSpec, ...]:
     default_gpus = gpu_list(ctx, top["gpus"], ("gpus",)) if "gpus" in top else None
@@ -112,7 +114,19 @@ def _host(ctx: Context, raw: Any, path: Path_, default_gpus: tuple[int, ...] | N
         else None,
         log_dir=ctx.string(host["log_dir"], (*path, "log_dir"))
         if host.get("log_dir") is not None else None,
+        claims_dir=_host_path(ctx, host.get("claims_dir"), (*path, "claims_dir")),
         **asdict(parse_host_limits(ctx, host, path, default_limits)))
+
+
+def _host_path(ctx: Context, value: Any, path: Path_) -> str | None:
+    """A path on the host that every engine there agrees on (the claims directory): absolute,
+    with nothing a shell would split or expand."""
+    if value is None:
+        return None
+    text = ctx.string(value, path)
+    if not HOST_PATH.fullmatch(text):
+        ctx.fail(f"{text!r} must be an absolute path of letters, digits and _ . + - /", path)
+    return text
 
 
 def _simulate(ctx: Context, raw: Any, path: Path_) -> SimulateSpec:

@@ -99,6 +99,9 @@ _HOST = _obj({
     "slurm": _doc(_nullable({"$ref": "#/$defs/slurm"}), "A Slurm cluster."),
     "log_dir": _doc(_nullable({"type": "string"}),
                     "Where attempt logs live on the host (default chosen by the host)."),
+    "claims_dir": _doc(_nullable({"type": "string", "pattern": "^/[A-Za-z0-9_.+/-]*$"}),
+                       "Where every engine on the host keeps its GPU claims (default "
+                       "$EQ_TUI_CLAIMS there, else /tmp/eq-tui-claims)."),
     **_HOST_LIMITS,
 }, required=("name",), description="One machine: ssh, simulate or slurm; none of them: this "
                                    "machine.")

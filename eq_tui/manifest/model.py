@@ -48,6 +48,9 @@ class HostSpec:
     log_dir: str | None = None  # where attempt logs live on the host (default chosen by the host)
     max_jobs_per_gpu: int | None = None  # None: only memory limits how many jobs share a GPU
     max_cpu_jobs: int | None = None  # CPU-only jobs at once; None: half the host's cores
+    # where the engines on the host keep their GPU claims (None: $EQ_TUI_CLAIMS there, else
+    # /tmp/eq-tui-claims)
+    claims_dir: str | None = None
 
     @property
     def kind(self) -> Literal["local", "ssh", "sim", "slurm"]:

@@ -3,7 +3,9 @@
 Each host is its own `sshd -D` on 127.0.0.1 with its own host key, a `SetEnv` that puts the
 sim's nvidia-smi first on PATH and gives it its own GPU state, screen and tmux dirs, and a
 ForceCommand that records every command it runs (so tests can count probes server-side).
-Logins are as the dedicated non-root user `eqtest`. Everything started is stopped by pid.
+Logins are as the dedicated non-root user `eqtest`; a bed made with more `users` lets each of
+them log in to every host (their own screen and tmux dirs, one shared GPU state and claims
+directory: several people on one box). Everything started is stopped by pid.
 """
 
 from __future__ import annotations
@@ -35,16 +37,16 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 """
 
 
-def ensure_user() -> pwd.struct_passwd:
+def ensure_user(name: str = USER) -> pwd.struct_passwd:
     with open("/tmp/eq-tui-sshbed-user.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            return pwd.getpwnam(USER)
+            return pwd.getpwnam(name)
         except KeyError:
-            subprocess.run(["useradd", "-m", "-s", "/bin/sh", USER], check=True)
+            subprocess.run(["useradd", "-m", "-s", "/bin/sh", name], check=True)
             # with UsePAM no, an account without a password hash counts as locked
-            subprocess.run(["usermod", "-p", "*", USER], check=True)
-            return pwd.getpwnam(USER)
+            subprocess.run(["usermod", "-p", "*", name], check=True)
+            return pwd.getpwnam(name)
 
 
 def free_port() -> int:
@@ -110,6 +112,15 @@ class SshHost:
     def commands_log(self) -> Path:
         return self.dir / "commands.log"
 
+    @property
+    def claims(self) -> Path:
+        """The host's GPU claims directory (sticky and world-writable, as /tmp is)."""
+        return self.dir / "claims"
+
+    def socket_dir(self, kind: str, user: str = USER) -> Path:
+        """A user's screen or tmux socket directory on this host."""
+        return self.dir / (kind if user == USER else f"{kind}-{user}")
+
     def commands(self, containing: str = "") -> list[str]:
         try:
             lines = self.commands_log.read_text().splitlines()
@@ -122,6 +133,11 @@ class SshHost:
 class SshBed:
     root: Path
     hosts: dict[str, SshHost] = field(default_factory=dict)
+    users: tuple[str, ...] = (USER,)
+
+    def alias(self, host: str, user: str = USER) -> str:
+        """The ssh config alias that logs in to `host` as `user`."""
+        return host if user == USER else f"{host}-{user}"
 
     @property
     def ssh_config(self) -> Path:
@@ -145,13 +161,17 @@ class SshBed:
     # ---- building ---------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, specs: list[tuple[str, int, int, str]]) -> SshBed:
-        """specs: (name, gpus, memory_mib, model) per host."""
-        user = ensure_user()
+    def create(cls, specs: list[tuple[str, int, int, str]],
+               users: tuple[str, ...] = (USER,)) -> SshBed:
+        """specs: (name, gpus, memory_mib, model) per host; users: who may log in (the first
+        owns the bed's work dir)."""
+        accounts = {name: ensure_user(name) for name in users}
+        user = accounts[users[0]]
+        shared = len(users) > 1
         root = Path(f"/tmp/eqbed-{secrets.token_hex(4)}")
         root.mkdir(mode=0o755)
         root.chmod(0o755)
-        bed = cls(root)
+        bed = cls(root, users=users)
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
                         str(root / "client_key")], check=True)
         (root / "authorized_keys").write_text((root / "client_key.pub").read_text())
@@ -168,26 +188,46 @@ class SshBed:
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
                             str(host.dir / "host_key")], check=True)
             init_sim_state(host.sim_state, host=name, gpus=gpus, memory_mib=memory, model=model)
-            for sub in ("screen", "tmux"):
-                (host.dir / sub).mkdir(mode=0o700)
+            for login, account in accounts.items():
+                for sub in ("screen", "tmux"):
+                    host.socket_dir(sub, login).mkdir(mode=0o700)
+                    os.chown(host.socket_dir(sub, login), account.pw_uid, account.pw_gid)
             host.bin.mkdir(mode=0o755)  # first on the host's PATH: see remote_eq.py
+            host.claims.mkdir()
+            host.claims.chmod(0o1777)
             (host.dir / "commands.log").touch()
-            for path in (host.sim_state, host.dir / "screen", host.dir / "tmux",
-                         host.dir / "commands.log", *host.sim_state.rglob("*")):
+            for path in (host.sim_state, host.dir / "commands.log", *host.sim_state.rglob("*")):
                 os.chown(path, user.pw_uid, user.pw_gid)
+            if shared:  # every user's jobs register on the same simulated GPUs
+                (host.sim_state / "runs.jsonl").touch()
+                (host.sim_state / ".lock").touch()
+                for path in (host.sim_state, host.sim_state / "procs"):
+                    path.chmod(0o777)
+                for path in (host.sim_state / "runs.jsonl", host.sim_state / ".lock",
+                             host.dir / "commands.log"):
+                    path.chmod(0o666)
             bed.hosts[name] = host
             bed._write_sshd_config(host)
             bed.start(name)
         bed.write_client_files()
         return bed
 
-    def _write_sshd_config(self, host: SshHost) -> None:
-        env = " ".join([
+    def _env(self, host: SshHost, user: str) -> str:
+        return " ".join([
             f"PATH={host.bin}:{self.sim_bin}:/usr/local/bin:/usr/bin:/bin",
-            f"EQ_SIM_STATE={host.sim_state}", f"SCREENDIR={host.dir / 'screen'}",
-            f"TMUX_TMPDIR={host.dir / 'tmux'}", f"EQ_FAKE_HOST={host.name}",
+            f"EQ_SIM_STATE={host.sim_state}", f"SCREENDIR={host.socket_dir('screen', user)}",
+            f"TMUX_TMPDIR={host.socket_dir('tmux', user)}", f"EQ_FAKE_HOST={host.name}",
             f"EQ_BED={self.root}", f"EQ_BED_HOST_DIR={host.dir}",
+            f"EQ_TUI_CLAIMS={host.claims}",
         ])
+
+    def _write_sshd_config(self, host: SshHost) -> None:
+        # sshd keeps the first SetEnv it reads: with several users, each gets its own in a Match
+        if len(self.users) == 1:
+            env = f"SetEnv {self._env(host, self.users[0])}\n"
+        else:
+            env = "".join(f"Match User {user}\n  SetEnv {self._env(host, user)}\n"
+                          for user in self.users)
         (host.dir / "sshd_config").write_text(f"""\
 Port {host.port}
 ListenAddress 127.0.0.1
@@ -199,23 +239,24 @@ StrictModes no
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 PubkeyAuthentication yes
-AllowUsers {USER}
+AllowUsers {" ".join(self.users)}
 MaxSessions 100
 MaxStartups 100:30:200
 LogLevel VERBOSE
-SetEnv {env}
 ForceCommand {self.root / 'count.sh'}
-""")
+{env}""")
 
     def write_client_files(self) -> None:
         known, config = [], []
         for host in self.hosts.values():
             key = (host.dir / "host_key.pub").read_text().split()
             known.append(f"[127.0.0.1]:{host.port} {key[0]} {key[1]}")
-            config.append(f"Host {host.name}\n  HostName 127.0.0.1\n  Port {host.port}\n"
-                          f"  User {USER}\n  IdentityFile {self.root / 'client_key'}\n"
-                          f"  UserKnownHostsFile {self.known_hosts}\n"
-                          "  StrictHostKeyChecking yes\n")
+            for user in self.users:
+                config.append(f"Host {self.alias(host.name, user)}\n  HostName 127.0.0.1\n"
+                              f"  Port {host.port}\n"
+                              f"  User {user}\n  IdentityFile {self.root / 'client_key'}\n"
+                              f"  UserKnownHostsFile {self.known_hosts}\n"
+                              "  StrictHostKeyChecking yes\n")
         self.known_hosts.write_text("\n".join(known) + "\n")
         self.ssh_config.write_text("\n".join(config))
 
@@ -268,10 +309,11 @@ ForceCommand {self.root / 'count.sh'}
         self.take_down(name)
         self._kill_marked(f"EQ_BED_HOST_DIR={self.hosts[name].dir}".encode())
         killed_at = time.time()
-        for sub in ("screen", "tmux"):
-            for entry in (self.hosts[name].dir / sub).iterdir():
-                with contextlib.suppress(OSError):
-                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        for user in self.users:
+            for sub in ("screen", "tmux"):
+                for entry in self.hosts[name].socket_dir(sub, user).iterdir():
+                    with contextlib.suppress(OSError):
+                        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
         self.start(name)
         return killed_at
 
@@ -286,11 +328,11 @@ ForceCommand {self.root / 'count.sh'}
         self.start(name)
 
     def _kill_marked(self, marker: bytes) -> None:
-        uid = pwd.getpwnam(USER).pw_uid
+        uids = {pwd.getpwnam(user).pw_uid for user in self.users}
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 with contextlib.suppress(OSError):
-                    if entry.stat().st_uid == uid and _environ_has(int(entry.name), marker):
+                    if entry.stat().st_uid in uids and _environ_has(int(entry.name), marker):
                         _kill(int(entry.name))
 
     def close(self) -> None:

@@ -11,9 +11,11 @@ from eq_tui.api.model import JobState, JobStatus
 from eq_tui.engine.context import RunContext, shell_path
 from eq_tui.engine.decide.scheduler import Launch
 from eq_tui.engine.state.naming import attempt_dir, session_name
+from eq_tui.engine.tick.claims import ticket, undo_refused
 from eq_tui.engine.tick.judge import LAUNCH_GRACE_S
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import LaunchRequest
+from eq_tui.hosts.claims import ClaimRefused
 from eq_tui.manifest.launchvars import substitute
 
 
@@ -98,6 +100,9 @@ class Launcher:
     def _done(self, job: JobState, request: LaunchRequest, result: BaseException | None,
               decided: float) -> None:
         ledger = self.ctx.ledger
+        if isinstance(result, ClaimRefused):  # another engine's: placed again, nothing spent
+            undo_refused(self.ctx, job, str(result))
+            return
         if isinstance(result, BaseException):
             # The probe decides: if the session came up after all it is adopted, else the
             # attempt is undone after the grace period. Never launch twice on a guess.
@@ -133,7 +138,8 @@ class Launcher:
         return LaunchRequest(job_id=job.id, attempt=n, session=session, attempt_dir=directory,
                              cwd=self.ctx.cwd_for(host), cmd=cmd, gpus=gpus, env=env,
                              conda=manifest.conda, conda_hook=manifest.conda_hook,
-                             launcher=manifest.launcher, venv=manifest.venv)
+                             launcher=manifest.launcher, venv=manifest.venv,
+                             claim=ticket(self.ctx, job, host, gpus))
 
     async def stop_session(self, job: JobState, reason: str = "") -> None:
         """Stop the current attempt's session (a kill or a requeue by a person; `reason` is

@@ -13,6 +13,7 @@ from eq_tui.api.model import JobStatus
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.decide.scheduler import GpuView, HostView
 from eq_tui.engine.state.host_record import HostRecord
+from eq_tui.engine.tick.claims import with_claims
 from eq_tui.engine.tick.memory import MemoryBook
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import HostSnapshot, PathCheck, ProbeRequest
@@ -155,7 +156,8 @@ class Observation:
     def host_views(self, probed: set[str] | None,
                    readings: Readings | None = None) -> list[HostView]:
         others = self.memory.others if self.memory is not None else None
-        return host_views(self.ctx.hosts, probed, readings, others)
+        return host_views(self.ctx.hosts, probed, readings, others,
+                          me=(self.ctx.project, self.ctx.token))
 
     # ---- what the first probes found -------------------------------------------------------
 
@@ -190,10 +192,12 @@ def _all_met(job_id: str, count: int, snaps: Iterable[HostSnapshot]) -> bool:
 
 def host_views(hosts: Mapping[str, HostRecord], probed: set[str] | None,
                readings: Readings | None = None,
-               others: Mapping[str, Mapping[int, int]] | None = None) -> list[HostView]:
+               others: Mapping[str, Mapping[int, int]] | None = None, *,
+               me: tuple[str, str] | None = None) -> list[HostView]:
     """What decide() may use. With `probed`, a host not probed this tick takes no launch,
     except on the GPUs in `readings` (a watcher's fresh reading; its others count as
-    unknown). `others`: host -> GPU -> memory of processes not our jobs' (last probe)."""
+    unknown). `others`: host -> GPU -> memory of processes not our jobs' (last probe).
+    `me` (project, token): other engines' claims count as held (claims.py)."""
     views = []
     for name, record in hosts.items():
         foreign = (others or {}).get(name, {})
@@ -209,6 +213,8 @@ def host_views(hosts: Mapping[str, HostRecord], probed: set[str] | None,
         else:
             gpus = tuple(GpuView(g.index, fresh.get(g.index), g.memory_total_mib,
                                  foreign.get(g.index)) for g in snap.gpus)
+        if me is not None:
+            gpus = with_claims(gpus, snap, *me)
         views.append(HostView(
             name=name, usable=usable, gpus=gpus, allowed=record.allowed,
             max_parallel=record.spec.max_parallel if record.spec else 8,

@@ -130,7 +130,8 @@ class Pacing:
     def _hosts_with_free_gpus(self) -> set[str]:
         holders = self.ctx.ledger.held_gpus()
         threshold = self.ctx.manifest.gpu_free_threshold_mib
-        return {view.name for view in host_views(self.ctx.hosts, None)
+        return {view.name for view in host_views(self.ctx.hosts, None,
+                                                 me=(self.ctx.project, self.ctx.token))
                 if free_gpus(view, holders, threshold)}
 
     def next_wait(self) -> float:

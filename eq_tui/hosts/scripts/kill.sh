@@ -51,6 +51,17 @@ case $launcher in
         ;;
     tmux) eq_tmux kill-session -t "=$session" 2>/dev/null ;;
 esac
+# its claims on its GPUs (_claims.sh), now that nothing of it holds them
+# eq-tui include: _claims.sh
+if [ -s "$dir/claims" ]; then
+    read -r held < "$dir/claims"
+    void=
+    for f in $held; do
+        claim_read "$f" && ! claim_live && void="$void $f"
+    done
+    # shellcheck disable=SC2086 # claim paths have no blanks
+    [ -z "$void" ] || rm -f $void
+fi
 # how the attempt ended, as its exit record says (the wrapper's, or the one written above)
 code=
 [ -r "$dir/exit" ] && IFS= read -r code < "$dir/exit"

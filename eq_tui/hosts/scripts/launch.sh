@@ -1,9 +1,18 @@
-# launch.sh LAUNCHER SESSION ATTEMPT_DIR
+# launch.sh LAUNCHER SESSION ATTEMPT_DIR [CLAIMS_DIR PROJECT TOKEN JOB ATTEMPT GPUS MIB KNOWN]
 # stdin: a line with the number N of environment lines, N lines of `export NAME='value'`,
 # then the command text. The environment reaches the job through a fifo: never a file, never
 # a command line. Exit 3: the attempt dir exists already (an attempt is never launched twice).
+# With the claim arguments (_claims.sh, _claim_launch.sh) the attempt first takes its GPUs'
+# claims: exit 10 when another engine's claims say they are not free for it (nothing started,
+# nothing left behind).
 set -u
 launcher=$1 session=$2 dir=$3
+claim_gpus=-
+if [ "$#" -ge 11 ]; then
+    claims_arg=$4 project=$5 token=$6 claim_job=$7 claim_attempt=$8 claim_gpus=$9
+    shift 9
+    claim_mib=$1 claim_known=$2
+fi
 
 mkdir -p "$(dirname "$dir")" 2>/dev/null
 if ! mkdir "$dir" 2>/dev/null; then
@@ -28,12 +37,44 @@ if [ "$launcher" = tmux ]; then
     envtext="$(export -p)
 $envtext"
 fi
+# eq-tui include: _proc_groups.sh
+# eq-tui include: _claims.sh
+# eq-tui include: _claim_launch.sh
+taken=
+if [ "$claim_gpus" != - ]; then
+    claims_at "$claims_arg"
+    locked=0
+    claims_lock && locked=1
+    refused=
+    claims_check "$claim_gpus" "$claim_mib" "$claim_known"
+    [ -n "$refused" ] || claims_take "$claim_gpus" "$claim_mib" "$claim_job" "$claim_attempt" \
+                                     "$session"
+    [ "$locked" = 0 ] || claims_unlock
+    if [ -n "$refused" ]; then
+        rmdir "$dir" 2>/dev/null
+        echo "eq-tui: claim refused: $refused" >&2
+        exit 10
+    fi
+    # a launch that fails from here on leaves no claim behind (one the wrapper took is its own)
+    # shellcheck disable=SC2086
+    trap '[ "$?" = 0 ] || claims_drop $$ $taken' EXIT
+    echo "$taken" > "$dir/claims"
+fi
 printf '%s' "$cmd" > "$dir/cmd" || fail_write cmd
 
 cat > "$dir/run.sh" <<'WRAPPER'
 # eq-tui attempt wrapper: environment from the fifo, pid/pgid/start beside the log, and the
 # command's own exit code (not tee's) written atomically to `exit`.
 dir=$1
+# eq-tui include: _claims.sh
+# the launch's claims are this wrapper's from before it reads its environment (the launch
+# waits for that), so they never name a process that is gone while the attempt runs
+eq_claims=
+if [ -s "$dir/claims" ]; then
+    read -r eq_claims < "$dir/claims"
+    # shellcheck disable=SC2086
+    claims_own $$ $eq_claims
+fi
 . "$dir/env.fifo"
 rm -f "$dir/env.fifo"
 # eq-tui include: _attempt_records.sh
@@ -63,6 +104,8 @@ echo "$eq_pgid" > "$dir/pgid"
     wait $!
     finish $?
 } 2>&1 | tee -a "$dir/log"
+# shellcheck disable=SC2086
+[ -z "$eq_claims" ] || claims_drop $$ $eq_claims
 WRAPPER
 [ -s "$dir/run.sh" ] || fail_write run.sh
 

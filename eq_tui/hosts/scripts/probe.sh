@@ -1,6 +1,9 @@
-# probe.sh CWD SESSION_PREFIX QUERY_GPUS BOUNDARY [CORES]
+# probe.sh CWD SESSION_PREFIX QUERY_GPUS BOUNDARY [CORES [CLAIMS_DIR]]
 # QUERY_GPUS: 0 none, 1 GPUs and their processes, 2 also their health (ECC, pending pages).
-# CORES: 1 also counts the host's CPU cores.
+# CORES: 1 also counts the host's CPU cores. CLAIMS_DIR ('-': the default): the live claims of
+# every engine on this host's GPUs (_claims.sh), one line each:
+#   FILE GPU USER PROJECT TOKEN JOB ATTEMPT PID MIB SESSION
+# and our own void ones (their process is gone) are removed.
 # One round trip per host per tick. stdin, one request a line, tab-separated ('-' = none):
 #   A key session attempt_dir output_glob     a watched attempt
 #   O key glob                                an output check (already done?)
@@ -11,7 +14,7 @@
 # /dev/null: stdin holds the requests.
 set -u
 set -f
-cwd=$1 prefix=$2 query_gpus=$3 b=$4 cores=${5:-0}
+cwd=$1 prefix=$2 query_gpus=$3 b=$4 cores=${5:-0} claims_arg=${6:-}
 health=0
 if [ "$query_gpus" = 2 ]; then query_gpus=1 health=1; fi
 tab=$(printf '\t')
@@ -132,6 +135,26 @@ if [ "$query_gpus" = 1 ]; then
             --format=csv,noheader,nounits 2>&1 </dev/null
         echo "$b health_rc $?"
     fi
+fi
+
+# eq-tui include: _claims.sh
+if [ -n "$claims_arg" ]; then
+    claims_at "$claims_arg"
+    echo "$b claims"
+    void=
+    set +f
+    set -- "$claims"/c.*
+    set -f
+    for f; do
+        [ -f "$f" ] && claim_read "$f" || continue
+        if claim_live; then
+            echo "${f##*/} $c_gpu $c_user $c_project $c_token $c_job $c_attempt $c_pid $c_mib $c_session"
+        elif [ "$c_user" = "$eq_user" ]; then
+            void="$void $f"
+        fi
+    done
+    # shellcheck disable=SC2086 # claim paths have no blanks
+    [ -z "$void" ] || rm -f $void 2>/dev/null </dev/null
 fi
 
 if [ "$cores" = 1 ]; then

@@ -1,0 +1,142 @@
+"""Claims on a host's GPUs, shared by every eq-tui engine (of any user) that launches there.
+
+A launch takes a claim on each of its GPUs under the host's lock, after checking that they are
+still free for it (hosts/scripts/_claim_launch.sh); the attempt's wrapper holds the claims until
+it ends, and a claim whose process is gone is void (hosts/scripts/_claims.sh). The probe lists
+the live claims, so placement counts another engine's job as holding its GPUs from the moment
+it launched, not only once its memory shows. Claims ride in the launch and the probe: they cost
+no round trip of their own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from eq_tui.errors import HostError
+from eq_tui.hosts.base import GpuProcess, GpuReading
+
+REFUSED_EXIT = 10  # launch.sh: the claims say the GPUs are not free for this attempt
+CLAIMS_DIR = "/tmp/eq-tui-claims"  # the default on a host, unless $EQ_TUI_CLAIMS names one
+# a claims directory a host entry names: absolute, and nothing a shell would split or expand
+CLAIMS_DIR_PATTERN = re.compile(r"/[A-Za-z0-9_.+/-]*")
+
+
+class ClaimRefused(HostError):
+    """The launch was refused by the host's claims: nothing started, nothing was spent."""
+
+
+@dataclass(frozen=True)
+class GpuClaim:
+    """One live claim on one GPU, as the probe read it."""
+
+    name: str  # its file name in the claims directory (what a launch names as known)
+    gpu: int
+    user: str
+    project: str
+    token: str  # the engine's run token: with the project, which engine holds it
+    job: str
+    attempt: int
+    pid: int  # the process holding it (the attempt's wrapper, which leads its group)
+    mib: int | None  # the job's estimate on the GPU; None: it has the GPU alone
+    session: str
+
+    def mine(self, project: str, token: str) -> bool:
+        return self.project == project and self.token == token
+
+    @property
+    def who(self) -> str:
+        return f"{self.user}'s {self.project}/{self.job}"
+
+
+@dataclass(frozen=True)
+class ClaimTicket:
+    """What a launch needs to take its claims: which engine it is, what it holds on each GPU
+    (None: the GPUs alone), and the other engines' claims on them that its placement counted."""
+
+    project: str
+    token: str
+    mib: int | None
+    known: tuple[str, ...] = ()
+
+
+def parse_claims(lines: Iterable[str]) -> tuple[GpuClaim, ...]:
+    """The probe's `claims` section: `FILE GPU USER PROJECT TOKEN JOB ATTEMPT PID MIB SESSION`
+    lines; anything else is skipped."""
+    found = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 10:
+            continue
+        name, gpu, user, project, token, job, attempt, pid, mib, session = parts
+        if not (gpu.isdigit() and attempt.isdigit() and pid.isdigit()
+                and (mib == "-" or mib.isdigit())):
+            continue
+        found.append(GpuClaim(name, int(gpu), user, project, token, job, int(attempt),
+                              int(pid), None if mib == "-" else int(mib), session))
+    return tuple(found)
+
+
+def launch_args(ticket: ClaimTicket | None, claims_dir: str | None, job_id: str, attempt: int,
+                gpus: Sequence[int]) -> list[str]:
+    """launch.sh's claim arguments (none for a job without GPUs, or no ticket); claims_dir
+    None: the host's default."""
+    if ticket is None or not gpus:
+        return []
+    return [claims_dir or "-", ticket.project, ticket.token, job_id, str(attempt),
+            ",".join(map(str, gpus)), "-" if ticket.mib is None else str(ticket.mib),
+            ",".join(ticket.known) or "-"]
+
+
+def refusal(stderr: str) -> str | None:
+    """Why launch.sh refused (its `eq-tui: claim refused: WHY` line), if it did."""
+    for line in stderr.splitlines():
+        _, found, why = line.partition("eq-tui: claim refused: ")
+        if found:
+            return why.strip()
+    return None
+
+
+def others(claims: Iterable[GpuClaim], project: str, token: str) -> list[GpuClaim]:
+    """The claims of engines other than (project, token)."""
+    return [claim for claim in claims if not claim.mine(project, token)]
+
+
+def usage_of(claim: GpuClaim, gpus: Sequence[GpuReading],
+             processes: Sequence[GpuProcess]) -> int:
+    """What the claim's job uses on its GPU now: its processes are in the group or session its
+    wrapper leads."""
+    uuid = next((g.uuid for g in gpus if g.index == claim.gpu), None)
+    return sum(p.used_mib or 0 for p in processes
+               if p.gpu_uuid == uuid and claim.pid in (p.pgid, p.sid))
+
+
+def pending_by_gpu(claims: Iterable[GpuClaim], gpus: Sequence[GpuReading],
+                   processes: Sequence[GpuProcess]) -> dict[int, int | None]:
+    """GPU -> what other engines' claims hold there beyond what their jobs use already (their
+    usage is in the GPU's reading): a claimed estimate not yet allocated; None: a claim on the
+    whole GPU."""
+    pending: dict[int, int | None] = {}
+    for claim in claims:
+        if claim.mib is None:
+            pending[claim.gpu] = None
+            continue
+        before = pending.get(claim.gpu, 0)
+        if before is None:
+            continue
+        pending[claim.gpu] = before + max(0, claim.mib - usage_of(claim, gpus, processes))
+    return pending
+
+
+def known_on(claims: Iterable[GpuClaim], gpus: Sequence[int]) -> tuple[str, ...]:
+    """The claims on these GPUs, by name: what a launch says its placement counted."""
+    wanted = set(gpus)
+    return tuple(sorted(claim.name for claim in claims if claim.gpu in wanted))
+
+
+def by_gpu(claims: Iterable[GpuClaim]) -> Mapping[int, list[GpuClaim]]:
+    found: dict[int, list[GpuClaim]] = {}
+    for claim in claims:
+        found.setdefault(claim.gpu, []).append(claim)
+    return found

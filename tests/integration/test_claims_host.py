@@ -1,0 +1,216 @@
+"""GPU claims on a host, through the real scripts: real screen and tmux sessions, simulated GPUs,
+several engines (here: several run tokens) launching on one host. What launch.sh refuses, what
+the probe reports, and when a claim is void: its process gone (a launch cut off, a job killed),
+or another process under its pid (a reboot)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from eq_tui.errors import HostError
+from eq_tui.hosts.base import LauncherName, LaunchRequest, ProbeRequest
+from eq_tui.hosts.claims import ClaimRefused, ClaimTicket, GpuClaim, launch_args
+from eq_tui.hosts.local import LocalRunner
+from eq_tui.hosts.shell_host import ShellHost
+from eq_tui.hosts.shell_protocol import launch_stdin, script
+from eq_tui.sim.state import init_sim_state, sim_bin_dir
+
+pytestmark = pytest.mark.integration
+USER = os.environ.get("USER") or os.environ.get("LOGNAME") or "root"
+
+
+async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float = 10.0,
+                     what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def proc_start(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+
+
+@dataclass
+class Bed:
+    host: ShellHost
+    tmp: Path
+    env: dict[str, str]
+    claims: Path
+    started: list[tuple[LauncherName, str, str]] = field(default_factory=list)
+
+    def request(self, job: str, token: str, *, gpus: tuple[int, ...] = (0,),
+                mib: int | None = None, known: tuple[str, ...] = (), cmd: str = "sleep 30",
+                launcher: LauncherName = "screen", cwd: str | None = None) -> LaunchRequest:
+        return LaunchRequest(
+            job_id=job, attempt=1, session=f"eqc_{token}_{job}_a1",
+            attempt_dir=str(self.tmp / "logs" / token / job / "a1"),
+            cwd=cwd or str(self.tmp), cmd=cmd, gpus=gpus,
+            env={"CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))}, conda=None,
+            conda_hook=None, launcher=launcher, claim=ClaimTicket("p", token, mib, known))
+
+    async def launch(self, request: LaunchRequest) -> None:
+        self.started.append((request.launcher, request.session, request.attempt_dir))
+        await self.host.launch(request)
+
+    async def claims_now(self) -> tuple[GpuClaim, ...]:
+        snap = await self.host.probe(ProbeRequest())
+        assert snap.ok, snap.error
+        return snap.claims
+
+    def fake_claim(self, gpu: int, pid: int, pstart: str, *, who: str = "someone",
+                   mib: str = "-") -> Path:
+        """A claim another user's engine left (written as they would)."""
+        path = self.claims / f"c.{gpu}.{who}.q.beef01.j.a1"
+        path.write_text(f"eqclaim1 {gpu} {who} q beef01 j 1 {pid} {pstart} {mib} eq_q_j_a1\n")
+        return path
+
+
+@pytest.fixture
+async def bed() -> AsyncIterator[Bed]:
+    tmp = Path(tempfile.mkdtemp(prefix="eqcl-"))  # short: socket paths stay under 108 bytes
+    for name in ("screen", "tmux"):
+        (tmp / name).mkdir(mode=0o700)
+    state = init_sim_state(tmp / "sim", host="t", gpus=2, memory_mib=8000)
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "STY")}
+    env.update(PATH=f"{sim_bin_dir()}{os.pathsep}{env['PATH']}", EQ_SIM_STATE=str(state),
+               SCREENDIR=str(tmp / "screen"), TMUX_TMPDIR=str(tmp / "tmux"),
+               EQ_TUI_CLAIMS=str(tmp / "claims"))
+    bed = Bed(ShellHost("t", LocalRunner(env), session_prefix="eqc_"), tmp, env, tmp / "claims")
+    yield bed
+    for launcher, session, directory in bed.started:
+        await bed.host.kill(session, directory, launcher)
+    subprocess.run(["tmux", "-L", "eq-tui", "kill-server"], env=env, capture_output=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.mark.parametrize("launcher", ["screen", "tmux"])
+async def test_a_gpu_claimed_by_another_engine_is_refused_and_nothing_starts(
+        bed: Bed, launcher: LauncherName) -> None:
+    await bed.launch(bed.request("a", "t1", launcher=launcher))
+    claims = await bed.claims_now()
+    assert [(c.gpu, c.user, c.project, c.token, c.job, c.attempt, c.mib) for c in claims] == [
+        (0, USER, "p", "t1", "a", 1, None)]
+    assert (bed.claims.stat().st_mode & 0o7777) == 0o1777  # sticky, for every user
+    # the claim is the wrapper's (it leads the job's group), not the launch's, long gone
+    pgid = int((bed.tmp / "logs" / "t1" / "a" / "a1" / "pgid").read_text())
+    assert claims[0].pid == pgid
+    with pytest.raises(ClaimRefused, match=r"GPU 0 is claimed by .*'s p/a"):
+        await bed.launch(bed.request("b", "t2", launcher=launcher))
+    assert not (bed.tmp / "logs" / "t2" / "b" / "a1").exists()  # nothing made, nothing left
+    assert len(await bed.claims_now()) == 1
+    await bed.launch(bed.request("b", "t2", gpus=(1,), launcher=launcher))
+    # our own claims never stop us: the engine keeps its own jobs apart
+    await bed.launch(bed.request("c", "t1", gpus=(0,), mib=1000, launcher=launcher))
+    assert {(c.gpu, c.job) for c in await bed.claims_now()} == {(0, "a"), (1, "b"), (0, "c")}
+
+
+async def test_a_shared_gpu_takes_only_claims_its_engine_counted_and_memory_that_fits(
+        bed: Bed) -> None:
+    late = "sleep 3; fake-train --mem 3000 --epochs 20 --epoch-seconds 1"
+    await bed.launch(bed.request("a", "t1", gpus=(1,), mib=3000, cmd=late))
+    # claimed since the engine looked: refused, whatever the memory
+    with pytest.raises(ClaimRefused, match="since the engine looked"):
+        await bed.launch(bed.request("b", "t2", gpus=(1,), mib=3000))
+    known = tuple(c.name for c in await bed.claims_now())
+    await bed.launch(bed.request("b", "t2", gpus=(1,), mib=3000, known=known))
+    # 8000 MiB, two claims of 3000 not allocated yet: 2000 left
+    known = tuple(c.name for c in await bed.claims_now())
+    with pytest.raises(ClaimRefused, match="2000 MiB free beside other engines' claims"):
+        await bed.launch(bed.request("c", "t3", gpus=(1,), mib=3000, known=known))
+    # a job that wants the GPU alone never gets one another engine shares
+    with pytest.raises(ClaimRefused, match="GPU 1 is claimed by"):
+        await bed.launch(bed.request("d", "t3", gpus=(1,), known=known))
+
+    async def allocated() -> bool:  # once a's memory shows, its claim holds nothing more
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used",
+                              "--format=csv,noheader,nounits"], env=bed.env,
+                             capture_output=True, text=True).stdout.split()
+        return int(out[1]) >= 3000
+
+    await wait_until(allocated, timeout=15, what="a's memory")
+    with pytest.raises(ClaimRefused, match="2000 MiB free"):
+        await bed.launch(bed.request("c", "t3", gpus=(1,), mib=3000, known=known))
+    await bed.launch(bed.request("c", "t3", gpus=(1,), mib=2000, known=known))
+
+
+async def test_a_claim_whose_process_is_gone_or_replaced_is_void(bed: Bed) -> None:
+    bed.claims.mkdir(mode=0o1777)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    bed.fake_claim(0, gone.pid, "-", who="someone")
+    # a reboot: the pid is alive again, but it is another process (it started at another time)
+    alive = subprocess.Popen(["sleep", "60"])
+    try:
+        bed.fake_claim(1, alive.pid, str(int(proc_start(alive.pid)) + 1), who="other")
+        assert await bed.claims_now() == ()
+        await bed.launch(bed.request("a", "t1", gpus=(0, 1)))
+        # and one still held by its own process stands
+        bed.fake_claim(1, alive.pid, proc_start(alive.pid), who="third")
+        assert sorted(c.user for c in await bed.claims_now() if c.gpu == 1) == sorted(
+            [USER, "third"])
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+async def test_our_own_void_claims_are_cleared_by_the_probe_and_a_kill(bed: Bed) -> None:
+    await bed.launch(bed.request("a", "t1"))
+    attempt = str(bed.tmp / "logs" / "t1" / "a" / "a1")
+    await bed.host.kill("eqc_t1_a_a1", attempt, "screen")
+    assert not list(bed.claims.glob("c.*"))  # the kill took its claim with it
+    bed.fake_claim(1, 2 ** 22 + 12345, "-", who=USER)  # one of ours, its process gone
+    assert await bed.claims_now() == ()
+    assert not list(bed.claims.glob("c.*"))
+
+
+async def test_a_job_that_fails_to_start_leaves_no_claim(bed: Bed) -> None:
+    # its wrapper fails (no working directory): it drops its claims as it ends
+    await bed.launch(bed.request("nocwd", "t1", cwd=str(bed.tmp / "gone"), cmd="true"))
+
+    async def dropped() -> bool:
+        return not list(bed.claims.glob("c.*"))
+
+    await wait_until(dropped, what="the failed job's claim to go")
+    # its session never starts: the launch fails and takes its claims back
+    broken = bed.tmp / "broken"
+    broken.mkdir()
+    (broken / "screen").write_text("#!/bin/sh\ncase \" $* \" in *\" -dmS \"*) exit 0;; esac\n"
+                                   "exit 1\n")
+    (broken / "screen").chmod(0o755)
+    host = ShellHost("t", LocalRunner(dict(bed.env, PATH=f"{broken}:{bed.env['PATH']}")),
+                     session_prefix="eqc_")
+    with pytest.raises(HostError, match="ended before its wrapper started"):
+        await host.launch(bed.request("never", "t1", cmd="true"))
+    assert not list(bed.claims.glob("c.*"))
+    assert await bed.claims_now() == ()
+
+
+async def test_a_launch_cut_off_mid_way_leaves_a_void_claim(bed: Bed) -> None:
+    """The engine (or its connection) died while a launch waited for its session: the claim
+    names the launch's process, gone with it."""
+    broken = bed.tmp / "broken"
+    broken.mkdir()
+    (broken / "screen").write_text("#!/bin/sh\nsleep 30\n")  # hangs: the engine gives up
+    (broken / "screen").chmod(0o755)
+    runner = LocalRunner(dict(bed.env, PATH=f"{broken}:{bed.env['PATH']}"))
+    request = bed.request("cut", "t1", cmd="true")
+    args = [request.launcher, request.session, request.attempt_dir,
+            *launch_args(request.claim, None, request.job_id, request.attempt, request.gpus)]
+    with pytest.raises(HostError, match="longer than"):
+        await runner.run(script("launch.sh"), args, stdin=launch_stdin(request), timeout=3)
+    assert len(list(bed.claims.glob("c.*"))) == 1  # left behind, by a process that is gone
+    assert await bed.claims_now() == ()
+    await bed.launch(bed.request("next", f"t{secrets.token_hex(2)}"))

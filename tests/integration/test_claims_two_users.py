@@ -1,0 +1,104 @@
+"""Two people, one pair of boxes: two engines (two login users, two projects) on the same two
+real sshd hosts with two simulated GPUs each, 12 jobs each, every job allocating its memory 3 s
+after it starts. Judged from the hosts' own records (tests/support/bookings.py), never from
+either engine's state: no GPU is given to both engines at once, and with packed jobs the
+estimates on a GPU never add up to more than its memory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.bookings import (
+    BOOKED_CMD,
+    bookings,
+    double_bookings,
+    gpu_time_shares,
+    most_claimed,
+)
+from tests.support.sshbed import USER, SshBed
+
+pytestmark = pytest.mark.integration
+OTHER = "eqtest2"
+USERS = (USER, OTHER)
+GPU_MIB = 24576
+JOBS = 12
+PROJECTS = ("ua", "ub")
+
+
+@pytest.fixture(scope="module")
+def bed() -> Iterator[SshBed]:
+    ssh_bed = SshBed.create([("box1", 2, GPU_MIB, "Sim RTX"), ("box2", 2, GPU_MIB, "Sim RTX")],
+                            users=USERS)
+    yield ssh_bed
+    ssh_bed.close()
+
+
+def manifest(bed: SshBed, tmp: Path, user: str, project: str, launcher: str,
+             mem_mib: int | None) -> Path:
+    alloc = mem_mib or 4000
+    cmd = f"{BOOKED_CMD}; sleep 3; fake-train --epochs 2 --epoch-seconds 1 --mem {alloc}"
+    lines = [f"project: {project}", f"launcher: {launcher}", "hosts:"]
+    lines += [f"  - {{name: {name}, ssh: {bed.alias(name, user)}}}" for name in bed.hosts]
+    if mem_mib is not None:
+        lines.append(f"mem_mib: {mem_mib}")
+    lines.append("jobs:")
+    lines += [f"  - {{id: {project}-{i:02d}, cmd: {json.dumps(cmd)}}}" for i in range(JOBS)]
+    path = tmp / f"{project}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_both(bed: SshBed, tmp: Path, *, mem_mib: int | None) -> list[Path]:
+    """Both engines at once (the second with tmux), each to the end of its queue."""
+    run_dirs, engines = [], []
+    for user, project, launcher in ((USER, "ua", "screen"), (OTHER, "ub", "tmux")):
+        run_dir = tmp / f"run-{project}"
+        run_dirs.append(run_dir)
+        engines.append(subprocess.Popen(
+            [sys.executable, "-m", "eq_tui", str(manifest(bed, tmp, user, project, launcher,
+                                                          mem_mib)),
+             "--no-ui", "--poll", "0.5", "--run-dir", str(run_dir),
+             "--ssh-config", str(bed.ssh_config)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True))
+    for engine in engines:
+        try:
+            _out, err = engine.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            for other in engines:
+                other.kill()
+            raise
+        assert engine.returncode == 0, err[-3000:]
+    for run_dir in run_dirs:
+        state = json.loads((run_dir / "queue_state.json").read_text())
+        assert {job["status"] for job in state["jobs"]} == {"completed"}
+    return run_dirs
+
+
+def test_two_users_engines_never_double_book_a_gpu(bed: SshBed, tmp_path: Path) -> None:
+    since = time.time()
+    run_both(bed, tmp_path, mem_mib=None)
+    found = bookings(USERS, PROJECTS, since=since)
+    assert {b.job for b in found} == {f"{p}-{i:02d}" for p in ("ua", "ub") for i in range(JOBS)}
+    assert double_bookings(found) == []
+    shares = gpu_time_shares(found)
+    print(f"GPU time shares while both waited: {shares}")
+
+
+def test_two_users_packed_jobs_never_claim_more_than_a_gpu_has(bed: SshBed,
+                                                               tmp_path: Path) -> None:
+    since = time.time()
+    run_both(bed, tmp_path, mem_mib=10000)
+    found = bookings(USERS, PROJECTS, since=since)
+    assert len({(b.job, b.attempt) for b in found}) >= 2 * JOBS
+    most = most_claimed(found, {b.job: 10000 for b in found})
+    assert max(most.values()) <= GPU_MIB, most
+    assert max(most.values()) == 20000  # they did share: two to a GPU
+    print(f"GPU time shares while both waited: {gpu_time_shares(found)}")

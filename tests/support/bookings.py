@@ -1,0 +1,120 @@
+"""Who held which GPU when, from the hosts' own records: each attempt's `start` and `end`
+(written by its wrapper on the host) and the line its job printed first (`BOOKED host=H gpus=G`,
+from the host's own environment), never the engines' state.
+
+For several engines on the same hosts (several users, several projects): a double booking is two
+attempts of different engines on one GPU at one moment (each engine keeps its own jobs apart).
+"""
+
+from __future__ import annotations
+
+import math
+import pwd
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+# what a job prints first: where it was put, in the host's own words
+BOOKED_CMD = 'echo "BOOKED host=$EQ_FAKE_HOST gpus=$CUDA_VISIBLE_DEVICES"'
+_BOOKED = re.compile(r"^BOOKED host=(\S+) gpus=([0-9,]+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Booking:
+    host: str
+    gpu: int
+    engine: str  # "<user>/<project>-<token>": whose
+    job: str
+    attempt: int
+    start: float
+    end: float  # math.inf while it runs
+
+
+def _first_line(path: Path) -> str:
+    try:
+        return path.read_text().split("\n", 1)[0].strip()
+    except OSError:
+        return ""
+
+
+def bookings(users: Iterable[str], projects: Iterable[str], *,
+             since: float = 0.0) -> list[Booking]:
+    """Every attempt of these projects that started (its `start` record) at or after `since`
+    under the users' eq-tui log roots, one booking per GPU it was given."""
+    found = []
+    for user in users:
+        home = Path(pwd.getpwnam(user).pw_dir)
+        starts = [path for project in projects
+                  for path in home.glob(f".eq-tui/{project}-*/logs/*/a*/start")]
+        for start_file in starts:
+            attempt_dir = start_file.parent
+            try:
+                start = float(_first_line(start_file))
+            except ValueError:
+                continue
+            if start < since:
+                continue
+            end_text = _first_line(attempt_dir / "end")
+            end = float(end_text) if end_text else math.inf
+            try:
+                log = (attempt_dir / "log").read_text(errors="replace")
+            except OSError:
+                continue
+            booked = _BOOKED.search(log)
+            if booked is None:
+                continue
+            run = attempt_dir.parent.parent.parent.name  # <project>-<token>
+            for gpu in booked[2].split(","):
+                found.append(Booking(host=booked[1], gpu=int(gpu), engine=f"{user}/{run}",
+                                     job=attempt_dir.parent.name,
+                                     attempt=int(attempt_dir.name[1:]), start=start, end=end))
+    return sorted(found, key=lambda b: (b.host, b.gpu, b.start))
+
+
+def double_bookings(found: Sequence[Booking]) -> list[tuple[Booking, Booking]]:
+    """Pairs of attempts of different engines on the same GPU at the same moment."""
+    pairs = []
+    for a, b in combinations(found, 2):
+        if (a.host, a.gpu) == (b.host, b.gpu) and a.engine != b.engine \
+                and a.start < b.end and b.start < a.end:
+            pairs.append((a, b))
+    return pairs
+
+
+def most_claimed(found: Sequence[Booking], mib_of: Mapping[str, int]) -> dict[tuple[str, int],
+                                                                            int]:
+    """(host, GPU) -> the most MiB the estimates of the attempts on it at one moment added to."""
+    by_gpu: dict[tuple[str, int], list[Booking]] = {}
+    for booking in found:
+        by_gpu.setdefault((booking.host, booking.gpu), []).append(booking)
+    most = {}
+    for key, group in by_gpu.items():
+        edges = sorted(edge for b in group
+                       for edge in ((b.start, mib_of[b.job]), (b.end, -mib_of[b.job])))
+        now = top = 0
+        for _, step in edges:  # an end sorts before a start at the same instant
+            now += step
+            top = max(top, now)
+        most[key] = top
+    return most
+
+
+def contended_window(found: Sequence[Booking]) -> tuple[float, float]:
+    """From the first start to the moment the first engine to finish had its last attempt end:
+    while every engine still had work."""
+    engines = {b.engine for b in found}
+    first = min(b.start for b in found)
+    last = min(max(b.end for b in found if b.engine == engine) for engine in engines)
+    return first, last
+
+
+def gpu_time_shares(found: Sequence[Booking]) -> dict[str, float]:
+    """engine -> its part of the GPU time all engines had in the contended window."""
+    start, stop = contended_window(found)
+    held: dict[str, float] = {}
+    for b in found:
+        held[b.engine] = held.get(b.engine, 0.0) + max(0.0, min(b.end, stop) - max(b.start, start))
+    total = sum(held.values()) or 1.0
+    return {engine: seconds / total for engine, seconds in held.items()}
