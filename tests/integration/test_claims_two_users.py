@@ -7,10 +7,11 @@ estimates on a GPU never add up to more than its memory."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -55,10 +56,17 @@ def manifest(bed: SshBed, tmp: Path, user: str, project: str, launcher: str,
     return path
 
 
-def run_both(bed: SshBed, tmp: Path, *, mem_mib: int | None) -> list[Path]:
-    """Both engines at once (the second with tmux), each to the end of its queue."""
+def run_both(bed: SshBed, tmp: Path, *, mem_mib: int | None,
+             second_when: Callable[[], bool] | None = None) -> list[Path]:
+    """Both engines (the second with tmux), each to the end of its queue: at once, or the
+    second once `second_when` holds."""
     run_dirs, engines = [], []
     for user, project, launcher in ((USER, "ua", "screen"), (OTHER, "ub", "tmux")):
+        if engines and second_when is not None:
+            deadline = time.monotonic() + 60
+            while not second_when():
+                assert engines[0].poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
         run_dir = tmp / f"run-{project}"
         run_dirs.append(run_dir)
         engines.append(subprocess.Popen(
@@ -68,18 +76,25 @@ def run_both(bed: SshBed, tmp: Path, *, mem_mib: int | None) -> list[Path]:
              "--ssh-config", str(bed.ssh_config)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True))
-    for engine in engines:
+    for engine, run_dir in zip(engines, run_dirs, strict=True):
         try:
             _out, err = engine.communicate(timeout=300)
         except subprocess.TimeoutExpired:
             for other in engines:
                 other.kill()
             raise
-        assert engine.returncode == 0, err[-3000:]
+        assert engine.returncode == 0, (err[-2000:], unfinished(run_dir))
     for run_dir in run_dirs:
         state = json.loads((run_dir / "queue_state.json").read_text())
         assert {job["status"] for job in state["jobs"]} == {"completed"}
     return run_dirs
+
+
+def unfinished(run_dir: Path) -> list[object]:
+    state = json.loads((run_dir / "queue_state.json").read_text())
+    return [(job["id"], job["status"], job["failure"], job["reason"],
+             [(a["host"], a["gpus"], a["exit_code"], a["failure_class"]) for a in job["history"]])
+            for job in state["jobs"] if job["status"] != "completed"]
 
 
 def test_two_users_engines_never_double_book_a_gpu(bed: SshBed, tmp_path: Path) -> None:
@@ -90,6 +105,28 @@ def test_two_users_engines_never_double_book_a_gpu(bed: SshBed, tmp_path: Path) 
     assert double_bookings(found) == []
     shares = gpu_time_shares(found)
     print(f"GPU time shares while both waited: {shares}")
+    assert min(shares.values()) >= 1 / 3, shares
+
+
+def test_an_engine_that_comes_second_gets_its_fair_turns(bed: SshBed, tmp_path: Path) -> None:
+    """The first engine holds every GPU when the second starts: each GPU it frees goes to the
+    one that holds fewer (not back to the first, whose own watcher sees it free first)."""
+    since = time.time()
+    second: list[float] = []
+
+    def first_holds_all() -> bool:
+        running = [b for b in bookings(USERS, PROJECTS, since=since) if b.end == math.inf]
+        if len(running) < 4:
+            return False
+        second.append(time.time())
+        return True
+
+    run_both(bed, tmp_path, mem_mib=None, second_when=first_holds_all)
+    found = bookings(USERS, PROJECTS, since=since)
+    assert double_bookings(found) == []
+    shares = gpu_time_shares(found, since=second[0])
+    print(f"GPU time shares once the second engine came: {shares}")
+    assert min(shares.values()) >= 1 / 3, shares
 
 
 def test_two_users_packed_jobs_never_claim_more_than_a_gpu_has(bed: SshBed,
@@ -101,4 +138,6 @@ def test_two_users_packed_jobs_never_claim_more_than_a_gpu_has(bed: SshBed,
     most = most_claimed(found, {b.job: 10000 for b in found})
     assert max(most.values()) <= GPU_MIB, most
     assert max(most.values()) == 20000  # they did share: two to a GPU
-    print(f"GPU time shares while both waited: {gpu_time_shares(found)}")
+    shares = gpu_time_shares(found)
+    print(f"GPU time shares while both waited: {shares}")
+    assert min(shares.values()) >= 1 / 3, shares

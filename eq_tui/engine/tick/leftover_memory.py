@@ -95,6 +95,8 @@ class Leftovers:
             if active.get(job_id, (None,))[0] != n and gpus:
                 job = jobs.get(job_id)
                 attempt = next((a for a in job.history if a.n == n), None) if job else None
+                if job is not None and attempt is None:
+                    continue  # undone before it started (claims.undo_refused): nothing of it
                 ended = attempt.end if attempt is not None and attempt.end else now
                 self.ended[(job_id, n)] = Ended(job_id, n, host, gpus, attempt_dir, ended)
         self.active = active
