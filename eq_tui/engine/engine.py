@@ -32,6 +32,7 @@ from eq_tui.engine.state.host_record import HostLink, HostRecord
 from eq_tui.engine.state.ledger import Ledger
 from eq_tui.engine.state.naming import new_run_token
 from eq_tui.engine.state.store import RunDir
+from eq_tui.engine.tick.claims import Wants
 from eq_tui.engine.tick.gpu_health import GpuHealthWatch
 from eq_tui.engine.tick.harvest import Harvest, results_settings
 from eq_tui.engine.tick.host_watchers import HostWatchers
@@ -81,7 +82,8 @@ class Engine:
         self.gpu_health = GpuHealthWatch(self.ctx)
         self.memory = MemoryBook(self.ctx)
         self.observation = Observation(self.ctx, self.pacing.released_at,
-                                       self.gpu_health.want_health, self.memory)
+                                       self.gpu_health.want_health, self.memory,
+                                       Wants(self.ctx, lambda: self.pacing.poll).arg)
         self.reconciler = Reconciler(self.ctx, self.gpu_health.note_fault)
         self.persistence = Persistence(self.ctx)
         self.launcher = Launcher(self.ctx, self.lock, self.persistence.persist)

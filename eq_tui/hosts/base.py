@@ -106,6 +106,7 @@ class ProbeRequest:
     cwd: str | None = None
     health: bool = False  # also read the GPUs' health (ECC errors, pages pending)
     cores: bool = False  # also count the host's CPU cores (CPU-only jobs' default cap)
+    want: str | None = None  # whether this engine waits for GPUs there (claims.want_arg)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ no round trip of their own.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -87,6 +88,15 @@ def launch_args(ticket: ClaimTicket | None, claims_dir: str | None, job_id: str,
     return [claims_dir or "-", ticket.project, ticket.token, job_id, str(attempt),
             ",".join(map(str, gpus)), "-" if ticket.mib is None else str(ticket.mib),
             ",".join(ticket.known) or "-"]
+
+
+def want_arg(project: str, token: str, *, waiting: bool, poll_s: float,
+             gpus: Iterable[int] | None) -> str:
+    """probe.sh's WANT: whether this engine (project, token) has jobs waiting for GPUs on the
+    host, its poll (whole seconds, at least 1) and the GPUs it may use there (None: all). Fair
+    turns (_claim_launch.sh) give a freed GPU to a waiting engine that holds fewer there."""
+    allowed = "all" if gpus is None else ",".join(map(str, sorted(gpus))) or "none"
+    return f"{project}:{token}:{1 if waiting else 0}:{max(1, math.ceil(poll_s))}:{allowed}"
 
 
 def refusal(stderr: str) -> str | None:

@@ -81,7 +81,7 @@ class ShellHost:
         boundary = new_boundary()
         query = ("2" if request.health else "1") if self.query_gpus else "0"
         args = [request.cwd or "-", self.session_prefix, query, boundary,
-                "1" if request.cores else "0", self.claims_dir or "-"]
+                "1" if request.cores else "0", self.claims_dir or "-", request.want or "-"]
         started = time.monotonic()
         taken_at = time.time()
         try:

@@ -20,7 +20,7 @@ import pytest
 
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import LauncherName, LaunchRequest, ProbeRequest
-from eq_tui.hosts.claims import ClaimRefused, ClaimTicket, GpuClaim, launch_args
+from eq_tui.hosts.claims import ClaimRefused, ClaimTicket, GpuClaim, launch_args, want_arg
 from eq_tui.hosts.local import LocalRunner
 from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.hosts.shell_protocol import launch_stdin, script
@@ -214,3 +214,42 @@ async def test_a_launch_cut_off_mid_way_leaves_a_void_claim(bed: Bed) -> None:
     assert len(list(bed.claims.glob("c.*"))) == 1  # left behind, by a process that is gone
     assert await bed.claims_now() == ()
     await bed.launch(bed.request("next", f"t{secrets.token_hex(2)}"))
+
+
+async def test_a_freed_gpu_is_the_turn_of_a_waiting_engine_that_holds_fewer(bed: Bed) -> None:
+    """Fair turns: an engine that waits here (its probe says so) and holds fewer GPUs than the
+    launching one gets the GPU first; for a while only, and only one it may use."""
+
+    async def wants(token: str, waiting: bool, gpus: tuple[int, ...] | None = None) -> None:
+        snap = await bed.host.probe(ProbeRequest(want=want_arg(
+            "p", token, waiting=waiting, poll_s=1, gpus=gpus)))
+        assert snap.ok, snap.error
+
+    await wants("t2", True)
+    want_file = bed.claims / f"w.{USER}.p.t2"
+    assert want_file.read_text().split() == ["eqwant1", USER, "p", "t2", "1", "all"]
+    await bed.launch(bed.request("a", "t1", gpus=(0,)))  # neither holds any: no one's turn
+    with pytest.raises(ClaimRefused, match=r"fair turn: .*'s p holds 0 GPU\(s\) here and "
+                                           r"waits; we hold 1"):
+        await bed.launch(bed.request("b", "t1", gpus=(1,)))
+    assert not (bed.tmp / "logs" / "t1" / "b" / "a1").exists()
+    # its turn lasts 2 of its polls + 5 s: then the GPU is not kept idle for it
+    marker = bed.claims / f"y.{USER}.p.t1"
+    past = time.time() - 8
+    os.utime(marker, (past, past))
+    await bed.launch(bed.request("b", "t1", gpus=(1,)))
+    assert not marker.exists()
+    await bed.host.kill("eqc_t1_b_a1", str(bed.tmp / "logs" / "t1" / "b" / "a1"), "screen")
+    # an engine that may not use the GPU, or that no longer waits, or whose want is stale,
+    # has no turn
+    await wants("t2", True, gpus=(0,))
+    await bed.launch(bed.request("c", "t1", gpus=(1,)))
+    await bed.host.kill("eqc_t1_c_a1", str(bed.tmp / "logs" / "t1" / "c" / "a1"), "screen")
+    await wants("t2", True)
+    past = time.time() - 60
+    os.utime(want_file, (past, past))
+    await bed.launch(bed.request("d", "t1", gpus=(1,)))
+    await bed.host.kill("eqc_t1_d_a1", str(bed.tmp / "logs" / "t1" / "d" / "a1"), "screen")
+    await wants("t2", False)
+    assert not want_file.exists()
+    await bed.launch(bed.request("e", "t1", gpus=(1,)))

@@ -101,18 +101,18 @@ def most_claimed(found: Sequence[Booking], mib_of: Mapping[str, int]) -> dict[tu
     return most
 
 
-def contended_window(found: Sequence[Booking]) -> tuple[float, float]:
-    """From the first start to the moment the first engine to finish had its last attempt end:
-    while every engine still had work."""
+def contended_window(found: Sequence[Booking], since: float = 0.0) -> tuple[float, float]:
+    """From the first start (or `since`, when every engine was there) to the moment the first
+    engine to finish had its last attempt end: while every engine still had work."""
     engines = {b.engine for b in found}
-    first = min(b.start for b in found)
+    first = max(since, min(b.start for b in found))
     last = min(max(b.end for b in found if b.engine == engine) for engine in engines)
     return first, last
 
 
-def gpu_time_shares(found: Sequence[Booking]) -> dict[str, float]:
+def gpu_time_shares(found: Sequence[Booking], since: float = 0.0) -> dict[str, float]:
     """engine -> its part of the GPU time all engines had in the contended window."""
-    start, stop = contended_window(found)
+    start, stop = contended_window(found, since)
     held: dict[str, float] = {}
     for b in found:
         held[b.engine] = held.get(b.engine, 0.0) + max(0.0, min(b.end, stop) - max(b.start, start))

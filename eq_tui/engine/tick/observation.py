@@ -25,8 +25,10 @@ Readings = dict[str, dict[int, int]]  # host -> GPU -> MiB used, from a watcher
 class Observation:
     def __init__(self, ctx: RunContext, released_at: Mapping[tuple[str, int], float],
                  want_health: Callable[[str], bool] | None = None,
-                 memory: MemoryBook | None = None) -> None:
+                 memory: MemoryBook | None = None,
+                 wants: Callable[[str], str] | None = None) -> None:
         self.ctx = ctx
+        self.wants = wants  # what a host's probe says of our waiting (claims.Wants)
         self.memory = memory  # what each job holds on its GPUs, for the views
         self.want_health = want_health  # whether a host's probe reads GPU health this time
         self.released_at = released_at  # (host, gpu) -> when our job left it (pacing's)
@@ -52,7 +54,8 @@ class Observation:
         return ProbeRequest(attempts=tuple(attempts), output_checks=tuple(output_checks),
                             preconditions=tuple(preconditions), cwd=ctx.cwd_for(host),
                             health=self.want_health(host) if self.want_health else False,
-                            cores=ctx.hosts[host].cores is None)
+                            cores=ctx.hosts[host].cores is None,
+                            want=self.wants(host) if self.wants else None)
 
     async def _probe_one(self, name: str, request: ProbeRequest) -> HostSnapshot:
         try:

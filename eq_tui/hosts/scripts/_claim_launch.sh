@@ -127,3 +127,80 @@ claims_take() {
     done
     IFS=$eq_old_ifs
 }
+
+# mtime_of FILE: $eq_mtime, its last change (epoch seconds); 1 when it cannot be read
+mtime_of() {
+    eq_mtime=$(stat -c %Y "$1" 2>/dev/null || stat -f %m "$1" 2>/dev/null) || return 1
+    case $eq_mtime in ''|*[!0-9]*) return 1 ;; esac
+}
+
+# claims_fair GPUS: fair turns. When another engine waits for GPUs here (its want file is fresh:
+# written by a probe within 3 of its polls + 10 s) and may use one of GPUS, and it holds fewer
+# of this host's GPUs than we do (by its live claims: a GPU shared by several of its jobs counts
+# once per job), the freed GPU is its turn: we let it go ($refused), for at most 2 of its polls
+# + 5 s since we first did (the y.* file: an engine that wants but cannot use the GPU must not
+# keep it idle). Costs nothing while no other engine waits here.
+claims_fair() {
+    eq_marker="$claims/y.$eq_user.$project.$token"
+    eq_wants=
+    for eq_w in "$claims"/w.*; do
+        [ -f "$eq_w" ] && [ "${eq_w##*/}" != "w.$eq_user.$project.$token" ] &&
+            eq_wants="$eq_wants $eq_w"
+    done
+    if [ -z "$eq_wants" ]; then
+        [ ! -e "$eq_marker" ] || rm -f "$eq_marker"
+        return 0
+    fi
+    # each engine's GPUs here, by the live claims: " user.project.token/gpu/job ..."
+    eq_pairs=" "
+    for eq_file in "$claims"/c.*; do
+        [ -f "$eq_file" ] && claim_read "$eq_file" && claim_live || continue
+        eq_pairs="$eq_pairs$c_user.$c_project.$c_token/$c_gpu/$c_job "
+    done
+    eq_mine=$(held_by "$eq_user.$project.$token")
+    eq_now=$(date +%s)
+    eq_cap=-1
+    eq_turn=
+    for eq_w in $eq_wants; do
+        w_tag= w_gpus=
+        read -r w_tag w_user w_project w_token w_poll w_gpus w_rest < "$eq_w" 2>/dev/null
+        [ "$w_tag" = eqwant1 ] && [ -n "$w_gpus" ] || continue
+        case $w_poll in ''|*[!0-9]*) w_poll=2 ;; esac
+        mtime_of "$eq_w" || continue
+        [ $((eq_now - eq_mtime)) -le $((3 * w_poll + 10)) ] || continue
+        eq_usable=
+        if [ "$w_gpus" = all ]; then eq_usable=1; else
+            eq_old_ifs=$IFS
+            IFS=,
+            for eq_g in $1; do
+                case ",$w_gpus," in *",$eq_g,"*) eq_usable=1 ;; esac
+            done
+            IFS=$eq_old_ifs
+        fi
+        [ -n "$eq_usable" ] || continue
+        eq_theirs=$(held_by "$w_user.$w_project.$w_token")
+        [ "$eq_theirs" -lt "$eq_mine" ] || continue
+        eq_turn="$w_user's $w_project holds $eq_theirs GPU(s) here and waits; we hold $eq_mine"
+        [ $((2 * w_poll + 5)) -gt "$eq_cap" ] && eq_cap=$((2 * w_poll + 5))
+    done
+    if [ -z "$eq_turn" ]; then
+        [ ! -e "$eq_marker" ] || rm -f "$eq_marker"
+        return 0
+    fi
+    if [ ! -e "$eq_marker" ]; then
+        ( umask 022; : > "$eq_marker" ) 2>/dev/null
+    elif mtime_of "$eq_marker" && [ $((eq_now - eq_mtime)) -ge "$eq_cap" ]; then
+        rm -f "$eq_marker"  # its turn is over: it did not take the GPU
+        return 0
+    fi
+    refused="fair turn: $eq_turn"
+}
+
+# held_by ENGINE: how many of this host's GPUs the engine's live claims hold ($eq_pairs)
+held_by() {
+    eq_n=0
+    for eq_pair in $eq_pairs; do
+        case $eq_pair in "$1"/*) eq_n=$((eq_n + 1)) ;; esac
+    done
+    echo "$eq_n"
+}

@@ -47,6 +47,7 @@ if [ "$claim_gpus" != - ]; then
     claims_lock && locked=1
     refused=
     claims_check "$claim_gpus" "$claim_mib" "$claim_known"
+    [ -n "$refused" ] || claims_fair "$claim_gpus"
     [ -n "$refused" ] || claims_take "$claim_gpus" "$claim_mib" "$claim_job" "$claim_attempt" \
                                      "$session"
     [ "$locked" = 0 ] || claims_unlock

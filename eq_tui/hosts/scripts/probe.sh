@@ -1,9 +1,11 @@
-# probe.sh CWD SESSION_PREFIX QUERY_GPUS BOUNDARY [CORES [CLAIMS_DIR]]
+# probe.sh CWD SESSION_PREFIX QUERY_GPUS BOUNDARY [CORES [CLAIMS_DIR [WANT]]]
 # QUERY_GPUS: 0 none, 1 GPUs and their processes, 2 also their health (ECC, pending pages).
 # CORES: 1 also counts the host's CPU cores. CLAIMS_DIR ('-': the default): the live claims of
 # every engine on this host's GPUs (_claims.sh), one line each:
 #   FILE GPU USER PROJECT TOKEN JOB ATTEMPT PID MIB SESSION
-# and our own void ones (their process is gone) are removed.
+# and our own void ones (their process is gone) are removed. WANT (PROJECT:TOKEN:FLAG:POLL:GPUS,
+# '-' none): FLAG 1, this engine has jobs waiting for GPUs here (its want file, for fair turns,
+# is written); 0, it has none (its want file goes).
 # One round trip per host per tick. stdin, one request a line, tab-separated ('-' = none):
 #   A key session attempt_dir output_glob     a watched attempt
 #   O key glob                                an output check (already done?)
@@ -14,7 +16,7 @@
 # /dev/null: stdin holds the requests.
 set -u
 set -f
-cwd=$1 prefix=$2 query_gpus=$3 b=$4 cores=${5:-0} claims_arg=${6:-}
+cwd=$1 prefix=$2 query_gpus=$3 b=$4 cores=${5:-0} claims_arg=${6:-} want=${7:--}
 health=0
 if [ "$query_gpus" = 2 ]; then query_gpus=1 health=1; fi
 tab=$(printf '\t')
@@ -155,6 +157,7 @@ if [ -n "$claims_arg" ]; then
     done
     # shellcheck disable=SC2086 # claim paths have no blanks
     [ -z "$void" ] || rm -f $void 2>/dev/null </dev/null
+    [ "$want" = - ] || claims_want "$want"
 fi
 
 if [ "$cores" = 1 ]; then
