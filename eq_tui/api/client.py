@@ -90,6 +90,10 @@ class GpuView(TypedDict, total=False):
     quarantine_reason: str  # when quarantined: why
     others: list[dict[str, Any]]  # when other: each process's pid, user, command, used_mib
     jobs: list[GpuJob]  # where jobs share GPUs by memory: every job of ours on it
+    # who holds it (api/holders.py): {"kind": "ours", "job"}, {"kind": "eq-tui", "user",
+    # "project", "job", "attempt", "mib", "used_mib"} (another engine's claim), {"kind":
+    # "process", "pid", "user", "command", "used_mib"}
+    holders: list[dict[str, Any]]
 
 
 class NodeView(TypedDict):

@@ -24,7 +24,8 @@ EPILOG = """\
 other commands (RUN_DIR: a run dir, the manifest that ran it, or its folder when that holds one
 run; or HOST:RUN_DIR, a run dir on an ssh host, with --ssh-config PATH if needed):
   eq-tui status RUN_DIR        counts by status, and the jobs that need a person; --jobs: a
-                               line a job (status, host:gpus, why it waits), --json for both
+                               line a job (status, host:gpus, why it waits), --gpus: a line a
+                               GPU (who holds it), --json for each
   eq-tui attach RUN_DIR        the UI on an engine that is already running (q detaches);
                                --resume starts it in the background first if it is not running,
                                and hands a running one the secrets it lacks

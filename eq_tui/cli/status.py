@@ -16,6 +16,9 @@ def parser(verb: str = "status") -> argparse.ArgumentParser:
     parser.add_argument("--jobs", action="store_true",
                         help="one line a job instead: id, status, host:gpus (or -), why it "
                              "waits or what ended it; with --json, a list of objects")
+    parser.add_argument("--gpus", action="store_true",
+                        help="one line a GPU instead: who holds it (our jobs, other eq-tui "
+                             "users' jobs, other processes), from the running engine")
     return parser
 
 
@@ -29,8 +32,12 @@ def run(verb: str, argv: list[str]) -> int:
         from eq_tui.cli.remote.status import print_remote_status
 
         return print_remote_status(target, as_json=options.json, config_path=config,
-                                   each_job=options.jobs)
+                                   each_job=options.jobs, gpus=options.gpus)
     from eq_tui.cli.run_dirs import resolve
+    if options.gpus:
+        from eq_tui.cli.status_gpus import print_gpus
+
+        return print_gpus(resolve(options.run_dir), as_json=options.json)
     from eq_tui.cli.status_report import print_status
 
     return print_status(resolve(options.run_dir), as_json=options.json, each_job=options.jobs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any, ClassVar
 
@@ -247,7 +247,13 @@ class EqTuiApp(LivingQueueActions, App[int]):
         pace = self.view.pace(key, self.clock())
         self.push_screen(JobDetailsScreen(key, with_queue_reason(project, job),
                                           max_attempts=project.max_attempts,
-                                          fetch=self.tail, pace=pace))
+                                          fetch=self.tail, pace=pace,
+                                          hosts=lambda: self._hosts_of(project.project)))
+
+    def _hosts_of(self, project: str) -> Mapping[str, Mapping[str, Any]]:
+        """A project's hosts as the view has them now (the details screen's GPU holders)."""
+        state = self.view.projects.get(project)
+        return state.hosts if state is not None else {}
 
     def action_attempt(self, delta: int) -> None:
         self.log_pane.step_attempt(delta)

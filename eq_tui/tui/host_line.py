@@ -12,6 +12,8 @@ from typing import Any
 
 from textual.content import Content
 
+from eq_tui.api.holders import theirs
+
 CELL_LEVELS = "▁▂▃▄▅▆▇█"
 STATE_STYLE = {"busy": "$primary", "free": "$success", "other": "$warning",
                "quarantined": "bold $error"}
@@ -20,13 +22,14 @@ NAME_WIDTH_MAX = 28
 
 
 def gpu_state(gpu: Mapping[str, Any]) -> str:
-    """busy (one of our jobs), free, other (another process, a job's memory still draining, or
-    a GPU the manifest leaves out) or quarantined."""
+    """busy (one of our jobs), free, other (another process or eq-tui user's job, a job's
+    memory still draining, or a GPU the manifest leaves out) or quarantined."""
     if gpu.get("quarantined"):
         return "quarantined"
     if gpu.get("job"):
         return "busy"
-    if gpu.get("settling") or gpu.get("other") or not gpu.get("allowed", True):
+    if gpu.get("settling") or gpu.get("other") or not gpu.get("allowed", True) \
+            or theirs(gpu):
         return "other"
     return "free"
 

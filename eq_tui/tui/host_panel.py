@@ -9,6 +9,7 @@ from typing import Any
 from textual.content import Content
 from textual.widgets import Static
 
+from eq_tui.api.holders import holders_text, theirs
 from eq_tui.tui.gpu_segments import has_shared, shared_bar, shared_jobs
 from eq_tui.tui.host_line import gpu_totals, rtt_text, state_text
 
@@ -77,6 +78,8 @@ def gpu_line(gpu: Mapping[str, Any], threshold: float,
         holder = (str(gpu["job"]), "$primary")
     elif gpu.get("settling"):
         holder = ("settling", "$warning")
+    elif theirs(gpu):  # another eq-tui user's job (by its claim), someone's process
+        holder = (holders_text(gpu, first_only=True), "$warning")
     elif gpu.get("other"):
         holder = (other_text(gpu.get("others") or []), "$warning")
     elif not gpu.get("allowed", True):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from eq_tui.api.holders import describe, gpu_holder_lines, holders_of
 from eq_tui.engine.decide.placement import GpuView
 from eq_tui.engine.engine import Engine
 from eq_tui.engine.tick.claims import with_claims
@@ -20,6 +21,7 @@ from eq_tui.hosts.claims import GpuClaim, parse_claims, pending_by_gpu
 from eq_tui.hosts.local import LocalRunner, sim_environment
 from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.sim.state import init_sim_state
+from eq_tui.tui.host_panel import gpu_line
 from tests.support.engine_run import EngineRun, job, make_manifest, sim_hosts
 from tests.support.ground_truth import launches
 
@@ -114,3 +116,34 @@ async def test_a_refused_launch_spends_no_attempt_and_is_placed_again(tmp_path: 
     assert launches([state]) == {("mine", 1): 1}
     events = (tmp_path / "run" / "events.jsonl").read_text()
     assert "launch refused: sim: GPU 0 is claimed by bob's q/theirs" in events
+
+
+def test_each_gpu_names_its_holders_ours_other_engines_and_other_processes() -> None:
+    processes = (GpuProcess(301, "u1", 2000, "me", "python train.py", pgid=300, sid=300),
+                 GpuProcess(801, "u1", 4000, "bob", "python t.py", pgid=700, sid=700),
+                 GpuProcess(950, "u1", 3000, "alice", "/usr/bin/python3 eval.py --big",
+                            pgid=950, sid=900))
+    snap = HostSnapshot("h", True, 0.0, gpus=READINGS, processes=processes,
+                        claims=(claim(1, "t", 6000), claim(1, "mine", 8000, pid=300),
+                                claim(0, "t", None, pid=701)))
+    gpu1 = {"index": 1, "uuid": "u1", "jobs": [{"id": "j3", "mib": 8000, "used": 2000}]}
+    holders = holders_of(gpu1, snap, {300}, "p", "mine")
+    assert holders == [
+        {"kind": "ours", "job": "j3", "mib": 8000, "used_mib": 2000},
+        {"kind": "eq-tui", "user": "bob", "project": "q", "job": "j", "attempt": 1,
+         "mib": 6000, "used_mib": 4000},
+        {"kind": "process", "pid": 950, "user": "alice",
+         "command": "/usr/bin/python3 eval.py --big", "used_mib": 3000}]
+    assert [describe(h) for h in holders] == [
+        "ours: j3", "bob's q/j (3.9G)", "pid 950 alice python3 eval.py (2.9G)"]
+    gpu0 = {"index": 0, "uuid": "u0"}
+    [whole] = holders_of(gpu0, snap, {300}, "p", "mine")
+    assert describe(whole) == "bob's q/j"
+    # the grid's line for a GPU another engine's job holds, before it allocated anything
+    line = gpu_line({**gpu0, "memory_used_mib": 100, "memory_total_mib": 24000,
+                     "utilization_pct": 0, "allowed": True, "holders": [whole]}, 500).plain
+    assert line.endswith("bob's q/j")
+    assert gpu_holder_lines([{"name": "h", "gpus": [
+        {**gpu1, "memory_used_mib": 9000, "memory_total_mib": 24000, "holders": holders}]}]) \
+        == ["h GPU 1  8.8G/23.4G  ours: j3; bob's q/j (3.9G); "
+            "pid 950 alice python3 eval.py (2.9G)"]

@@ -6,6 +6,7 @@ estimates on a GPU never add up to more than its memory."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import subprocess
@@ -13,9 +14,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from eq_tui.sim.state import hold_memory
+from eq_tui.tui.host_panel import host_body
 from tests.support.bookings import (
     BOOKED_CMD,
     bookings,
@@ -141,3 +145,85 @@ def test_two_users_packed_jobs_never_claim_more_than_a_gpu_has(bed: SshBed,
     shares = gpu_time_shares(found)
     print(f"GPU time shares while both waited: {shares}")
     assert min(shares.values()) >= 1 / 3, shares
+
+
+def start_engine(bed: SshBed, tmp: Path, user: str, project: str, hosts: str,
+                 cmd: str = "sleep 120") -> tuple[subprocess.Popen[str], Path]:
+    path = tmp / f"{project}.yaml"
+    path.write_text(f"project: {project}\nhosts:\n{hosts}\n"
+                    f"jobs:\n  - {{id: {project}-long, cmd: {json.dumps(cmd)}}}\n")
+    run_dir = tmp / f"run-{project}"
+    engine = subprocess.Popen(
+        [sys.executable, "-m", "eq_tui", str(path), "--no-ui", "--poll", "0.5",
+         "--run-dir", str(run_dir), "--ssh-config", str(bed.ssh_config)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return engine, run_dir
+
+
+def gpus_json(run_dir: Path) -> list[dict[str, Any]]:
+    done = subprocess.run([sys.executable, "-m", "eq_tui", "status", str(run_dir), "--gpus",
+                           "--json"], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        return []
+    hosts: list[dict[str, Any]] = json.loads(done.stdout)
+    return hosts
+
+
+def test_the_grid_and_status_name_who_holds_each_gpu(bed: SshBed, tmp_path: Path) -> None:
+    """Another user's eq-tui job (by its claim, before it allocates anything) and a person's
+    own process (by the probe's ps) show as the holders of their GPUs."""
+    ours, ours_dir = start_engine(
+        bed, tmp_path, USER, "ha", "  - {name: box1, ssh: box1, gpus: [0]}\n"
+                                   "  - {name: box2, ssh: box2, gpus: [1]}")
+    theirs, theirs_dir = start_engine(
+        bed, tmp_path, OTHER, "hb", f"  - {{name: box1, ssh: {bed.alias('box1', OTHER)}, "
+                                    "gpus: [1]}")
+    person = subprocess.Popen(["sleep", "120"], user=OTHER)
+    hold_memory(bed.hosts["box2"].sim_state, person.pid, 0, 3072)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            hosts = {host["host"]: host for host in gpus_json(ours_dir)}
+            holders = {(name, gpu["index"]): gpu["holders"]
+                       for name, host in hosts.items() for gpu in host["gpus"]}
+            if (holders.get(("box1", 1)) and holders.get(("box2", 0))
+                    and holders.get(("box1", 0))):
+                break
+            assert time.monotonic() < deadline, holders
+            time.sleep(0.3)
+        assert holders[("box1", 0)] == [{"kind": "ours", "job": "ha-long"}]
+        [other] = holders[("box1", 1)]
+        assert (other["kind"], other["user"], other["project"], other["job"]) == (
+            "eq-tui", OTHER, "hb", "hb-long")
+        [process] = holders[("box2", 0)]
+        assert (process["kind"], process["pid"], process["user"]) == ("process", person.pid,
+                                                                      OTHER)
+        assert process["command"].startswith("sleep 120")
+        # the grid draws the same: the panel of each host names them
+        snapshot = live_hosts(ours_dir)
+        box1 = host_body(snapshot["box1"], 500).plain
+        box2 = host_body(snapshot["box2"], 500).plain
+        assert "ha-long" in box1 and f"{OTHER}'s hb/hb-long" in box1
+        assert f"pid {person.pid} {OTHER} sleep 120" in box2
+        text = subprocess.run([sys.executable, "-m", "eq_tui", "status", str(ours_dir),
+                               "--gpus"], capture_output=True, text=True, timeout=60).stdout
+        assert "box1 GPU 1" in text and f"{OTHER}'s hb/hb-long" in text
+    finally:
+        person.kill()
+        person.wait()
+        for engine, run_dir in ((ours, ours_dir), (theirs, theirs_dir)):
+            subprocess.run([sys.executable, "-m", "eq_tui", "kill", str(run_dir),
+                            f"{run_dir.name[4:]}-long"], capture_output=True, timeout=60)
+            try:
+                engine.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                engine.kill()
+                engine.wait()
+
+
+def live_hosts(run_dir: Path) -> dict[str, Any]:
+    from eq_tui.cli.status_report import _live_snapshot
+
+    snapshot = asyncio.run(_live_snapshot(run_dir))
+    assert snapshot is not None
+    return {str(host["name"]): host for host in snapshot["hosts"]}

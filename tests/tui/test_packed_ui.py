@@ -186,3 +186,19 @@ async def test_the_details_screen_shows_estimate_peak_escalation_and_why_it_wait
         await eventually(pilot, lambda: details_open(app, "demo/eval_b"))
         attempts = app.screen.query_one("#attempts", DataTable)
         assert str(attempts.get_cell("1", "memory")) == "estimate 12.0 GiB · peak 5.9 GiB"
+
+
+async def test_the_details_screen_names_who_holds_the_gpus_a_job_waits_for() -> None:
+    snapshot = packed_snapshot()
+    gpu = a100(snapshot)["gpus"][1]
+    gpu["holders"] = [{"kind": "eq-tui", "user": "bob", "project": "nlp", "job": "j7",
+                       "attempt": 1, "mib": 6144, "used_mib": 0},
+                      {"kind": "process", "pid": 4242, "user": "alice",
+                       "command": "python eval.py", "used_mib": 2048}]
+    app = EqTuiApp([FakeClient(snapshot)], clock=lambda: T0)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_details("demo/sweep_lr3_s1")
+        await eventually(pilot, lambda: details_open(app, "demo/sweep_lr3_s1"))
+        summary = str(app.screen.query_one("#details-summary").render())
+        assert "GPU a100-box GPU 1" in summary
+        assert "bob's nlp/j7 (6.0G); pid 4242 alice python eval.py (2.0G)" in summary

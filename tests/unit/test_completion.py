@@ -118,7 +118,7 @@ def test_fish_completes_subcommands_and_each_commands_flags(
 
     assert offered("eq-tui st") == ["status", "stop"]
     assert offered("eq-tui x.yaml --dr") == ["--dry-run"]
-    assert offered("eq-tui status --") == ["--help", "--jobs", "--json", "--ssh-config"]
+    assert offered("eq-tui status --") == ["--gpus", "--help", "--jobs", "--json", "--ssh-config"]
 
 
 def test_zsh_loads_it_and_registers_eq_tui(capsys: pytest.CaptureFixture[str],

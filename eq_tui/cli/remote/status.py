@@ -9,9 +9,11 @@ import contextlib
 import posixpath
 from typing import Any
 
+from eq_tui.api.client import Snapshot
 from eq_tui.api.model import JobState
 from eq_tui.cli.remote.link import RemoteLink, RemoteRunDir, open_link
 from eq_tui.cli.remote.target import RemoteTarget
+from eq_tui.cli.status_gpus import show_gpus
 from eq_tui.cli.status_report import from_snapshot, jobs_from_state, show_status
 from eq_tui.errors import RunDirError
 
@@ -44,8 +46,26 @@ async def _status(target: RemoteTarget, config_path: str | None
         await link.close()
 
 
+async def _snapshot(target: RemoteTarget, config_path: str | None) -> Snapshot | None:
+    link = await open_link(target.host, config_path, read_from=str(target))
+    try:
+        client = await link.control(await link.locate(target))
+        if client is None:
+            return None
+        try:
+            return client.snapshot()
+        finally:
+            await client.close()
+    finally:
+        await link.close()
+
+
 def print_remote_status(target: RemoteTarget, *, as_json: bool = False,
-                        config_path: str | None = None, each_job: bool = False) -> int:
+                        config_path: str | None = None, each_job: bool = False,
+                        gpus: bool = False) -> int:
+    if gpus:  # who holds each GPU: only the running engine knows
+        return show_gpus(asyncio.run(_snapshot(target, config_path)), as_json=as_json,
+                         where=target.host)
     saved, jobs = asyncio.run(_status(target, config_path))
     return show_status(saved, jobs, as_json=as_json, where=target.host, each_job=each_job,
                        run_dir=str(target))

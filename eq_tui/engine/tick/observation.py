@@ -9,6 +9,7 @@ from typing import Any
 
 from eq_tui.api.events import HostProbed, HostStateChanged
 from eq_tui.api.gpu_view import gpu_views, node_views
+from eq_tui.api.holders import holders_of
 from eq_tui.api.model import JobStatus
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.decide.scheduler import GpuView, HostView
@@ -117,12 +118,16 @@ class Observation:
     def gpu_views(self, name: str, snap: HostSnapshot, holders: Mapping[tuple[str, int], str],
                   now: float) -> list[dict[str, Any]]:
         record = self.ctx.hosts[name]
-        return gpu_views(name, snap.gpus, allowed=record.allowed, holders=holders,
-                         released_at=self.released_at,
-                         quarantined=frozenset(record.quarantined),
-                         reasons=record.quarantine_reasons, processes=snap.processes,
-                         threshold_mib=self.ctx.manifest.gpu_free_threshold_mib, now=now,
-                         sharing=self._sharing(name))
+        views = gpu_views(name, snap.gpus, allowed=record.allowed, holders=holders,
+                          released_at=self.released_at,
+                          quarantined=frozenset(record.quarantined),
+                          reasons=record.quarantine_reasons, processes=snap.processes,
+                          threshold_mib=self.ctx.manifest.gpu_free_threshold_mib, now=now,
+                          sharing=self._sharing(name))
+        ours = {a.pgid for a in snap.attempts.values() if a.pgid is not None}
+        for view in views:  # who holds it: ours, other eq-tui users' jobs, other processes
+            view["holders"] = holders_of(view, snap, ours, self.ctx.project, self.ctx.token)
+        return views
 
     def _sharing(self, host: str) -> dict[int, list[dict[str, Any]]]:
         """GPU -> our jobs on it with what each holds and uses, where jobs share GPUs."""

@@ -4,7 +4,7 @@ it was placed for and the most it used), and any attempt's log."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Log, Static
 from textual.worker import Worker
 
+from eq_tui.api.holders import job_gpu_lines
 from eq_tui.present.durations import format_short
 from eq_tui.present.pace import SLOW_FACTOR, Pace
 from eq_tui.tui.log_pane import MAX_LOG_LINES, TAIL_LINES, TailFetcher, sanitise
@@ -129,8 +130,10 @@ class JobDetailsScreen(Screen[None]):
     ]
 
     def __init__(self, key: str, job: Mapping[str, Any], *, max_attempts: int,
-                 fetch: TailFetcher, pace: Pace | None = None) -> None:
+                 fetch: TailFetcher, pace: Pace | None = None,
+                 hosts: Callable[[], Mapping[str, Mapping[str, Any]]] | None = None) -> None:
         super().__init__()
+        self.hosts = hosts  # the project's hosts now: who holds the job's GPUs
         self.key = key
         self.job = dict(job)
         self.pace = pace
@@ -171,8 +174,12 @@ class JobDetailsScreen(Screen[None]):
     def show_pace(self, pace: Pace | None) -> None:
         """The summary again with the job's pace now (the app calls this every second)."""
         self.pace = pace
-        self.query_one("#details-summary", Static).update(
-            job_summary(self.job, self.max_attempts, pace))
+        summary = job_summary(self.job, self.max_attempts, pace)
+        held = job_gpu_lines(self.job, self.hosts()) if self.hosts is not None else []
+        if held:
+            summary = Content("\n").join([summary, *(Content.assemble(("GPU ", "dim"), line)
+                                                       for line in held)])
+        self.query_one("#details-summary", Static).update(summary)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
