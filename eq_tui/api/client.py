@@ -94,6 +94,7 @@ class GpuView(TypedDict, total=False):
     # "project", "job", "attempt", "mib", "used_mib"} (another engine's claim), {"kind":
     # "process", "pid", "user", "command", "used_mib"}
     holders: list[dict[str, Any]]
+    rule: str  # a lab rule keeps it from us now: which ("box1 keeps GPU 7 free ...")
 
 
 class NodeView(TypedDict):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from eq_tui.hosts.claims import ClaimTicket, GpuClaim
+    from eq_tui.hosts.lab_rules import HostLab
 
 LauncherName = Literal["screen", "tmux"]
 
@@ -127,6 +128,7 @@ class HostSnapshot:
     health: tuple[GpuHealth, ...] = ()  # when the request asked for it
     cores: int | None = None  # CPU cores, when the request asked for them
     claims: tuple[GpuClaim, ...] = ()  # every engine's live claims on its GPUs (claims.py)
+    lab: HostLab | None = None  # the lab's rules there, who we are there (lab_rules.py)
 
 
 @dataclass(frozen=True)

@@ -39,18 +39,20 @@ def make_host(spec: HostSpec, run_dir: Path, *, ssh_config: str | None = None) -
                        memory_mib=spec.simulate.memory_mib, model=spec.simulate.model,
                        linger_s=spec.simulate.linger_s, keep_faults=True)
         return make_sim_host(spec.name, str(state), spec.log_dir or logs,
-                             claims_dir=spec.claims_dir)
+                             claims_dir=spec.claims_dir, rules=spec.rules)
     if spec.kind == "local":
         from eq_tui.hosts.local import make_local_host
 
-        return make_local_host(spec.name, spec.log_dir or logs, claims_dir=spec.claims_dir)
+        return make_local_host(spec.name, spec.log_dir or logs, claims_dir=spec.claims_dir,
+                               rules=spec.rules)
     if spec.kind == "ssh":
         from eq_tui.hosts.shell_host import ShellHost
         from eq_tui.hosts.ssh import SshRunner
 
         assert spec.ssh is not None
         runner = SshRunner(spec.name, spec.ssh, config_path=ssh_config)
-        return ShellHost(spec.name, runner, log_dir=spec.log_dir, claims_dir=spec.claims_dir)
+        return ShellHost(spec.name, runner, log_dir=spec.log_dir, claims_dir=spec.claims_dir,
+                         rules=spec.rules)
     if spec.kind == "slurm":
         from eq_tui.hosts.slurm import make_slurm_host
 

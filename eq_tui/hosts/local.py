@@ -94,13 +94,14 @@ def _private_dir(kind: str, key: str) -> str:
     return str(path)
 
 
-def make_local_host(name: str, log_dir: str, *, claims_dir: str | None = None) -> ShellHost:
+def make_local_host(name: str, log_dir: str, *, claims_dir: str | None = None,
+                    rules: str | None = None) -> ShellHost:
     from eq_tui.hosts.nvml import NvmlReader
 
     reader = NvmlReader.open()
     return ShellHost(name, LocalRunner(), log_dir=log_dir,
                      gpu_reader=reader.read if reader is not None else None,
-                     claims_dir=claims_dir)
+                     claims_dir=claims_dir, rules=rules)
 
 
 def sim_environment(sim_state_dir: str) -> dict[str, str]:
@@ -111,14 +112,15 @@ def sim_environment(sim_state_dir: str) -> dict[str, str]:
     env["EQ_SIM_STATE"] = sim_state_dir
     env["SCREENDIR"] = _private_dir("screen", sim_state_dir)
     env["TMUX_TMPDIR"] = _private_dir("tmux", sim_state_dir)
-    # the simulated GPUs' claims are theirs alone, never this machine's real ones
+    # the simulated GPUs' claims and lab rules are theirs alone, never this machine's
     env["EQ_TUI_CLAIMS"] = str(Path(sim_state_dir) / "claims")
+    env["EQ_TUI_RULES"] = str(Path(sim_state_dir) / "rules.yaml")
     env.pop("TMUX", None)  # started from inside tmux: still use our own server
     env.pop("STY", None)
     return env
 
 
 def make_sim_host(name: str, sim_state_dir: str, log_dir: str, *,
-                  claims_dir: str | None = None) -> ShellHost:
+                  claims_dir: str | None = None, rules: str | None = None) -> ShellHost:
     return ShellHost(name, LocalRunner(sim_environment(sim_state_dir)), log_dir=log_dir,
-                     claims_dir=claims_dir)
+                     claims_dir=claims_dir, rules=rules)

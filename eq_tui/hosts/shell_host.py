@@ -43,9 +43,11 @@ GpuReader = Callable[[], Awaitable[tuple[list[GpuReading], list[GpuProcess], lis
 class ShellHost:
     def __init__(self, name: str, runner: CommandRunner, *, log_dir: str | None = None,
                  session_prefix: str = "eq_", query_gpus: bool = True,
-                 gpu_reader: GpuReader | None = None, claims_dir: str | None = None) -> None:
+                 gpu_reader: GpuReader | None = None, claims_dir: str | None = None,
+                 rules: str | None = None) -> None:
         self.name = name
         self.claims_dir = claims_dir  # None: the host's default (claims.py)
+        self.rules = rules  # the lab's rules file there; None: the host's default (lab_rules.py)
         self.runner = runner
         self.log_dir = log_dir
         self.session_prefix = session_prefix
@@ -81,7 +83,8 @@ class ShellHost:
         boundary = new_boundary()
         query = ("2" if request.health else "1") if self.query_gpus else "0"
         args = [request.cwd or "-", self.session_prefix, query, boundary,
-                "1" if request.cores else "0", self.claims_dir or "-", request.want or "-"]
+                "1" if request.cores else "0", self.claims_dir or "-", request.want or "-",
+                self.rules or "-"]
         started = time.monotonic()
         taken_at = time.time()
         try:
@@ -104,7 +107,8 @@ class ShellHost:
                 processes=tuple(processes), sessions=snapshot.sessions,
                 attempts=snapshot.attempts, output_checks=snapshot.output_checks,
                 preconditions=snapshot.preconditions,
-                warnings=tuple(snapshot.warnings) + tuple(warnings), claims=snapshot.claims)
+                warnings=tuple(snapshot.warnings) + tuple(warnings), claims=snapshot.claims,
+                lab=snapshot.lab)
         return snapshot
 
     # ---- watcher -----------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from eq_tui.hosts.base import (
 )
 from eq_tui.hosts.claims import parse_claims
 from eq_tui.hosts.gpu_csv import parse_apps, parse_gpus, parse_pmon
+from eq_tui.hosts.lab_rules import HostLab, parse_lab
 from eq_tui.hosts.logclean import clean_line
 
 PROBE_TIMEOUT_S = 30.0
@@ -187,6 +188,7 @@ def parse_probe(host: str, text: str, boundary: str, request: ProbeRequest, *,
         return HostSnapshot(host=host, ok=False, taken_at=taken_at,
                             error="probe output was cut off")
     sessions = _sessions(sections.lines.get("sessions", []))
+    lab = lab_of(sections)
     gpus, processes, warnings = _gpus(sections)
     requests = sections.lines.get("requests", [])
     facts: dict[str, list[str]] = {}
@@ -220,10 +222,21 @@ def parse_probe(host: str, text: str, boundary: str, request: ProbeRequest, *,
     return HostSnapshot(host=host, ok=True, taken_at=taken_at, rtt_s=rtt_s, gpus=tuple(gpus),
                         processes=tuple(processes), sessions=frozenset(sessions),
                         attempts=attempts, output_checks=checks["O"],
-                        preconditions=checks["P"], warnings=tuple(warnings),
+                        preconditions=checks["P"],
+                        warnings=tuple(warnings) + ((lab.warning,) if lab.warning else ()),
                         health=tuple(parse_health(sections)),
                         cores=sections.codes.get("cores") or None,
-                        claims=parse_claims(sections.lines.get("claims", [])))
+                        claims=parse_claims(sections.lines.get("claims", [])), lab=lab)
+
+
+def lab_of(sections: Sections) -> HostLab:
+    """The lab's rules as the probe read them (lab_rules.py), who we are there, and the other
+    users whose engines wait there."""
+    return parse_lab(sections.lines.get("rules"), path=sections.text("rules_path").strip(),
+                     user=sections.text("user").strip(),
+                     clock=sections.text("clock").strip() or None,
+                     waiting=(line.split()[0] for line in sections.lines.get("wants", [])
+                              if line.strip()))
 
 
 def _sessions(lines: list[str]) -> set[str]:

@@ -115,6 +115,7 @@ def _host(ctx: Context, raw: Any, path: Path_, default_gpus: tuple[int, ...] | N
         log_dir=ctx.string(host["log_dir"], (*path, "log_dir"))
         if host.get("log_dir") is not None else None,
         claims_dir=_host_path(ctx, host.get("claims_dir"), (*path, "claims_dir")),
+        rules=_host_path(ctx, host.get("rules"), (*path, "rules")),
         **asdict(parse_host_limits(ctx, host, path, default_limits)))
 
 

@@ -102,6 +102,9 @@ _HOST = _obj({
     "claims_dir": _doc(_nullable({"type": "string", "pattern": "^/[A-Za-z0-9_.+/-]*$"}),
                        "Where every engine on the host keeps its GPU claims (default "
                        "$EQ_TUI_CLAIMS there, else /tmp/eq-tui-claims)."),
+    "rules": _doc(_nullable({"type": "string", "pattern": "^/[A-Za-z0-9_.+/-]*$"}),
+                  "The lab's rules file on the host (default $EQ_TUI_RULES there, else "
+                  "/etc/eq-tui/rules.yaml)."),
     **_HOST_LIMITS,
 }, required=("name",), description="One machine: ssh, simulate or slurm; none of them: this "
                                    "machine.")

@@ -51,6 +51,8 @@ class HostSpec:
     # where the engines on the host keep their GPU claims (None: $EQ_TUI_CLAIMS there, else
     # /tmp/eq-tui-claims)
     claims_dir: str | None = None
+    # the lab's rules file there (None: $EQ_TUI_RULES there, else /etc/eq-tui/rules.yaml)
+    rules: str | None = None
 
     @property
     def kind(self) -> Literal["local", "ssh", "sim", "slurm"]:

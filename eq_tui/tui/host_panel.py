@@ -82,6 +82,8 @@ def gpu_line(gpu: Mapping[str, Any], threshold: float,
         holder = (holders_text(gpu, first_only=True), "$warning")
     elif gpu.get("other"):
         holder = (other_text(gpu.get("others") or []), "$warning")
+    elif gpu.get("rule"):  # the lab's rules keep it from us now
+        holder = (rule_text(str(gpu["rule"])), "dim")
     elif not gpu.get("allowed", True):
         holder = ("not ours", "dim")
     else:
@@ -91,6 +93,14 @@ def gpu_line(gpu: Mapping[str, Any], threshold: float,
         (f"{gpu.get('index', '?')} ", "bold"), bar,
         f" {gib(used):>5}/{gib(total):<5}G ",
         (f"{util:>3}%" if util is not None else "  ?%", "dim"), " ", holder)
+
+
+def rule_text(rule: str) -> str:
+    """`box1 keeps GPU 7 free for interactive use (09:00-19:00)` -> `rule: free for interactive
+    use (09:00-19:00)`: the panel already names the host and the GPU."""
+    _, found, rest = rule.partition(" GPU ")
+    what = rest.split(" ", 1)[1] if found and " " in rest else rule
+    return f"rule: {what.removeprefix('free ')}"[:48]
 
 
 def other_text(others: list[dict[str, Any]]) -> str:

@@ -117,6 +117,11 @@ class SshHost:
         """The host's GPU claims directory (sticky and world-writable, as /tmp is)."""
         return self.dir / "claims"
 
+    @property
+    def rules(self) -> Path:
+        """The host's lab rules file (none until a test writes it)."""
+        return self.dir / "rules.yaml"
+
     def socket_dir(self, kind: str, user: str = USER) -> Path:
         """A user's screen or tmux socket directory on this host."""
         return self.dir / (kind if user == USER else f"{kind}-{user}")
@@ -218,7 +223,7 @@ class SshBed:
             f"EQ_SIM_STATE={host.sim_state}", f"SCREENDIR={host.socket_dir('screen', user)}",
             f"TMUX_TMPDIR={host.socket_dir('tmux', user)}", f"EQ_FAKE_HOST={host.name}",
             f"EQ_BED={self.root}", f"EQ_BED_HOST_DIR={host.dir}",
-            f"EQ_TUI_CLAIMS={host.claims}",
+            f"EQ_TUI_CLAIMS={host.claims}", f"EQ_TUI_RULES={host.rules}",
         ])
 
     def _write_sshd_config(self, host: SshHost) -> None:

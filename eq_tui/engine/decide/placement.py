@@ -60,6 +60,7 @@ class HostView:
     quarantined: frozenset[int] = frozenset()
     max_jobs_per_gpu: int | None = None  # jobs sharing one GPU at most (None: memory decides)
     max_cpu_jobs: int = 0  # CPU-only jobs at once
+    notes: tuple[str, ...] = ()  # the lab's rules that keep GPUs from us now (lab_rules.py)
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,16 @@ def quiet_gpus(host: HostView, threshold_mib: int) -> list[int]:
 def no_room(hosts: Sequence[HostView], open_gpus: Mapping[str, Sequence[int]],
             slots: Mapping[str, int]) -> str:
     """Why no job can be placed now: every GPU we may use busy, or the hosts with a free GPU at
-    their max_parallel. `open_gpus`: per host, the GPUs that could still take a job."""
+    their max_parallel. `open_gpus`: per host, the GPUs that could still take a job. The lab's
+    rules that keep GPUs from us follow."""
     usable = [h for h in hosts if h.usable]
+    rules = "; ".join(note for h in usable for note in h.notes)
+    reason = _no_room(usable, open_gpus, slots)
+    return f"{reason}; {rules}" if rules else reason
+
+
+def _no_room(usable: Sequence[HostView], open_gpus: Mapping[str, Sequence[int]],
+             slots: Mapping[str, int]) -> str:
     if not usable:
         return "no host can take a job now (unreachable or stopped)"
     ours = sum(1 for h in usable for gpu in h.gpus

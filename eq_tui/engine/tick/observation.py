@@ -12,6 +12,7 @@ from eq_tui.api.gpu_view import gpu_views, node_views
 from eq_tui.api.holders import holders_of
 from eq_tui.api.model import JobStatus
 from eq_tui.engine.context import RunContext
+from eq_tui.engine.decide.lab_rules import rule_reasons, with_rules
 from eq_tui.engine.decide.scheduler import GpuView, HostView
 from eq_tui.engine.state.host_record import HostRecord
 from eq_tui.engine.tick.claims import with_claims
@@ -125,8 +126,11 @@ class Observation:
                           threshold_mib=self.ctx.manifest.gpu_free_threshold_mib, now=now,
                           sharing=self._sharing(name))
         ours = {a.pgid for a in snap.attempts.values() if a.pgid is not None}
+        closed = rule_reasons(name, snap)
         for view in views:  # who holds it: ours, other eq-tui users' jobs, other processes
             view["holders"] = holders_of(view, snap, ours, self.ctx.project, self.ctx.token)
+            if view["index"] in closed:  # a lab rule keeps it from us now
+                view["rule"] = closed[view["index"]]
         return views
 
     def _sharing(self, host: str) -> dict[int, list[dict[str, Any]]]:
@@ -223,11 +227,11 @@ def host_views(hosts: Mapping[str, HostRecord], probed: set[str] | None,
                                  foreign.get(g.index)) for g in snap.gpus)
         if me is not None:
             gpus = with_claims(gpus, snap, *me)
-        views.append(HostView(
+        views.append(with_rules(HostView(
             name=name, usable=usable, gpus=gpus, allowed=record.allowed,
             max_parallel=record.spec.max_parallel if record.spec else 8,
             max_parallel_given=record.spec.max_parallel_given if record.spec else True,
             quarantined=frozenset(record.quarantined),
             max_jobs_per_gpu=record.spec.max_jobs_per_gpu if record.spec else None,
-            max_cpu_jobs=record.max_cpu_jobs))
+            max_cpu_jobs=record.max_cpu_jobs), snap))  # the lab's rules (lab.py)
     return views

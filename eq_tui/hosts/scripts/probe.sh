@@ -1,11 +1,15 @@
-# probe.sh CWD SESSION_PREFIX QUERY_GPUS BOUNDARY [CORES [CLAIMS_DIR [WANT]]]
+# probe.sh CWD SESSION_PREFIX QUERY_GPUS BOUNDARY [CORES [CLAIMS_DIR [WANT [RULES]]]]
 # QUERY_GPUS: 0 none, 1 GPUs and their processes, 2 also their health (ECC, pending pages).
 # CORES: 1 also counts the host's CPU cores. CLAIMS_DIR ('-': the default): the live claims of
 # every engine on this host's GPUs (_claims.sh), one line each:
 #   FILE GPU USER PROJECT TOKEN JOB ATTEMPT PID MIB SESSION
 # and our own void ones (their process is gone) are removed. WANT (PROJECT:TOKEN:FLAG:POLL:GPUS,
 # '-' none): FLAG 1, this engine has jobs waiting for GPUs here (its want file, for fair turns,
-# is written); 0, it has none (its want file goes).
+# is written); 0, it has none (its want file goes). With CLAIMS_DIR, also `user NAME` (who we
+# are here) and, when other engines' want files are there, a `wants` section: the fresh ones'
+# `USER PROJECT TOKEN`. RULES ('-': $EQ_TUI_RULES, else /etc/eq-tui/rules.yaml): the lab's
+# rules file, when there is one, as a `rules` section, and the host's clock (`HH:MM WEEKDAY`, a
+# `clock` section) when they keep GPUs for interactive hours (lab_rules.py).
 # One round trip per host per tick. stdin, one request a line, tab-separated ('-' = none):
 #   A key session attempt_dir output_glob     a watched attempt
 #   O key glob                                an output check (already done?)
@@ -17,6 +21,7 @@
 set -u
 set -f
 cwd=$1 prefix=$2 query_gpus=$3 b=$4 cores=${5:-0} claims_arg=${6:-} want=${7:--}
+rules_arg=${8:-}
 health=0
 if [ "$query_gpus" = 2 ]; then query_gpus=1 health=1; fi
 tab=$(printf '\t')
@@ -158,6 +163,42 @@ if [ -n "$claims_arg" ]; then
     # shellcheck disable=SC2086 # claim paths have no blanks
     [ -z "$void" ] || rm -f $void 2>/dev/null </dev/null
     [ "$want" = - ] || claims_want "$want"
+    echo "$b user"
+    echo "$eq_user"
+    # other users' engines that wait here (their want files, rewritten by each of their
+    # probes): only when there are some does a `find` tell the fresh ones
+    others=
+    set +f
+    for f in "$claims"/w.*; do
+        case ${f##*/} in "w.$eq_user."*|'w.*') ;; *) others=1 ;; esac
+    done
+    set -f
+    if [ -n "$others" ]; then
+        echo "$b wants"
+        find "$claims" -maxdepth 1 -name 'w.*' -mmin -2 2>/dev/null </dev/null |
+            while IFS= read -r f; do
+                w_tag=
+                read -r w_tag w_user w_project w_token w_rest < "$f" 2>/dev/null
+                [ "$w_tag" = eqwant1 ] && echo "$w_user $w_project $w_token"
+            done
+    fi
+fi
+if [ -n "$rules_arg" ]; then
+    case $rules_arg in -) rules=${EQ_TUI_RULES:-/etc/eq-tui/rules.yaml} ;; *) rules=$rules_arg ;; esac
+    if [ -f "$rules" ] && [ -r "$rules" ]; then
+        echo "$b rules_path"
+        echo "$rules"
+        echo "$b rules"
+        clock=
+        while IFS= read -r line || [ -n "$line" ]; do
+            printf '%s\n' "$line"
+            case $line in *interactive*) clock=1 ;; esac
+        done < "$rules"
+        if [ -n "$clock" ]; then
+            echo "$b clock"
+            date '+%H:%M %u' 2>/dev/null </dev/null
+        fi
+    fi
 fi
 
 if [ "$cores" = 1 ]; then

@@ -31,6 +31,9 @@ def test_every_host_key_is_read() -> None:
                                     time="01:00:00", mem="8G", cpus_per_task=4,
                                     sbatch_args=("--x", "5"))
     assert (sim.max_parallel_given, ssh.max_parallel_given) == (True, True)
+    (shared,) = hosts("hosts: [{name: b, ssh: b, claims_dir: /scratch/claims, "
+                      "rules: /opt/lab/rules.yaml}]\n")
+    assert (shared.claims_dir, shared.rules) == ("/scratch/claims", "/opt/lab/rules.yaml")
     assert hosts("hosts: [{name: c, slurm: {}}]")[0].slurm == SlurmSpec()
     assert hosts("hosts: [{name: s, simulate: {}}]")[0].simulate == SimulateSpec()
 
@@ -100,6 +103,10 @@ def test_max_parallel_is_given_where_the_host_or_the_top_level_sets_it() -> None
     ("ssh: [x]\n", "ssh", "expected"),
     ("hosts: [{name: 'a b'}]\n", "hosts[0].name",
      "host name 'a b' may only use letters, digits, '_', '.', '-'"),
+    ("hosts: [{name: a, claims_dir: 'claims'}]\n", "hosts[0].claims_dir",
+     "'claims' must be an absolute path of letters, digits and _ . + - /"),
+    ("hosts: [{name: a, rules: '/etc/my rules.yaml'}]\n", "hosts[0].rules",
+     "'/etc/my rules.yaml' must be an absolute path of letters, digits and _ . + - /"),
 ])
 def test_host_mistakes_name_their_key_and_say_what_is_wrong(text: str, key_path: str,
                                                            message: str) -> None:
