@@ -8,8 +8,10 @@ Fake jobs OOM (once, or always), fail for other reasons, leave stale sessions an
 it, takes a host off the network (connections cut, sshd stopped) and brings it back, reboots a
 host (its sessions vanish), fills a host's log disk (a tiny tmpfs) until the engine notices, and
 truncates the state file between two restarts (recovered from the previous good copy, as the
-error message says), and sends a clone from the shell as the engine is killed (sent again with
-its command id, it must run once). Each fault is injected while jobs of ours run (on the host it
+error message says), sends a clone from the shell as the engine is killed (sent again with
+its command id, it must run once), and starts a second engine of another login user on the
+same hosts (its jobs allocate their memory 2 s after they start: until then only their claims
+say the GPU is taken). Each fault is injected while jobs of ours run (on the host it
 hits).
 
 The verdict (tests/chaos/verdict.py) comes from the hosts: the fake jobs' own start/end records
@@ -45,6 +47,7 @@ from tests.chaos.verdict import (
     Run,
     Verdict,
     completed_proof,
+    double_bookings,
     duplicates,
     explain_retries,
     fault_trace,
@@ -55,7 +58,7 @@ from tests.chaos.verdict import (
     rerun_explained,
     stuck_proof,
 )
-from tests.support.sshbed import USER, SshBed
+from tests.support.sshbed import OTHER_USER, USER, SshBed
 
 EQ = [sys.executable, "-m", "eq_tui"]
 BEHAVIOURS = (("ok", 60), ("oom_once", 15), ("oom_always", 5), ("fails", 6), ("stale", 6),
@@ -66,8 +69,10 @@ PACKED_MIB = 7000  # what a packed job declares (it uses 6000)
 HUNG_STALL_S = 3  # a hung job's stall_after: then it is restarted
 # The evidence each plan's verdict needs: faults that took effect, and of how many kinds.
 EVIDENCE = {"short": (6, 4), "long": (10, 5)}
-SHORT_PLAN = ["kill9", "cut_host", "kill9", "reboot", "corrupt_state", "kill9", "disk_full",
-              "command_kill9", "cut_host", "kill9"]
+SHORT_PLAN = ["kill9", "second_engine", "cut_host", "kill9", "reboot", "corrupt_state",
+              "kill9", "disk_full", "command_kill9", "cut_host", "kill9"]
+SECOND_ENGINE_JOBS = 8
+SECOND_ENGINE = "intruder"  # its project: "intruder<N>", its jobs "intruder<N>-<i>"
 
 
 def command_for(behaviour: str, rng: random.Random) -> str:
@@ -130,6 +135,7 @@ class Driver:
         self.poll = poll
         self.engine: subprocess.Popen[bytes] | None = None
         self.log = open(run_dir.parent / "engine-output.log", "ab")  # noqa: SIM115
+        self.second: list[subprocess.Popen[bytes]] = []  # other users' engines (second_engine)
 
     def start_engine(self) -> None:
         self.engine = subprocess.Popen(
@@ -235,6 +241,25 @@ def wait_disk_trace(run_dir: Path, host: str, since: float, timeout: float = 15)
         time.sleep(0.2)
 
 
+def start_second_engine(driver: Driver, bed: SshBed, n: int) -> str:
+    """Another login user's engine on the same hosts, mid-run: its own project and jobs, whose
+    memory shows only 2 s after they start."""
+    project = f"{SECOND_ENGINE}{n}"
+    lines = [f"project: {project}", "hosts:"]
+    lines += [f"  - {{name: {name}, ssh: {bed.alias(name, OTHER_USER)}}}" for name in bed.hosts]
+    lines.append("jobs:")
+    cmd = "sleep 2; fake-train --epochs 3 --epoch-seconds 0.4 --mem 3000"
+    lines += [f"  - {{id: {project}-{i:02d}, cmd: {json.dumps(cmd)}}}"
+              for i in range(SECOND_ENGINE_JOBS)]
+    manifest = driver.run_dir.parent / f"{project}.yaml"
+    manifest.write_text("\n".join(lines) + "\n")
+    driver.second.append(subprocess.Popen(
+        [*EQ, str(manifest), "--no-ui", "--run-dir", str(driver.run_dir.parent / project),
+         "--poll", str(driver.poll), "--ssh-config", str(bed.ssh_config)],
+        stdout=driver.log, stderr=driver.log))
+    return project
+
+
 def inject(fault: str, driver: Driver, bed: SshBed, work: Path, rng: random.Random) -> Fault:
     host = busiest_host(bed, rng)
     t0 = time.time()
@@ -262,6 +287,9 @@ def inject(fault: str, driver: Driver, bed: SshBed, work: Path, rng: random.Rand
         shutil.copy(driver.run_dir / "queue_state.prev.json", state_file)  # as it advises
         driver.start_engine()
         return Fault(fault, None, t0, time.time(), exit_code=code)
+    if fault == "second_engine":
+        project = start_second_engine(driver, bed, len(driver.second))
+        return Fault(fault, None, t0, time.time(), engine=project)
     if fault == "disk_full":
         filler = fill_disk(work, host)
         wait_disk_trace(driver.run_dir, host, t0)
@@ -283,8 +311,13 @@ def command_while_killed(driver: Driver, behaviours: dict[str, str], n: int) -> 
     driver.kill_engine()
     first = sent.wait(timeout=120)
     assert first in (0, 3), f"clone while killed: exit {first}"
+    # no engine runs: the verb starts one in the background for the command (launching nothing
+    # until the command came) and applies it; the driver then stops that engine and starts its
+    # own, which must answer the same id with the first answer, not clone twice
     nobody = subprocess.run(verb, capture_output=True, timeout=120)
-    assert nobody.returncode == 3, nobody.stderr
+    assert nobody.returncode == 0, nobody.stderr
+    subprocess.run([*EQ, "stop", str(driver.run_dir)], capture_output=True, timeout=120)
+    wait_unlocked(driver.run_dir)
     driver.start_engine()
     deadline = time.monotonic() + 60
     while True:
@@ -293,9 +326,26 @@ def command_while_killed(driver: Driver, behaviours: dict[str, str], n: int) -> 
             break
         time.sleep(0.5)
     assert again.returncode == 0, again.stderr
-    if first == 0:
-        assert "had arrived already" in again.stdout, again.stdout
+    assert "had arrived already" in again.stdout, again.stdout
     return clone
+
+
+def wait_unlocked(run_dir: Path, timeout: float = 60) -> None:
+    """Until no engine holds the run dir's lock (one asked to stop has let go of it)."""
+    import fcntl
+
+    deadline = time.monotonic() + timeout
+    with open(run_dir / "engine.lock", "a+b") as lock:
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+                continue
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            return
 
 
 
@@ -321,7 +371,8 @@ def wait_to_end(driver: Driver, timeout: float) -> None:
 def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
     started = time.monotonic()
     bed = SshBed.create([("alpha", GPUS_PER_HOST, GPU_MIB, "NVIDIA RTX 4090 (sim)"),
-                         ("beta", GPUS_PER_HOST, GPU_MIB, "NVIDIA L4 (sim)")])
+                         ("beta", GPUS_PER_HOST, GPU_MIB, "NVIDIA L4 (sim)")],
+                        users=(USER, OTHER_USER))
     for host in bed.hosts.values():
         config = json.loads((host.sim_state / "config.json").read_text())
         config["linger_s"] = 0.5
@@ -358,6 +409,8 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
                 injected.append(inject(kind, driver, bed, work, rng))
         assert driver.engine is not None
         wait_to_end(driver, timeout=600)
+        for second in driver.second:  # the other users' queues end too (a fault may leave
+            second.wait(timeout=300)  # one of theirs stuck: not ours to retry)
         victims = retry_fault_victims(manifest, run_dir, bed)
         verdict = check(driver, bed, behaviours, injected, victims, work)
         verdict.min_effective, verdict.min_kinds = EVIDENCE[faults]
@@ -371,6 +424,10 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
         driver.log.close()
         if driver.engine is not None and driver.engine.poll() is None:
             driver.kill_engine()
+        for second in driver.second:
+            if second.poll() is None:
+                second.kill()
+                second.wait()
         if not keep:
             unmount(mounts)
             bed.close()
@@ -446,6 +503,12 @@ def check(driver: Driver, bed: SshBed, behaviours: dict[str, str], injected: lis
     verdict.overlaps_exit = len(gpu_overlaps(runs, released=False, packed=packed,
                                              capacity_mib=capacity)[0])
     verdict.packed_jobs = len(packed)
+    verdict.second_engine_runs = len({(r.host, r.pid) for r in runs
+                                      if r.job.startswith(SECOND_ENGINE)})
+    found = double_bookings(runs, lambda job: job.split("-")[0]
+                            if job.startswith(SECOND_ENGINE) else "chaos", packed)
+    verdict.double_bookings = len(found)
+    verdict.details += found
     verdict.multi_gpu_jobs = sum(1 for b in behaviours.values() if b == "multi")
     verdict.hung_jobs = sum(1 for b in behaviours.values() if b == "hung")
     for job_id, behaviour in behaviours.items():

@@ -17,7 +17,11 @@ def test_short_chaos_run_loses_nothing_and_runs_nothing_twice() -> None:
         "the faults must have had an effect, on running jobs, for the run to prove anything"
     assert report["evidence_needed"] == {"faults_effective": 6, "kinds": 4}
     for key in ("duplicate_launches", "overlaps_released", "lost", "completed_unverified",
-                "stuck_unverified", "wrong_status", "left_running", "retried_unexplained"):
+                "stuck_unverified", "wrong_status", "left_running", "retried_unexplained",
+                "double_bookings"):
         assert report[key] == 0, (key, report["details"])
     assert report["launches"] >= report["jobs"]
     assert report["ok"]
+    # another user's engine came mid-run and its jobs ran beside ours, never on our GPUs
+    assert report["faults_effective_by_kind"].get("second_engine") == 1
+    assert report["second_engine_runs"] >= 8

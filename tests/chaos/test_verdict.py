@@ -7,6 +7,7 @@ from typing import Any
 from tests.chaos.verdict import (
     Fault,
     completed_proof,
+    double_bookings,
     duplicates,
     explain_retries,
     fault_trace,
@@ -228,3 +229,31 @@ def test_a_rerun_after_success_is_excused_only_by_a_fault_that_hides_an_exit() -
                  Fault("cut_host", "h", 105, 109), Fault("reboot", "h", 111, 111)]
     assert duplicates(again, rerun_excuse=lambda run: rerun_explained(run, elsewhere)) == [
         "a: ran again after a1 succeeded"]
+
+
+def test_a_gpu_held_by_two_engines_jobs_at_once_is_a_double_booking() -> None:
+    records = [start("chaos1", 10, pid=1), start("intruder0-01", 12, pid=2),
+               end("intruder0-01", 15, pid=2), end("chaos1", 20, pid=1, linger=20.5),
+               start("intruder0-02", 20.2, pid=3), end("intruder0-02", 25, pid=3),
+               start("chaos2", 25.1, pid=4), end("chaos2", 30, pid=4)]
+    runs = host_runs("h", records, [], now=100)
+
+    def engine(job: str) -> str:
+        return "intruder" if job.startswith("intruder") else "chaos"
+
+    found = double_bookings(runs, engine)
+    assert len(found) == 2
+    assert "chaos1/a1 (chaos) and intruder0-01/a1 (intruder)" in found[0]
+    assert "intruder0-02/a1" in found[1]  # before chaos1's memory was released
+    # one engine's own hand-over is never a double booking (its overlap check is another)
+    assert double_bookings(runs, lambda job: "one") == []
+    # a packed job of ours beside their ended job's lingering memory is not one
+    lingering = host_runs("h", [start("intruder0-03", 10, pid=5),
+                                end("intruder0-03", 20, pid=5, linger=21),
+                                start("chaos3", 20.5, pid=6), end("chaos3", 30, pid=6)], [], 100)
+    assert len(double_bookings(lingering, engine)) == 1
+    assert double_bookings(lingering, engine, packed=frozenset({"chaos3"})) == []
+    fault = Fault("second_engine", None, 11.0, 11.5, engine="intruder0")
+    assert fault_trace(fault, [], runs) == "2 run(s) of intruder0"
+    assert fault_trace(Fault("second_engine", None, 40.0, 41.0, engine="intruder0"), [],
+                       runs) is None

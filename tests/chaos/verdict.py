@@ -55,12 +55,13 @@ class Run:
 
 @dataclass(frozen=True)
 class Fault:
-    kind: str  # kill9 | cut_host | reboot | corrupt_state | disk_full
+    kind: str  # kill9 | cut_host | reboot | corrupt_state | disk_full | second_engine
     host: str | None
     t0: float
     t1: float
     pid: int | None = None  # the engine killed (kill9)
     exit_code: int | None = None  # what the engine said about the truncated state file
+    engine: str = ""  # second_engine: its project (its jobs' ids start with it)
 
 
 @dataclass
@@ -84,6 +85,10 @@ class Verdict:
     left_running: int = 0
     retried_by_hand: int = 0
     retried_unexplained: int = 0
+    # another user's engine started mid-run on the same hosts (second_engine): its runs, and
+    # the times a GPU was given to both engines' jobs at once (by the hosts' records)
+    second_engine_runs: int = 0
+    double_bookings: int = 0
     min_release_margin_s: float | None = None
     wall_s: float = 0.0
     details: list[str] = field(default_factory=list)
@@ -109,6 +114,8 @@ class Verdict:
             "stuck_unverified": self.stuck_unverified, "wrong_status": self.wrong_status,
             "left_running": self.left_running, "retried_by_hand": self.retried_by_hand,
             "retried_unexplained": self.retried_unexplained,
+            "second_engine_runs": self.second_engine_runs,
+            "double_bookings": self.double_bookings,
             "min_release_margin_s": self.min_release_margin_s,
             "idle_faults": self.idle_faults,
             "evidence_needed": {"faults_effective": self.min_effective,
@@ -130,7 +137,7 @@ class Verdict:
         return self.enough_evidence and not (
             self.duplicate_launches or self.overlaps_released or self.lost
             or self.completed_unverified or self.stuck_unverified or self.wrong_status
-            or self.left_running or self.retried_unexplained)
+            or self.left_running or self.retried_unexplained or self.double_bookings)
 
 
 def host_runs(host: str, records: Iterable[Mapping[str, Any]], reboots: Iterable[float],
@@ -228,6 +235,29 @@ def gpu_overlaps(runs: Iterable[Run], *, released: bool, packed: frozenset[str] 
     return found, margin
 
 
+def double_bookings(runs: Iterable[Run], engine_of: Callable[[str], str],
+                    packed: frozenset[str] = frozenset()) -> list[str]:
+    """Runs of two engines (`engine_of` a job id) on one GPU at once, until the memory of the
+    one that started first was released: its GPU given to both. A packed job that starts
+    beside another engine's ended job's lingering memory is no double booking (that memory
+    counts against the GPU like anyone's: gpu_overlaps judges it)."""
+    by_gpu: dict[tuple[str, int], list[Run]] = defaultdict(list)
+    for run in runs:
+        by_gpu[(run.host, run.gpu)].append(run)
+    found = []
+    for (host, gpu), on_gpu in sorted(by_gpu.items()):
+        on_gpu.sort(key=lambda r: r.start)
+        for a, b in itertools.combinations(on_gpu, 2):
+            if engine_of(a.job) == engine_of(b.job):
+                continue
+            if b.job in packed and b.start >= a.end - CLOCK_TICK_S:
+                continue
+            if b.start < a.released - CLOCK_TICK_S and a.start < b.released - CLOCK_TICK_S:
+                found.append(f"{host} GPU {gpu}: {a.job}/a{a.attempt} ({engine_of(a.job)}) and "
+                             f"{b.job}/a{b.attempt} ({engine_of(b.job)}) at once")
+    return found
+
+
 def rerun_explained(success: Run, effective: Iterable[Fault]) -> str | None:
     """Why a job could rightly run again after a run of it exited 0: a full disk on its host as
     it ended, which loses the exit record, so the engine rightly saw the attempt lost. Nothing
@@ -322,6 +352,10 @@ def fault_trace(fault: Fault, events: list[dict[str, Any]], runs: list[Run]) -> 
         down = next((e for e in window if e.get("type") == "host_state_changed"
                      and e.get("host") == fault.host and e.get("state") == "down"), None)
         return f"{fault.host} seen down: {down['reason']}" if down else None
+    if fault.kind == "second_engine":
+        theirs = [r for r in runs if r.job.startswith(f"{fault.engine}-")
+                  and r.start >= fault.t0]
+        return f"{len(theirs)} run(s) of {fault.engine}" if theirs else None
     if fault.kind == "disk_full":
         for e in window:
             text = " ".join(str(e.get(k, "")) for k in ("message", "failure_class", "detail"))

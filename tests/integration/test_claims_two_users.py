@@ -27,10 +27,10 @@ from tests.support.bookings import (
     gpu_time_shares,
     most_claimed,
 )
-from tests.support.sshbed import USER, SshBed
+from tests.support.sshbed import OTHER_USER, USER, SshBed
 
 pytestmark = pytest.mark.integration
-OTHER = "eqtest2"
+OTHER = OTHER_USER
 USERS = (USER, OTHER)
 GPU_MIB = 24576
 JOBS = 12

@@ -26,6 +26,7 @@ from pathlib import Path
 from eq_tui.sim.state import init_sim_state, sim_bin_dir
 
 USER = "eqtest"
+OTHER_USER = "eqtest2"  # a second person on the same hosts (SshBed.create(users=...))
 SSHD = "/usr/sbin/sshd"
 # Logs the first 60 characters of each command's first line, with no process of its own (every
 # command of every host passes here: on a 16-host bed that adds up).
