@@ -185,6 +185,26 @@ class JobStalled(Event):
 
 
 @dataclass(frozen=True)
+class JobPruned(Event):
+    """Early stopping stopped a running job as a loser at its `step`-th report of `metric`:
+    its `value` (its configuration's mean over the seeds at that report) beside the `cutoff`
+    of the `rivals` configurations there (`rule`: asha or median)."""
+
+    type: ClassVar[str] = "job_pruned"
+    job: str
+    phase: str = ""
+    host: str | None = None
+    attempt: int = 0
+    metric: str = ""
+    step: int = 0
+    value: float = 0.0
+    cutoff: float = 0.0
+    rivals: int = 0
+    rule: str = "asha"
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class GpuQuarantined(Event):
     """A GPU was quarantined (`released`: false) or a person released it (`released`: true)."""
 
@@ -219,7 +239,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (JobStateChanged, JobUpdated, HostProbed, HostStateChanged, Alert,
                               QueuePaused, QueueFinished, PreflightReported, JobEdited,
                               JobAdded, JobRetired, PhaseHeld, PhaseReleased, JobStalled,
-                              GpuQuarantined, QueueWaiting)
+                              GpuQuarantined, QueueWaiting, JobPruned)
 }
 
 

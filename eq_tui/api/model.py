@@ -19,6 +19,7 @@ class JobStatus(StrEnum):
     KILLED = "killed"
     BLOCKED = "blocked"
     HELD = "held"  # a person holds it: it never launches until released
+    PRUNED = "pruned"  # early stopping stopped it as a loser: finished, not a failure
 
     @property
     def is_active(self) -> bool:
@@ -49,7 +50,7 @@ class JobStatus(StrEnum):
 ACTIVE = frozenset({JobStatus.LAUNCHING, JobStatus.RUNNING})
 WAITING = frozenset({JobStatus.PENDING, JobStatus.FAILED_OOM})
 NEEDS_PERSON = frozenset({JobStatus.STUCK, JobStatus.KILLED, JobStatus.BLOCKED})
-FINISHED = NEEDS_PERSON | {JobStatus.COMPLETED}
+FINISHED = NEEDS_PERSON | {JobStatus.COMPLETED, JobStatus.PRUNED}
 
 
 class FailureClass(StrEnum):
@@ -145,6 +146,12 @@ class JobState:
     mem_escalation: int = 0
     # its CUDA OOM asked more than its card's total: it launches only on GPUs larger than this
     min_gpu_mib: int | None = None
+    # early stopping: the current attempt's reports of the phase's early_stop metric, in order
+    # (its step is their count), and how far into its log they were read
+    reports: list[float] = field(default_factory=list)
+    reports_attempt: int = 0  # the attempt `reports` belong to
+    reports_offset: int = 0  # bytes of that attempt's log read for reports
+    run_to_end: bool = False  # a person retried it after it was pruned: never stopped early
 
     @property
     def current(self) -> Attempt | None:
@@ -230,6 +237,10 @@ class JobState:
             silent_since=data.get("silent_since"),
             mem_escalation=int(data.get("mem_escalation") or 0),
             min_gpu_mib=data.get("min_gpu_mib"),
+            reports=[float(x) for x in data.get("reports") or []],
+            reports_attempt=int(data.get("reports_attempt") or 0),
+            reports_offset=int(data.get("reports_offset") or 0),
+            run_to_end=bool(data.get("run_to_end")),
         )
 
 

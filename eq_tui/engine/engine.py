@@ -33,6 +33,7 @@ from eq_tui.engine.state.ledger import Ledger
 from eq_tui.engine.state.naming import new_run_token
 from eq_tui.engine.state.store import RunDir
 from eq_tui.engine.tick.claims import Wants
+from eq_tui.engine.tick.early_stop import EarlyStop
 from eq_tui.engine.tick.gpu_health import GpuHealthWatch
 from eq_tui.engine.tick.harvest import Harvest, results_settings
 from eq_tui.engine.tick.host_watchers import HostWatchers
@@ -89,6 +90,8 @@ class Engine:
         self.launcher = Launcher(self.ctx, self.lock, self.persistence.persist)
         self.stall = StallWatch(self.ctx, self.launcher.stop_session,
                                 self.reconciler.apply_verdict)
+        self.early_stop = EarlyStop(self.ctx, self.launcher.stop_session)
+        self.observation.follow = self.early_stop.offsets
         self.leftovers = Leftovers(self.ctx, self.lock)
         self.commands = Commands(self)
         self.harvest = Harvest(self.ctx, self.lock)
@@ -279,6 +282,7 @@ class Engine:
             await self.reconciler.judge(probed, requests, starting)
             self.memory.observe(probed)  # after judging: an attempt that ended settles now
             await self.stall.check(probed)
+            await self.early_stop.check(probed)
             self.leftovers.check(probed)
             self.gpu_health.check(probed)
             self.observation.apply_output_scan()
@@ -367,7 +371,8 @@ class Engine:
         if done and not self.finished:
             jobs = list(self.jobs.values())
             self.finished = True
-            self.exit_code = 0 if all(job.status == JobStatus.COMPLETED for job in jobs) else 1
+            self.exit_code = 0 if all(job.status in (JobStatus.COMPLETED, JobStatus.PRUNED)
+                                      for job in jobs) else 1
             self._summary_task = asyncio.ensure_future(self.persistence.write_summary())
             self.ctx.bus.publish(QueueFinished(project=self.project, at=self.ctx.clock(),
                                                counts=status_counts(jobs),

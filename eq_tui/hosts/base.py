@@ -80,6 +80,9 @@ class AttemptProbe:
     last_line: str = ""  # last non-empty log line (cleaned of ANSI / \r), for the job table
     detail: str = ""  # what the host says about a waiting attempt, e.g. "PENDING (Resources)"
     pgid: int | None = None  # the attempt's process group (its GPU processes carry it)
+    # the log from the offset the request asked to follow (up to FOLLOW_BYTES), while it runs
+    followed: bytes = b""
+    followed_from: int | None = None  # that offset; None: not followed this time
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,8 @@ class ProbeRequest:
     health: bool = False  # also read the GPUs' health (ECC errors, pages pending)
     cores: bool = False  # also count the host's CPU cores (CPU-only jobs' default cap)
     want: str | None = None  # whether this engine waits for GPUs there (claims.want_arg)
+    # attempts whose log is read from an offset (early stopping reads the reports in it)
+    follow: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -64,11 +64,14 @@ def check_field(value: str, what: str) -> str:
 def probe_stdin(request: ProbeRequest) -> bytes:
     """probe.sh's requests: `A` attempt lines, `O` output checks, `P` preconditions."""
     lines = []
+    follow = dict(request.follow)
     for ref in request.attempts:
-        lines.append("\t".join(("A", check_field(ref.key, "key"),
-                                check_field(ref.session, "session"),
-                                check_field(ref.attempt_dir, "attempt dir"),
-                                check_field(ref.output_check or "-", "output_check"))))
+        fields = ["A", check_field(ref.key, "key"), check_field(ref.session, "session"),
+                  check_field(ref.attempt_dir, "attempt dir"),
+                  check_field(ref.output_check or "-", "output_check")]
+        if ref.key in follow:
+            fields.append(str(max(0, int(follow[ref.key]))))
+        lines.append("\t".join(fields))
     for kind, checks in (("O", request.output_checks), ("P", request.preconditions)):
         lines += [_check_line(kind, check) for check in checks]
     return ("\n".join(lines) + "\n").encode() if lines else b""
@@ -166,6 +169,19 @@ def hex_lines(lines: list[str], kind: str) -> dict[str, str]:
     return found
 
 
+def _followed(lines: list[str]) -> dict[str, tuple[int | None, bytes]]:
+    """`F<TAB>key<TAB>offset<TAB>hex` lines: each followed log's bytes from that offset."""
+    found: dict[str, tuple[int | None, bytes]] = {}
+    for line in lines:
+        parts = line.split("\t")
+        if len(parts) == 4 and parts[0] == "F":
+            try:
+                found[parts[1]] = (int(parts[2]), bytes.fromhex(parts[3]))
+            except ValueError:
+                continue
+    return found
+
+
 def _float(value: str) -> float | None:
     try:
         return float(value)
@@ -200,6 +216,7 @@ def parse_probe(host: str, text: str, boundary: str, request: ProbeRequest, *,
         elif parts[0] in checks and len(parts) == 3:
             checks[parts[0]][parts[1]] = parts[2] == "1"
     tails = hex_lines(requests, "T")
+    followed = _followed(requests)
     last_lines = {key: clean_line(text) for key, text in hex_lines(requests, "L").items()}
     attempts: dict[str, AttemptProbe] = {}
     for ref in request.attempts:
@@ -218,7 +235,9 @@ def parse_probe(host: str, text: str, boundary: str, request: ProbeRequest, *,
             log_size=_int(size) or 0,
             output_ok=None if out == "-" else out == "1",
             log_tail=tails.get(ref.key, ""), last_line=last_lines.get(ref.key, ""),
-            pgid=_int(pgid) if pgid != "-" else None)
+            pgid=_int(pgid) if pgid != "-" else None,
+            followed=followed.get(ref.key, (None, b""))[1],
+            followed_from=followed.get(ref.key, (None, b""))[0])
     return HostSnapshot(host=host, ok=True, taken_at=taken_at, rtt_s=rtt_s, gpus=tuple(gpus),
                         processes=tuple(processes), sessions=frozenset(sessions),
                         attempts=attempts, output_checks=checks["O"],

@@ -162,7 +162,24 @@ _RESULTS = {
     "on_complete": _doc(_nullable({"type": "string", "minLength": 1}),
                         "A command run where the engine runs when the phase (or, at the top "
                         "level, the queue) is done; EQ_RESULTS and EQ_PHASE are set."),
+    "early_stop": _doc(_nullable({"anyOf": [{"const": False}, {"$ref": "#/$defs/early_stop"}]}),
+                       "Stop losing jobs early from the reports of a metric they print; "
+                       "null or false: off."),
 }
+_EARLY_STOP = _obj({
+    "metric": _doc({"type": "string", "minLength": 1}, "The metric the jobs report (any shape "
+                   "metrics: reads from the log); a job's step is its count of reports.",
+                   examples=["val_acc"]),
+    "goal": _doc({"enum": ["max", "min"]}, "Which way is better (default: the metric's goal:)."),
+    "rule": _doc({"enum": ["asha", "median"]}, "asha: keep the best 1/eta at each rung; "
+                 "median: stop below the median of the others at the same report.",
+                 default="asha"),
+    "grace": _doc({"type": "integer", "minimum": 1}, "Reports a job makes before it can be "
+                  "stopped (asha's first rung).", default=1),
+    "eta": _doc({"type": "integer", "minimum": 2}, "asha: rungs at grace x eta^k reports; the "
+                "best 1/eta of the jobs at a rung go on.", default=3),
+}, required=("metric",), description="Early stopping: asynchronous successive halving or the "
+               "median rule, per configuration (the mean over its seeds).")
 
 _PRIORITY = _doc(_nullable({"type": "integer"}), "Higher launches first; ties in manifest "
                  "order. A person's priority (+/-, eq-tui priority) wins from then on.",
@@ -330,7 +347,8 @@ SCHEMA: dict[str, Any] = {
     "$defs": {"host": _HOST, "simulate": _SIMULATE, "slurm": _SLURM, "env_var": _ENV_VAR,
               "oom_retry": _OOM_RETRY, "precondition": _PRECONDITION, "job": _JOB,
               "template": _TEMPLATE, "phase": _PHASE, "metrics": _METRICS,
-              "crash_guard": _CRASH_GUARD, "notify": _NOTIFY},
+              "crash_guard": _CRASH_GUARD, "notify": _NOTIFY,
+              "early_stop": _EARLY_STOP},
 }
 
 

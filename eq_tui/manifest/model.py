@@ -103,6 +103,20 @@ class MetricsSpec:
 
 
 @dataclass(frozen=True)
+class EarlyStopSpec:
+    """`early_stop:` (top level or phase): stop the jobs that are losing, as their reports of
+    `metric` arrive. `rule` asha: at the report counts grace, grace*eta, grace*eta^2, ... keep
+    the best 1/eta of the configurations that reached it; median: from report `grace` on, stop
+    a configuration below the median of the others at the same report."""
+
+    metric: str
+    goal: Goal
+    rule: Literal["asha", "median"] = "asha"
+    grace: int = 1
+    eta: int = 3
+
+
+@dataclass(frozen=True)
 class ResultsSpec:
     """How results are read and grouped, per phase (the top level's inherited): which way is
     better per metric, the seed-like grid key averaged over, the command run when done."""
@@ -110,6 +124,7 @@ class ResultsSpec:
     goal: tuple[tuple[str, Goal], ...] = ()
     group_over: str = "seed"
     on_complete: str | None = None
+    early_stop: EarlyStopSpec | None = None  # None: every job runs to its end
 
 
 @dataclass(frozen=True)

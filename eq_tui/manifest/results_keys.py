@@ -1,6 +1,6 @@
-"""The results keys: `metrics:` (top level, phase, template or job), `goal:`, `group_over:` and
-`on_complete:` (top level and phase; a phase inherits the top level's and overrides key by key,
-`goal` merging metric by metric)."""
+"""The results keys: `metrics:` (top level, phase, template or job), `goal:`, `group_over:`,
+`on_complete:` and `early_stop:` (top level and phase; a phase inherits the top level's and
+overrides key by key, `goal` merging metric by metric)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from eq_tui.manifest import schema
-from eq_tui.manifest.model import Goal, MetricsSpec, ResultsSpec
+from eq_tui.manifest.model import EarlyStopSpec, Goal, MetricsSpec, ResultsSpec
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.yaml_lines import Path_
 
@@ -63,4 +63,36 @@ def parse_results(ctx: Context, raw: dict[str, Any], path: Path_,
         if not on_complete.strip():
             ctx.fail("on_complete needs a command", (*path, "on_complete"))
     goals: tuple[tuple[str, Goal], ...] = tuple(goal.items())
-    return ResultsSpec(goal=goals, group_over=group_over, on_complete=on_complete)
+    early_stop = parent.early_stop
+    if "early_stop" in raw:
+        early_stop = parse_early_stop(ctx, raw["early_stop"], (*path, "early_stop"), goal)
+    return ResultsSpec(goal=goals, group_over=group_over, on_complete=on_complete,
+                       early_stop=early_stop)
+
+
+def parse_early_stop(ctx: Context, raw: Any, path: Path_,
+                     goals: dict[str, Goal]) -> EarlyStopSpec | None:
+    """`early_stop: {metric: val_acc, rule: asha, grace: 1, eta: 3}`; null or false: off (a
+    phase turning off the top level's)."""
+    if raw is None or raw is False:
+        return None
+    spec = ctx.mapping(raw, path)
+    ctx.check_keys(spec, schema.EARLY_STOP_KEYS, path)
+    if spec.get("metric") is None:
+        ctx.fail("name the metric the jobs report, e.g. metric: val_acc", path)
+    metric = ctx.string(spec["metric"], (*path, "metric"))
+    if not METRIC_NAME.fullmatch(metric):
+        ctx.fail(f"metric name {metric!r} may use letters, digits, '_', '.', '/', '-'",
+                 (*path, "metric"))
+    if spec.get("goal") is not None:
+        way: Goal = ctx.choice(spec["goal"], ("max", "min"), (*path, "goal"))  # type: ignore
+    elif metric in goals:
+        way = goals[metric]
+    else:
+        ctx.fail(f"say which way {metric} is better: goal: max or goal: min (here, or in the "
+                 f"goal: mapping)", path)
+    rule = ctx.choice(spec.get("rule", "asha"), ("asha", "median"), (*path, "rule"))
+    grace = ctx.integer(spec.get("grace", 1), (*path, "grace"), minimum=1)
+    eta = ctx.integer(spec.get("eta", 3), (*path, "eta"), minimum=2)
+    return EarlyStopSpec(metric=metric, goal=way, rule=rule,  # type: ignore[arg-type]
+                         grace=grace, eta=eta)

@@ -92,9 +92,24 @@ class Table:
         return [seed_of(m, self.group_over) for m in row.members]
 
     def missing(self, row: Row) -> list[str]:
-        """`seed=3 (stuck)` for each member that has not completed."""
+        """`seed=3 (stuck)` for each member that has not completed (pruned ones aside)."""
         return [f"{self.name(m)} ({m.get('status', '?')})"
-                for m in row.members if m.get("status") != "completed"]
+                for m in row.members if m.get("status") not in ("completed", "pruned")]
+
+    def pruned(self, row: Row) -> list[str]:
+        """`seed=2 (val_acc 0.612)` for each member early stopping stopped: its last numbers,
+        partial (never in the means)."""
+        shown = self.metrics[:1]
+        out = []
+        for member in row.members:
+            if member.get("status") != "pruned":
+                continue
+            metrics = member.get("metrics") or {}
+            values = [f"{m} {metrics[m]:.4g}" for m in shown
+                      if isinstance(metrics.get(m), (int, float))]
+            out.append(f"{self.name(member)} ({', '.join(values)})" if values
+                       else self.name(member))
+        return out
 
     def name(self, record: Record) -> str:
         """A member as the notes name it: `seed=3`, or its id when it has no such key."""

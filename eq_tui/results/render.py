@@ -38,6 +38,9 @@ def notes(table: Table, row: Row) -> str:
     missing = table.missing(row)
     if missing:
         parts.append("missing " + ", ".join(missing))
+    pruned = table.pruned(row)
+    if pruned:
+        parts.append("pruned " + ", ".join(pruned) + " (partial)")
     dups = table.duplicates(row)
     if dups:
         parts.append(f"duplicate {table.group_over} " + ", ".join(dups))
@@ -134,7 +137,8 @@ def _row_data(table: Table, row: Row) -> dict[str, Any]:
         "metrics": {m: {"n": c.n, "mean": c.mean, "std": c.std, "min": c.min, "max": c.max,
                         "nonfinite": c.nonfinite, "best": m in row.best}
                     for m, c in row.cells.items()},
-        "missing": table.missing(row), "duplicates": table.duplicates(row),
+        "missing": table.missing(row), "pruned": table.pruned(row),
+        "duplicates": table.duplicates(row),
         "jobs": [m["id"] for m in row.members],
         # its completed jobs by the command they ran: more than one, and it averages unlike
         # things (it is then never ranked best)

@@ -40,7 +40,7 @@ NO_CELLS: Cells = ("",) * len(COLUMNS)
 # must be seen is at the top
 ACTIVE_FIRST = {name: rank for rank, names in enumerate((
     ("stuck", "blocked"), ("failed_oom",), ("running", "stalled", "slow", "launching"),
-    ("pending", "held"), ("killed",), ("completed",))) for name in names}
+    ("pending", "held"), ("killed",), ("completed", "pruned"))) for name in names}
 
 
 class JobTable(RowTable):

@@ -115,7 +115,7 @@ class LivingQueueActions:
 
     def killable(self, keys: list[str]) -> list[str]:
         """The kill dialog offers only jobs that have not finished."""
-        finished = ("completed", "stuck", "killed", "blocked")
+        finished = ("completed", "pruned", "stuck", "killed", "blocked")
         left = [k for k in keys if (self._job(k) or {}).get("status") not in finished]
         if len(left) < len(keys):
             skipped = len(keys) - len(left)
@@ -158,7 +158,7 @@ class LivingQueueActions:
                        "it (c)", severity="warning")
             return
         note = " (finished: it runs again)" if job.get("status") in (
-            "completed", "stuck", "killed", "blocked") else ""
+            "completed", "pruned", "stuck", "killed", "blocked") else ""
 
         def answered(values: dict[str, str] | None) -> None:
             if values is not None and values["cmd"] != job.get("cmd"):

@@ -19,6 +19,7 @@ STATUS_VARIABLE = {
     "launching": "accent",
     "pending": "",
     "completed": "success",
+    "pruned": "secondary",  # early stopping stopped it: finished, not a failure
     "failed_oom": "warning",
     "stuck": "error",
     "killed": "error",

@@ -9,9 +9,9 @@ from typing import Any
 
 from eq_tui.present.pace import completed_duration
 
-FINISHED = frozenset({"completed", "stuck", "killed", "blocked"})
+FINISHED = frozenset({"completed", "pruned", "stuck", "killed", "blocked"})
 STATUS_DISPLAY_ORDER = ("running", "launching", "pending", "held", "failed_oom", "completed",
-                        "stuck", "blocked", "killed")
+                        "pruned", "stuck", "blocked", "killed")
 
 
 @dataclass(frozen=True)

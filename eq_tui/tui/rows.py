@@ -204,7 +204,7 @@ def changed_columns(old: Cells | None, new: Cells) -> list[int]:
 
 STATUS_ORDER = {name: i for i, name in enumerate(
     ("running", "launching", "failed_oom", "stuck", "blocked", "killed", "pending", "held",
-     "completed"))}
+     "completed", "pruned"))}
 
 
 def sort_value(column: str, job: Mapping[str, Any], now: float,

@@ -65,3 +65,22 @@ def most_overlapping(spans: Iterable[tuple[float, float]]) -> int:
         now += step
         most = max(most, now)
     return most
+
+
+def gpu_seconds(state_dirs: Iterable[Path], *, since: float = 0.0) -> dict[str, float]:
+    """job -> the GPU-seconds its processes held, as they recorded them: each process's start
+    to its end, times its GPUs (what the GPUs were really busy with, not the engine's view)."""
+    used: dict[str, float] = {}
+    for state_dir in state_dirs:
+        started: dict[tuple[str, int], float] = {}
+        for record in read_runs(state_dir):
+            if float(record["t"]) < since:
+                continue
+            key = (str(record.get("job")), int(record.get("pid", 0)))
+            if record.get("event") == "start":
+                started[key] = float(record["t"])
+            elif record.get("event") == "end" and key in started:
+                gpus = len(record.get("gpus") or [record.get("gpu")])
+                used[key[0]] = used.get(key[0], 0.0) + \
+                    (float(record["t"]) - started.pop(key)) * gpus
+    return used

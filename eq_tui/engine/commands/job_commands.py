@@ -50,6 +50,11 @@ class JobCommands:
             job.retry_at = self.ctx.clock()
             ledger.changed(job)
             return "ok"
+        if job.status == JobStatus.PRUNED:
+            job.run_to_end = True  # a person wants it to the end: early stopping leaves it be
+            job.reason = None
+            ledger.set_status(job, JobStatus.PENDING)
+            return "ok"
         if job.status.needs_person:
             self.ctx.crash_guard.release(job.phase, f"retry of {job.id}")
             job.retry_base = job.attempts  # a fresh retry budget; attempts keep counting

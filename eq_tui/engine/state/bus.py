@@ -15,6 +15,7 @@ from eq_tui.api.events import (
     HostStateChanged,
     JobAdded,
     JobEdited,
+    JobPruned,
     JobRetired,
     JobStalled,
     JobStateChanged,
@@ -29,7 +30,7 @@ from eq_tui.engine.state.store import RunDir
 MAX_ALERTS = 200
 PERSISTED_EVENTS = (JobStateChanged, HostStateChanged, Alert, QueuePaused, QueueFinished,
                     PreflightReported, JobEdited, JobAdded, JobRetired, PhaseHeld,
-                    PhaseReleased, JobStalled, GpuQuarantined)
+                    PhaseReleased, JobStalled, GpuQuarantined, JobPruned)
 
 
 class Bus:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Mapping, Sequence
 
@@ -19,6 +20,42 @@ def _when(stamp: float | None) -> str:
 
 def oom_retries(job: JobState) -> int:
     return sum(1 for a in job.history if a.failure_class == FailureClass.CUDA_OOM)
+
+
+def _gpu_span(job: JobState) -> float | None:
+    """Its current attempt's GPU-seconds: time from start to end, times its GPUs."""
+    current = job.current
+    if current is None or current.start is None or current.end is None:
+        return None
+    return (current.end - current.start) * max(1, len(current.gpus))
+
+
+def early_stop_lines(jobs: Sequence[JobState]) -> list[str]:
+    """What early stopping saved: each pruned job's time left to its phase's median completed
+    duration (the finished jobs' rate), times its GPUs; none without a pruned job."""
+    pruned = [j for j in jobs if j.status == JobStatus.PRUNED]
+    if not pruned:
+        return []
+    used = saved = 0.0
+    unknown = 0
+    for job in pruned:
+        span = _gpu_span(job)
+        full = [s / max(1, len(j.gpus)) for j in jobs
+                if j.phase == job.phase and j.status == JobStatus.COMPLETED
+                and (s := _gpu_span(j)) is not None]
+        if span is None or not full:
+            unknown += 1
+            continue
+        used += span
+        saved += max(0.0, statistics.median(full) * max(1, len(job.gpus)) - span)
+    lines = ["", "## Early stopping", "",
+             f"- pruned: {len(pruned)} jobs (partial numbers; see the results table)",
+             f"- GPU-hours they used: {used / 3600:.3g}",
+             f"- GPU-hours saved: about {saved / 3600:.3g}, against training them to the end "
+             "(each one's time left to the median duration of its phase's completed jobs)"]
+    if unknown:
+        lines.append(f"- not estimated: {unknown} (no completed job of their phase to go by)")
+    return lines
 
 
 
@@ -53,10 +90,13 @@ def render_summary(project: str, jobs: Sequence[JobState], *, started: float | N
         retries = sum(oom_retries(j) for j in members)
         duration = format_duration(span, "-")
         lines.append(f"| {phase} | {len(members)} | {done} | {retries} | {duration} |")
+    lines += early_stop_lines(jobs)
     needing = [j for j in jobs if j.status in NEEDS_PERSON]
     lines += ["", "## Needs a person", ""]
     if not needing:
-        lines.append("Nothing: every job completed.")
+        lines.append("Nothing: every job completed." if not any(
+            j.status == JobStatus.PRUNED for j in jobs) else "Nothing: every job completed or "
+            "was pruned.")
     for job in needing:
         failure = job.failure.cls if job.failure else "-"
         detail = job.failure.detail if job.failure else (job.reason or "")

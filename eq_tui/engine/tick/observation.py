@@ -18,7 +18,7 @@ from eq_tui.engine.state.host_record import HostRecord
 from eq_tui.engine.tick.claims import with_claims
 from eq_tui.engine.tick.memory import MemoryBook
 from eq_tui.errors import HostError
-from eq_tui.hosts.base import HostSnapshot, PathCheck, ProbeRequest
+from eq_tui.hosts.base import AttemptRef, HostSnapshot, PathCheck, ProbeRequest
 from eq_tui.manifest.launchvars import substitute
 
 Readings = dict[str, dict[int, int]]  # host -> GPU -> MiB used, from a watcher
@@ -36,6 +36,9 @@ class Observation:
         self.released_at = released_at  # (host, gpu) -> when our job left it (pacing's)
         self.precondition_results: dict[str, bool] = {}
         self.want_preconditions: set[str] = set()
+        # the logs to read from an offset this probe (early stopping's); None: none ever
+        self.follow: Callable[[Iterable[AttemptRef]], tuple[tuple[str, int], ...]] | None \
+            = None
 
     # ---- probing ---------------------------------------------------------------------------
 
@@ -57,7 +60,8 @@ class Observation:
                             preconditions=tuple(preconditions), cwd=ctx.cwd_for(host),
                             health=self.want_health(host) if self.want_health else False,
                             cores=ctx.hosts[host].cores is None,
-                            want=self.wants(host) if self.wants else None)
+                            want=self.wants(host) if self.wants else None,
+                            follow=self.follow(attempts) if self.follow is not None else ())
 
     async def _probe_one(self, name: str, request: ProbeRequest) -> HostSnapshot:
         try:

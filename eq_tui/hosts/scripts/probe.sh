@@ -11,7 +11,8 @@
 # rules file, when there is one, as a `rules` section, and the host's clock (`HH:MM WEEKDAY`, a
 # `clock` section) when they keep GPUs for interactive hours (lab_rules.py).
 # One round trip per host per tick. stdin, one request a line, tab-separated ('-' = none):
-#   A key session attempt_dir output_glob     a watched attempt
+#   A key session attempt_dir output_glob [offset]   a watched attempt; with an offset, the
+#                                             log from there while it runs (up to 64 KiB, `F`)
 #   O key glob                                an output check (already done?)
 #   P key glob                                a precondition
 # Output: sections that start with a `BOUNDARY name` line. Sessions are listed before any exit
@@ -218,7 +219,7 @@ is_zombie() {
     case $(ps -o stat= -p "$1" 2>/dev/null </dev/null) in *Z*) return 0 ;; esac
     return 1
 }
-while IFS="$tab" read -r kind key a b2 c; do
+while IFS="$tab" read -r kind key a b2 c follow; do
     case $kind in
         A)
             dir=$b2 glob=$c
@@ -250,6 +251,12 @@ while IFS="$tab" read -r kind key a b2 c; do
                 echo "T${tab}${key}${tab}$(tail -c 4096 "$dir/log" 2>/dev/null | hex)"
             else
                 echo "L${tab}${key}${tab}$(last_line_hex "$dir/log")"
+                case $follow in
+                    ''|*[!0-9]*) ;;
+                    *) if [ "${size:-0}" -gt "$follow" ] 2>/dev/null; then
+                           echo "F${tab}${key}${tab}${follow}${tab}$(tail -c +"$((follow + 1))" "$dir/log" 2>/dev/null | head -c 65536 | hex)"
+                       fi ;;
+                esac
             fi
             ;;
         O|P)

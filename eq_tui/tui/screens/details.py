@@ -91,6 +91,12 @@ def job_summary(job: Mapping[str, Any], max_attempts: int, pace: Pace | None = N
     if job.get("reason") and job["reason"] != failure.get("detail"):
         label = "waiting " if status in WAITING else "reason "
         lines.append(Content.assemble((label, "dim"), str(job["reason"])))
+    reports = job.get("reports") or []
+    if reports:
+        shown = " ".join(f"{v:.4g}" for v in reports[-8:])
+        lines.append(Content.assemble(("reports ", "dim"), f"{len(reports)} for early "
+                                      f"stopping{', last ' if len(reports) > 8 else ': '}"
+                                      f"{shown}"))
     escalation = escalation_detail(job)
     if escalation:
         lines.append(Content.assemble(("memory ", "dim"), (escalation, "$warning")))

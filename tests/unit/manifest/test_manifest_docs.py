@@ -20,7 +20,7 @@ SECTIONS = {"top": "## Top level", "host": "## Hosts", "simulate": "### simulate
             "job": "## Jobs and templates", "template": "## Jobs and templates",
             "precondition": "### preconditions", "phase": "## Phases",
             "metrics": "### metrics", "crash_guard": "### crash_guard",
-            "notify": "### notify"}
+            "notify": "### notify", "early_stop": "### early_stop"}
 
 
 def section(heading: str) -> str:

@@ -1,0 +1,187 @@
+"""Early stopping: read the reports running jobs print and stop the losers (status `pruned`).
+
+The reports ride on the probe each host already gets: for a job whose phase has `early_stop:`,
+the probe returns its log from the offset read so far (`ProbeRequest.follow`), and each
+complete line that prints the metric (the way `metrics:` reads a log: key=value, or its
+`pattern:`) is one report. The reports and the offset are the job's (`JobState.reports`, in the
+state file): a restarted engine goes on from there. `decide/pruning.py` judges each new report;
+a loser's session is stopped like a kill and the ledger records it `pruned` (not a failure:
+never retried, no person needed, not the crash guard's business), with the reason in words.
+A line that shows the job at its end (`epoch 9/9`) is never judged: it is finishing anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from functools import lru_cache
+
+from eq_tui.api.events import JobPruned
+from eq_tui.api.model import JobState, JobStatus
+from eq_tui.api.progress_line import progress_fraction
+from eq_tui.engine.context import RunContext
+from eq_tui.engine.decide.pruning import Config, Entry, Pruned, judge
+from eq_tui.errors import HostError
+from eq_tui.hosts.base import AttemptProbe, AttemptRef
+from eq_tui.manifest.model import EarlyStopSpec, MetricsSpec
+from eq_tui.results.group import configuration
+from eq_tui.results.parse import log_numbers, number, pattern_numbers
+
+FOLLOW_BYTES = 65536  # what probe.sh sends of a followed log at most per probe
+
+StopSession = Callable[[JobState, str], Awaitable[None]]
+
+
+@lru_cache(maxsize=64)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def line_value(line: str, metric: str, metrics: MetricsSpec | None) -> float | None:
+    """The metric's value in one log line, read the way `metrics:` reads a log."""
+    if metrics is not None and metrics.pattern:
+        found = pattern_numbers(line, _compiled(metrics.pattern))
+    else:
+        found = log_numbers(line)
+    value = found.get(metric)
+    return number(value) if value is not None else None
+
+
+class EarlyStop:
+    def __init__(self, ctx: RunContext, stop_session: StopSession) -> None:
+        self.ctx = ctx
+        self.stop_session = stop_session
+
+    def spec_for(self, job: JobState) -> EarlyStopSpec | None:
+        if job.run_to_end:
+            return None
+        try:
+            return self.ctx.manifest.phase(job.phase).results.early_stop
+        except KeyError:
+            return None
+
+    def enabled(self) -> bool:
+        return any(phase.results.early_stop is not None for phase in self.ctx.manifest.phases)
+
+    def offsets(self, refs: Iterable[AttemptRef]) -> tuple[tuple[str, int], ...]:
+        """The logs to follow in this probe, from where each was read to."""
+        if not self.enabled():
+            return ()
+        jobs = self.ctx.ledger.jobs
+        out = []
+        for ref in refs:
+            job = jobs.get(ref.key)
+            if job is None or job.status != JobStatus.RUNNING or self.spec_for(job) is None:
+                continue
+            out.append((ref.key, job.reports_offset if job.reports_attempt == job.attempts
+                        else 0))
+        return tuple(out)
+
+    async def check(self, probed: set[str]) -> None:
+        """Read the new reports of the running jobs on the hosts probed, and stop the losers."""
+        if not self.enabled():
+            return
+        ctx = self.ctx
+        jobs = ctx.ledger.jobs
+        judged: list[tuple[JobState, EarlyStopSpec, list[tuple[int, str]]]] = []
+        for host in probed:
+            record = ctx.hosts.get(host)
+            snap = record.snapshot if record is not None else None
+            if snap is None or not snap.ok:
+                continue
+            for key, probe in snap.attempts.items():
+                job = jobs.get(key)
+                spec = self.spec_for(job) if job is not None else None
+                if job is None or spec is None or job.status != JobStatus.RUNNING:
+                    continue
+                new = self._ingest(job, spec, probe)
+                if new:
+                    judged.append((job, spec, new))
+        losers = []
+        for job, spec, new in judged:
+            verdict = self._judge(job, spec, new)
+            if verdict is not None:
+                losers.append((job, spec, verdict))
+        if losers:
+            await asyncio.gather(*(self._prune(job, spec, verdict)
+                                   for job, spec, verdict in losers))
+
+    def _ingest(self, job: JobState, spec: EarlyStopSpec,
+                probe: AttemptProbe) -> list[tuple[int, str]]:
+        """Add the reports in the probe's new log bytes; the (step, line) of each."""
+        if job.reports_attempt != job.attempts:
+            job.reports, job.reports_offset, job.reports_attempt = [], 0, job.attempts
+        if probe.followed_from is None or probe.followed_from != job.reports_offset:
+            return []
+        data = probe.followed
+        end = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        if end < 0:
+            if len(data) >= FOLLOW_BYTES:
+                job.reports_offset += len(data)  # one line longer than a probe carries
+            return []
+        chunk = data[:end + 1]
+        job.reports_offset += len(chunk)
+        metrics = self._metrics_of(job)
+        new: list[tuple[int, str]] = []
+        for raw in chunk.decode("utf-8", errors="replace").splitlines():
+            for line in raw.split("\r"):
+                value = line_value(line, spec.metric, metrics)
+                if value is not None:
+                    job.reports.append(value)
+                    new.append((len(job.reports), line))
+        if new:
+            self.ctx.ledger.changed(job)
+        return new
+
+    def _metrics_of(self, job: JobState) -> MetricsSpec | None:
+        spec = self.ctx.ledger.specs.get(job.id)
+        return spec.metrics if spec is not None else None
+
+    def _config(self, job: JobState) -> Config:
+        group_over = self.ctx.manifest.phase(job.phase).results.group_over
+        config = configuration(job.params, job.id, group_over)
+        return (job.phase, *(f"{k}={v}" for k, v in sorted(config.items())))
+
+    def _entries(self, phase: str) -> list[Entry]:
+        return [Entry(job.id, self._config(job), job.reports)
+                for job in self.ctx.ledger.jobs.values()
+                if job.phase == phase and job.reports]
+
+    def _judge(self, job: JobState, spec: EarlyStopSpec,
+               new: list[tuple[int, str]]) -> Pruned | None:
+        entries: list[Entry] | None = None
+        config = self._config(job)
+        for step, line in new:
+            fraction = progress_fraction(line)
+            if fraction is not None and fraction >= 1.0:
+                continue  # its last report: it is finishing anyway
+            if entries is None:
+                entries = self._entries(job.phase)
+            verdict = judge(spec, config, step,
+                            [e for e in entries if e.job != job.id]
+                            + [Entry(job.id, config, job.reports[:step])])
+            if verdict is not None:
+                return verdict
+        return None
+
+    async def _prune(self, job: JobState, spec: EarlyStopSpec, verdict: Pruned) -> None:
+        ctx = self.ctx
+        try:
+            await self.stop_session(job, verdict.reason)
+        except HostError as exc:
+            ctx.bus.alert("warning", f"{job.id}: {verdict.reason}, but its session could not "
+                          f"be stopped: {exc}", host=job.host, job=job.id)
+            return
+        if job.status != JobStatus.RUNNING:
+            return  # it ended meanwhile
+        job.retry_at = None
+        job.failure = None
+        job.reason = verdict.reason
+        ctx.ledger.set_status(job, JobStatus.PRUNED, detail=verdict.reason)
+        ctx.bus.publish(JobPruned(project=ctx.project, at=ctx.clock(), job=job.id,
+                                  phase=job.phase, host=job.host, attempt=job.attempts,
+                                  metric=spec.metric, step=verdict.step,
+                                  value=round(verdict.value, 6),
+                                  cutoff=round(verdict.cutoff, 6), rivals=verdict.rivals,
+                                  rule=spec.rule, detail=verdict.reason))
