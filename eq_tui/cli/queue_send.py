@@ -103,6 +103,8 @@ def _reload_lines(detail: dict[str, Any]) -> list[str]:
         lines.append(f"  leave {job_id}: {why}")
     for job_id, what in (detail.get("by_person") or {}).items():
         lines.append(f"  {would}not apply to {job_id}: {what}; --force applies the file's")
+    for phase, text in (detail.get("early_stop") or {}).items():
+        lines.append(f"  {would}set early_stop of phase {phase}: {text} (for the rest of the run)")
     if detail.get("not_applied"):
         lines.append("  not applied to the running engine (restart it to use them): "
                      + ", ".join(detail["not_applied"]))

@@ -44,6 +44,8 @@ def reload_message(detail: dict[str, Any]) -> str:
         lines.append(f"not applied to {job_id}, a person changed it: {what}")
     if detail.get("by_person"):
         lines.append("(`eq-tui reload RUN_DIR --force` applies the file's over them)")
+    for phase, text in (detail.get("early_stop") or {}).items():
+        lines.append(f"early_stop of phase {phase}: {text}")
     if detail.get("not_applied"):
         lines.append("needs a restart: " + ", ".join(detail["not_applied"]))
     return "\n".join(lines) or "the file changes no job"

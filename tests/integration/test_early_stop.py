@@ -4,6 +4,7 @@ quality peaks at 0.03), proved from the hosts' own run records (ground_truth.py)
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,7 @@ async def test_asha_sweep_saves_gpu_time_and_keeps_the_best(tmp_path: Path) -> N
         reason = run.engine.jobs[key].reason or ""
         assert reason.startswith("pruned at report "), reason
         assert "val_acc" in reason and "rung cutoff" in reason
+    assert not [e for e in run.events if e.type == "phase_held"]  # the crash guard: no count
     events = [e for e in run.events if isinstance(e, JobPruned)]
     assert sorted(e.job for e in events) == sorted(pruned)
     history = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
@@ -112,4 +114,37 @@ async def test_retry_of_a_pruned_job_runs_it_to_the_end(tmp_path: Path) -> None:
     finally:
         await again.stop()
     assert again.engine.jobs["lr3_s1"].attempts == 2
-    assert exits([sim_state_dir(run_dir, "sim")])["lr3_s1"] == [143, 0]
+    first, second = exits([sim_state_dir(run_dir, "sim")])["lr3_s1"]
+    assert first in (129, 143) and second == 0
+
+
+async def test_packed_jobs_and_an_oom_retry_compose_with_pruning(tmp_path: Path) -> None:
+    """Four jobs packed onto one GPU by memory: the losers are stopped, their neighbours on
+    the card go on to the end; a job whose first attempt hit a CUDA OOM is judged on its
+    second attempt's reports only."""
+    specs = sweep(("0.03", "0.01", "1", "3"), (1,), epochs=6, epoch_s=0.5)
+    specs = [s.__class__(**{**s.__dict__, "mem_mib": 3000,
+                            "cmd": s.cmd + (" --oom-attempts 1" if s.id == "lr1_s1" else "")})
+             for s in specs]
+    manifest = make_manifest(tmp_path, specs, hosts=sim_hosts(("sim", 1)),
+                             phases=early_phase())
+    run_dir = tmp_path / "run"
+    code, run = await run_to_end(manifest, run_dir, timeout=90)
+    assert code == 0
+    jobs = run.engine.jobs
+    assert str(jobs["lr0.03_s1"].status) == "completed"
+    assert str(jobs["lr3_s1"].status) == "pruned"
+    oom = jobs["lr1_s1"]
+    assert oom.attempts == 2 and oom.reports_attempt == 2
+    assert oom.reports == printed_values(oom.log or "")[:len(oom.reports)]
+    ended = exits([sim_state_dir(run_dir, "sim")])
+    assert ended["lr0.03_s1"] == [0]  # its neighbours' stops left it alone
+    for key in ("lr0.01_s1", "lr3_s1"):
+        if str(jobs[key].status) == "completed":
+            assert ended[key] == [0], key
+        else:  # stopped by a signal (TERM, or the session's HUP)
+            assert len(ended[key]) == 1 and ended[key][0] in (129, 143), (key, ended[key])
+
+
+def printed_values(log: str) -> list[float]:
+    return [float(x) for x in re.findall(r"val_acc=([0-9.]+)", Path(log).read_text())]

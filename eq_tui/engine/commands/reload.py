@@ -23,7 +23,7 @@ from eq_tui.engine.state.job_specs import same_definition
 from eq_tui.engine.state.ledger import Ledger
 from eq_tui.errors import EqTuiError
 from eq_tui.manifest.loader import load_manifest
-from eq_tui.manifest.model import JobSpec, Manifest
+from eq_tui.manifest.model import EarlyStopSpec, JobSpec, Manifest, ResultsSpec
 
 _NOT_SETTINGS = ("source", "jobs", "phases")
 
@@ -39,11 +39,43 @@ class ReloadPlan:
     by_person: dict[str, str] = field(default_factory=dict)
     # job id -> the definition an update gives it (the file's, less what a person changed)
     specs: dict[str, JobSpec] = field(default_factory=dict)
+    # phases whose early_stop changed (applied for the rest of the run): phase -> the new one
+    early_stop: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"add": self.add, "update": self.update, "retire": self.retire,
                 "kept": self.kept, "not_applied": self.not_applied,
-                "by_person": self.by_person}
+                "by_person": self.by_person,
+                "early_stop": self.early_stop}
+
+
+def _no_early_stop(results: ResultsSpec) -> ResultsSpec:
+    return replace(results, early_stop=None)
+
+
+def _early_stop_text(spec: EarlyStopSpec | None) -> str:
+    if spec is None:
+        return "off"
+    rule = f"asha, eta {spec.eta}" if spec.rule == "asha" else "median"
+    return f"{spec.metric} ({spec.goal}), {rule}, grace {spec.grace}"
+
+
+def early_stop_changes(old: Manifest, new: Manifest) -> dict[str, str]:
+    """Phases (in both) whose early_stop the file changed: each one's new setting, in words."""
+    by_name = {phase.name: phase for phase in new.phases}
+    return {phase.name: _early_stop_text(by_name[phase.name].results.early_stop)
+            for phase in old.phases if phase.name in by_name
+            and by_name[phase.name].results.early_stop != phase.results.early_stop}
+
+
+def with_early_stop(old: Manifest, new: Manifest) -> Manifest:
+    """`old` with the early_stop settings of `new` (per phase, and the top level's)."""
+    by_name = {phase.name: phase for phase in new.phases}
+    phases = tuple(replace(phase, results=replace(
+        phase.results, early_stop=by_name[phase.name].results.early_stop))
+        if phase.name in by_name else phase for phase in old.phases)
+    return replace(old, phases=phases,
+                   results=replace(old.results, early_stop=new.results.early_stop))
 
 
 def _untouchable(job: JobState) -> str | None:
@@ -124,9 +156,14 @@ def plan_reload(jobs: dict[str, JobState], specs: dict[str, JobSpec], old: Manif
         else:
             plan.retire.append(job.id)
     plan.not_applied = [f.name for f in fields(Manifest) if f.name not in _NOT_SETTINGS
-                        and getattr(old, f.name) != getattr(new, f.name)]
-    if old.phases != new.phases:
+                        and f.name != "results" and getattr(old, f.name) != getattr(new, f.name)]
+    if _no_early_stop(old.results) != _no_early_stop(new.results):
+        plan.not_applied.append("results")
+    stripped = [[replace(p, results=_no_early_stop(p.results)) for p in m.phases]
+                for m in (old, new)]
+    if stripped[0] != stripped[1]:
         plan.not_applied.append("phases")
+    plan.early_stop = early_stop_changes(old, new)
     return plan
 
 
@@ -158,6 +195,11 @@ async def reload_manifest(ctx: RunContext, *, by: str, dry_run: bool,
         _update(ctx, ledger.jobs[job_id], plan.specs[job_id], by, now, force)
     for job_id in plan.retire:
         ledger.retire_job(job_id, by)
+    if plan.early_stop:
+        # for the rest of the run: the reports so far stay, the next ones are judged anew
+        ctx.manifest = with_early_stop(ctx.manifest, new)
+        for phase, text in plan.early_stop.items():
+            ctx.bus.alert("info", f"phase {phase}: early_stop is now {text} (reload by {by})")
     ctx.run_dir.write_manifest(new.to_json())
     return result(detail=detail)
 
