@@ -267,8 +267,11 @@ def group(records: Sequence[Record], *, group_over: str = "seed",
 
 
 def mark_best(table: Table) -> None:
-    """Per phase and metric with a goal: the row(s) whose mean is best (a row whose jobs ran
-    different commands is not ranked)."""
+    """Per phase and metric with a goal: the row(s) whose mean is best among two or more rows
+    with a mean (a row whose jobs ran different commands is not ranked); or a row alone with a
+    mean when early stopping pruned the others of its phase."""
+    pruned_phases = {row.phase for row in table.rows
+                     if any(m.get("status") == "pruned" for m in row.members)}
     for metric in table.metrics:
         way = table.goals.get(metric)
         if way not in ("max", "min"):
@@ -278,8 +281,8 @@ def mark_best(table: Table) -> None:
             mean = row.cells[metric].mean
             if mean is not None and not row.unlike:
                 by_phase.setdefault(row.phase, []).append((mean, row))
-        for scored in by_phase.values():
-            if len(scored) < 2:
+        for phase, scored in by_phase.items():
+            if len(scored) < 2 and phase not in pruned_phases:
                 continue
             target = max(s for s, _ in scored) if way == "max" else min(s for s, _ in scored)
             for score, row in scored:

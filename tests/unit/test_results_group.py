@@ -190,3 +190,14 @@ def test_a_row_whose_jobs_ran_different_commands_is_flagged_and_never_ranked() -
 def test_records_without_a_command_are_not_judged() -> None:
     table = group(GRID[:5], goals={"acc": "max"})  # results.jsonl from before `cmd`
     assert not any(row.unlike for row in table.rows) and table.rows[1].best == {"acc"}
+
+
+def test_the_one_row_with_a_mean_is_best_when_the_others_were_pruned() -> None:
+    """Early stopping can leave one configuration completed: it is still marked best."""
+    records = [{"id": "a", "phase": "main", "params": {"lr": "0.03"}, "status": "completed",
+                "metrics": {"acc": 0.9}},
+               {"id": "b", "phase": "main", "params": {"lr": "3"}, "status": "pruned",
+                "metrics": {"acc": 0.3}}]
+    table = group(records, goals={"acc": "max"})
+    assert [row.params for row in table.rows if "acc" in row.best] == [{"lr": "0.03"}]
+    assert table.pruned(table.rows[1]) == ["b (acc 0.3)"] and not table.missing(table.rows[1])
