@@ -114,3 +114,16 @@ def test_bad_early_stop_keys_name_the_key(text: str, message: str, key_path: str
         load(f"project: p\n{text}\njobs: [{{id: a, cmd: x}}]\n")
     assert message in str(info.value)
     assert info.value.key_path == key_path
+
+
+def test_the_last_rung_passed_is_judged_again_as_others_reach_it() -> None:
+    """A job that was first at a rung goes on; once others reach that rung and it is no longer
+    in their best 1/eta, judging it again at that rung stops it."""
+    from eq_tui.engine.decide.pruning import last_rung
+    assert [last_rung(ASHA, n) for n in (0, 1, 2, 3, 8, 9)] == [None, 1, 1, 3, 3, 9]
+    assert last_rung(EarlyStopSpec(metric="m", goal="max", rule="median"), 5) is None
+    early = entry("first", "lr=bad", 0.3, 0.4)
+    assert judge(ASHA, ("main", "lr=bad"), 1, [early]) is None
+    later = [early, *(entry(f"j{i}", f"lr={i}", 0.5 + i / 10) for i in range(4))]
+    verdict = judge(ASHA, ("main", "lr=bad"), 1, later)
+    assert verdict is not None and verdict.rivals == 4

@@ -13,6 +13,11 @@ for a rung to fill.
 
 median: from report `grace` on, at every report, a job is stopped when its configuration is
 worse than the median of the other configurations at that same report.
+
+asha judges again as others arrive: a running job whose configuration, at the last rung it
+passed, is no longer in the best 1/eta of the configurations that have reached that rung since
+is stopped too (the first to reach a rung is not kept for that alone: a sweep whose worst
+configurations start first would otherwise run them to the end).
 """
 
 from __future__ import annotations
@@ -54,6 +59,16 @@ def is_rung(spec: EarlyStopSpec, step: int) -> bool:
     while rung < step:
         rung *= spec.eta
     return rung == step
+
+
+def last_rung(spec: EarlyStopSpec, reports: int) -> int | None:
+    """asha: the highest rung a job with this many reports has reached (None: none yet)."""
+    if spec.rule != "asha" or reports < spec.grace:
+        return None
+    rung = spec.grace
+    while rung * spec.eta <= reports:
+        rung *= spec.eta
+    return rung
 
 
 def quantile(values: Sequence[float], q: float) -> float:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from functools import lru_cache
 
 from eq_tui.api.events import JobPruned
 from eq_tui.api.model import JobState, JobStatus
 from eq_tui.api.progress_line import progress_fraction
 from eq_tui.engine.context import RunContext
-from eq_tui.engine.decide.pruning import Config, Entry, Pruned, judge
+from eq_tui.engine.decide.pruning import Config, Entry, Pruned, judge, last_rung
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import AttemptProbe, AttemptRef
 from eq_tui.manifest.model import EarlyStopSpec, MetricsSpec
@@ -103,6 +104,8 @@ class EarlyStop:
             verdict = self._judge(job, spec, new)
             if verdict is not None:
                 losers.append((job, spec, verdict))
+        if judged:  # the rung tables grew: who ran on with fewer rivals may be a loser now
+            losers += self._judge_again({job.id for job, _, _ in losers})
         if losers:
             await asyncio.gather(*(self._prune(job, spec, verdict)
                                    for job, spec, verdict in losers))
@@ -164,6 +167,28 @@ class EarlyStop:
             if verdict is not None:
                 return verdict
         return None
+
+    def _judge_again(self, skip: set[str]) -> list[tuple[JobState, EarlyStopSpec, Pruned]]:
+        """asha: each running job at the last rung it passed, against who reached it since."""
+        losers = []
+        by_phase: dict[str, list[Entry]] = {}
+        for job in self.ctx.ledger.jobs.values():
+            spec = self.spec_for(job)
+            if job.id in skip or spec is None or job.status != JobStatus.RUNNING \
+                    or job.reports_attempt != job.attempts:
+                continue
+            rung = last_rung(spec, len(job.reports))
+            if rung is None:
+                continue
+            if job.phase not in by_phase:
+                by_phase[job.phase] = self._entries(job.phase)
+            verdict = judge(spec, self._config(job), rung, by_phase[job.phase])
+            if verdict is not None:
+                reason = (f"pruned at report {len(job.reports)}: "
+                          + verdict.reason.removeprefix(f"pruned at report {rung}: ")
+                          + f" at report {rung}, as others reached it")
+                losers.append((job, spec, replace(verdict, reason=reason)))
+        return losers
 
     async def _prune(self, job: JobState, spec: EarlyStopSpec, verdict: Pruned) -> None:
         ctx = self.ctx
