@@ -39,8 +39,8 @@ def ref_phase_gates(manifest: Manifest, jobs: Sequence[JobState]) -> dict[str, P
             failed = [j for j in dep_jobs
                       if j.status in (JobStatus.STUCK, JobStatus.KILLED, JobStatus.BLOCKED)]
             unfinished = [j for j in dep_jobs if j.status not in
-                          (JobStatus.COMPLETED, JobStatus.STUCK, JobStatus.KILLED,
-                           JobStatus.BLOCKED)]
+                          (JobStatus.COMPLETED, JobStatus.PRUNED, JobStatus.STUCK,
+                           JobStatus.KILLED, JobStatus.BLOCKED)]
             if failed and phase.on_dependency_failure == "block":
                 reason = f"phase {dep}: {failed[0].id} ended {failed[0].status}"
                 ready = False
