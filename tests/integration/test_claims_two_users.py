@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import secrets
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +28,7 @@ from tests.support.bookings import (
     double_bookings,
     gpu_time_shares,
     most_claimed,
+    timeline,
 )
 from tests.support.sshbed import OTHER_USER, USER, SshBed
 
@@ -34,7 +37,6 @@ OTHER = OTHER_USER
 USERS = (USER, OTHER)
 GPU_MIB = 24576
 JOBS = 12
-PROJECTS = ("ua", "ub")
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,7 @@ def bed() -> Iterator[SshBed]:
 
 
 def manifest(bed: SshBed, tmp: Path, user: str, project: str, launcher: str,
-             mem_mib: int | None) -> Path:
+             mem_mib: int | None, jobs: int = JOBS) -> Path:
     alloc = mem_mib or 4000
     cmd = f"{BOOKED_CMD}; sleep 3; fake-train --epochs 2 --epoch-seconds 1 --mem {alloc}"
     lines = [f"project: {project}", f"launcher: {launcher}", "hosts:"]
@@ -54,18 +56,29 @@ def manifest(bed: SshBed, tmp: Path, user: str, project: str, launcher: str,
     if mem_mib is not None:
         lines.append(f"mem_mib: {mem_mib}")
     lines.append("jobs:")
-    lines += [f"  - {{id: {project}-{i:02d}, cmd: {json.dumps(cmd)}}}" for i in range(JOBS)]
+    lines += [f"  - {{id: {project}-{i:02d}, cmd: {json.dumps(cmd)}}}" for i in range(jobs)]
     path = tmp / f"{project}.yaml"
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-def run_both(bed: SshBed, tmp: Path, *, mem_mib: int | None,
-             second_when: Callable[[], bool] | None = None) -> list[Path]:
+def new_projects() -> tuple[str, str]:
+    """The two engines' projects, this test's own: the hosts' records of another test (another
+    worker's bed, the same login users) are never read as its."""
+    tag = secrets.token_hex(3)
+    return f"ua{tag}", f"ub{tag}"
+
+
+def run_both(bed: SshBed, tmp: Path, projects: tuple[str, str], *, mem_mib: int | None,
+             second_when: Callable[[], bool] | None = None,
+             jobs: tuple[int, int] = (JOBS, JOBS),
+             polls: tuple[float, float] = (0.5, 0.5)) -> list[Path]:
     """Both engines (the second with tmux), each to the end of its queue: at once, or the
     second once `second_when` holds."""
     run_dirs, engines = [], []
-    for user, project, launcher in ((USER, "ua", "screen"), (OTHER, "ub", "tmux")):
+    for user, project, launcher, count, poll in (
+            (USER, projects[0], "screen", jobs[0], polls[0]),
+            (OTHER, projects[1], "tmux", jobs[1], polls[1])):
         if engines and second_when is not None:
             deadline = time.monotonic() + 60
             while not second_when():
@@ -75,8 +88,8 @@ def run_both(bed: SshBed, tmp: Path, *, mem_mib: int | None,
         run_dirs.append(run_dir)
         engines.append(subprocess.Popen(
             [sys.executable, "-m", "eq_tui", str(manifest(bed, tmp, user, project, launcher,
-                                                          mem_mib)),
-             "--no-ui", "--poll", "0.5", "--run-dir", str(run_dir),
+                                                          mem_mib, count)),
+             "--no-ui", "--poll", str(poll), "--run-dir", str(run_dir),
              "--ssh-config", str(bed.ssh_config)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True))
@@ -102,10 +115,10 @@ def unfinished(run_dir: Path) -> list[object]:
 
 
 def test_two_users_engines_never_double_book_a_gpu(bed: SshBed, tmp_path: Path) -> None:
-    since = time.time()
-    run_both(bed, tmp_path, mem_mib=None)
-    found = bookings(USERS, PROJECTS, since=since)
-    assert {b.job for b in found} == {f"{p}-{i:02d}" for p in ("ua", "ub") for i in range(JOBS)}
+    since, projects = time.time(), new_projects()
+    run_both(bed, tmp_path, projects, mem_mib=None)
+    found = bookings(USERS, projects, since=since)
+    assert {b.job for b in found} == {f"{p}-{i:02d}" for p in projects for i in range(JOBS)}
     assert double_bookings(found) == []
     shares = gpu_time_shares(found)
     print(f"GPU time shares while both waited: {shares}")
@@ -113,31 +126,54 @@ def test_two_users_engines_never_double_book_a_gpu(bed: SshBed, tmp_path: Path) 
 
 
 def test_an_engine_that_comes_second_gets_its_fair_turns(bed: SshBed, tmp_path: Path) -> None:
-    """The first engine holds every GPU when the second starts: each GPU it frees goes to the
-    one that holds fewer (not back to the first, whose own watcher sees it free first)."""
-    since = time.time()
+    """The first engine holds every GPU when the second starts (and has twice its jobs, so that
+    both wait a while, however slowly the second starts on a busy machine). The second polls
+    every 2 s (the default): it learns of a freed GPU up to 2 s after the first one's own watcher
+    does. Each GPU the first frees goes to the one that holds fewer all the same."""
+    since, projects = time.time(), new_projects()
     second: list[float] = []
 
     def first_holds_all() -> bool:
-        running = [b for b in bookings(USERS, PROJECTS, since=since) if b.end == math.inf]
+        running = [b for b in bookings(USERS, projects, since=since) if b.end == math.inf]
         if len(running) < 4:
             return False
         second.append(time.time())
         return True
 
-    run_both(bed, tmp_path, mem_mib=None, second_when=first_holds_all)
-    found = bookings(USERS, PROJECTS, since=since)
+    # when the second engine waits: its first probe writes its want file on the hosts (its
+    # start-up, slow on a busy machine, is not the first engine's doing)
+    waits: list[float] = []
+    done = threading.Event()
+
+    def watch_wants() -> None:
+        while not done.is_set() and not waits:
+            if any(next(host.claims.glob(f"w.{OTHER}.{projects[1]}.*"), None)
+                   for host in bed.hosts.values()):
+                waits.append(time.time())
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch_wants, daemon=True)
+    watcher.start()
+    try:
+        run_both(bed, tmp_path, projects, mem_mib=None, second_when=first_holds_all,
+                 jobs=(2 * JOBS, JOBS), polls=(0.5, 2.0))
+    finally:
+        done.set()
+        watcher.join()
+    found = bookings(USERS, projects, since=since)
     assert double_bookings(found) == []
-    shares = gpu_time_shares(found, since=second[0])
-    print(f"GPU time shares once the second engine came: {shares}")
-    assert min(shares.values()) >= 1 / 3, shares
+    assert waits and waits[0] >= second[0], (waits, second, since, timeline(found))
+    shares = gpu_time_shares(found, since=waits[0])
+    print(f"GPU time shares once the second engine waited: {shares}")
+    assert min(shares.values()) >= 1 / 3, (shares, second[0] - since, waits[0] - since,
+                                           timeline(found))
 
 
 def test_two_users_packed_jobs_never_claim_more_than_a_gpu_has(bed: SshBed,
                                                                tmp_path: Path) -> None:
-    since = time.time()
-    run_both(bed, tmp_path, mem_mib=10000)
-    found = bookings(USERS, PROJECTS, since=since)
+    since, projects = time.time(), new_projects()
+    run_both(bed, tmp_path, projects, mem_mib=10000)
+    found = bookings(USERS, projects, since=since)
     assert len({(b.job, b.attempt) for b in found}) >= 2 * JOBS
     most = most_claimed(found, {b.job: 10000 for b in found})
     assert max(most.values()) <= GPU_MIB, most

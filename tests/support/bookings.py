@@ -102,19 +102,32 @@ def most_claimed(found: Sequence[Booking], mib_of: Mapping[str, int]) -> dict[tu
 
 
 def contended_window(found: Sequence[Booking], since: float = 0.0) -> tuple[float, float]:
-    """From the first start (or `since`, when every engine was there) to the moment the first
-    engine to finish had its last attempt end: while every engine still had work."""
+    """While every engine waited for GPUs: from the first start (or `since`, when every engine
+    was there) to the last start of the first engine to have launched all its jobs (after it,
+    the others have the GPUs it frees to themselves)."""
     engines = {b.engine for b in found}
     first = max(since, min(b.start for b in found))
-    last = min(max(b.end for b in found if b.engine == engine) for engine in engines)
+    last = min(max(b.start for b in found if b.engine == engine) for engine in engines)
     return first, last
 
 
 def gpu_time_shares(found: Sequence[Booking], since: float = 0.0) -> dict[str, float]:
     """engine -> its part of the GPU time all engines had in the contended window."""
     start, stop = contended_window(found, since)
+    if stop <= start:
+        raise AssertionError(f"no moment when every engine waited: {start:.2f} >= {stop:.2f}")
     held: dict[str, float] = {}
     for b in found:
         held[b.engine] = held.get(b.engine, 0.0) + max(0.0, min(b.end, stop) - max(b.start, start))
     total = sum(held.values()) or 1.0
     return {engine: seconds / total for engine, seconds in held.items()}
+
+
+def timeline(found: Sequence[Booking]) -> str:
+    """The bookings in order of start, seconds after the first: for a failing test's message."""
+    if not found:
+        return "no booking"
+    t0 = min(b.start for b in found)
+    return "\n".join(f"{b.engine} {b.job} a{b.attempt} {b.host}:{b.gpu} "
+                     f"{b.start - t0:.2f}-{b.end - t0:.2f}"
+                     for b in sorted(found, key=lambda b: b.start))

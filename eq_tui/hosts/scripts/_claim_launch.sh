@@ -2,10 +2,11 @@
 # under the host's lock, after checking that they are still free for it:
 #   - no other engine's live claim on a GPU it wants alone (MIB '-'), and no other engine's
 #     claim on it that wants the GPU alone;
-#   - every other engine's claim on a GPU it shares is one the engine saw when it placed the
-#     job (KNOWN): a claim taken since then is news the engine has not weighed;
 #   - where it shares a GPU with other engines' jobs: the GPU's free memory, less what their
-#     claims hold and have not allocated yet, still fits its estimate.
+#     claims hold and have not allocated yet, still fits its estimate; and when one of those
+#     claims is news the engine has not weighed (taken since it placed the job: not in KNOWN),
+#     less what this engine's own claims there have not allocated yet too (the engine counted
+#     them, not beside the news).
 # Refused: $refused says why, nothing is taken, and the engine places the job again.
 
 # claims_lock: the host's lock (fd 9); 1 when it could not be had (the launch goes ahead: a
@@ -45,7 +46,9 @@ claims_unlock() {
 # comma list) the engine counted when it placed the job. Sets $refused when not.
 claims_check() {
     refused=
-    eq_shared=
+    eq_shared=  # " gpu:pid:mib" of the claims its memory must fit beside
+    eq_own=  # the same, for this engine's own claims on those GPUs
+    eq_news=  # a GPU where another engine claimed since the engine looked
     eq_old_ifs=$IFS
     IFS=,
     for eq_gpu in $1; do
@@ -53,28 +56,38 @@ claims_check() {
         for eq_file in "$claims"/c."$eq_gpu".*; do
             [ -f "$eq_file" ] && claim_read "$eq_file" || continue
             claim_live || continue
-            [ "$c_user.$c_project.$c_token" = "$eq_user.$project.$token" ] && continue
+            if [ "$c_user.$c_project.$c_token" = "$eq_user.$project.$token" ]; then
+                [ "$c_mib" = - ] || eq_own="$eq_own $eq_gpu:$c_pid:$c_mib"
+                continue
+            fi
             eq_who="$c_user's $c_project/$c_job"
             if [ "$2" = - ]; then
                 refused="GPU $eq_gpu is claimed by $eq_who"
+                return 0
             elif [ "$c_mib" = - ]; then
                 refused="GPU $eq_gpu is claimed whole by $eq_who"
-            else
-                case ",$3," in
-                    *",${eq_file##*/},"*) eq_shared="$eq_shared $eq_gpu:$c_pid:$c_mib" ;;
-                    *) refused="GPU $eq_gpu was claimed by $eq_who since the engine looked" ;;
-                esac
+                return 0
             fi
-            [ -z "$refused" ] || return 0
+            eq_shared="$eq_shared $eq_gpu:$c_pid:$c_mib"
+            case ",$3," in *",${eq_file##*/},"*) ;; *) eq_news="$eq_news $eq_gpu" ;; esac
         done
         IFS=,
     done
     IFS=$eq_old_ifs
-    [ -z "$eq_shared" ] || claims_fit "$2"
+    [ -z "$eq_shared" ] && return 0
+    for eq_gpu in $eq_news; do  # news: our own claims there count beside it
+        for eq_claim in $eq_own; do
+            case $eq_claim in "$eq_gpu":*) eq_shared="$eq_shared $eq_claim" ;; esac
+        done
+    done
+    claims_fit "$2"
+    if [ -n "$refused" ] && [ -n "$eq_news" ]; then
+        refused="$refused (claimed since the engine looked)"
+    fi
 }
 
-# claims_fit MIB: each GPU in $eq_shared (" gpu:pid:mib" per other engine's claim) has MIB
-# free beside what those claims have not allocated yet; nvidia-smi's word, when it has one
+# claims_fit MIB: each GPU in $eq_shared (" gpu:pid:mib" per claim) has MIB free beside what
+# those claims have not allocated yet; nvidia-smi's word, when it has one
 claims_fit() {
     eq_readings=$(nvidia-smi --query-gpu=index,uuid,memory.used,memory.total \
                   --format=csv,noheader,nounits 2>/dev/null </dev/null) || return 0
@@ -103,7 +116,7 @@ APPS
         done
         eq_free=$((eq_total - eq_used - eq_pending))
         if [ "$eq_free" -lt "$1" ]; then
-            refused="GPU $eq_index has $eq_free MiB free beside other engines' claims; the job needs $1"
+            refused="GPU $eq_index has $eq_free MiB free beside the claims on it; the job needs $1"
             return 0
         fi
     done <<READINGS
@@ -137,8 +150,8 @@ mtime_of() {
 # claims_fair GPUS: fair turns. When another engine waits for GPUs here (its want file is fresh:
 # written by a probe within 3 of its polls + 10 s) and may use one of GPUS, and it holds fewer
 # of this host's GPUs than we do (by its live claims: a GPU shared by several of its jobs counts
-# once per job), the freed GPU is its turn: we let it go ($refused), for at most 2 of its polls
-# + 5 s since we first did (the y.* file: an engine that wants but cannot use the GPU must not
+# once per job), the freed GPU is its turn: we let it go ($refused), for at most 3 of its polls
+# + 10 s since we first did (the y.* file: an engine that wants but cannot use the GPU must not
 # keep it idle). Costs nothing while no other engine waits here.
 claims_fair() {
     eq_marker="$claims/y.$eq_user.$project.$token"
@@ -181,7 +194,7 @@ claims_fair() {
         eq_theirs=$(held_by "$w_user.$w_project.$w_token")
         [ "$eq_theirs" -lt "$eq_mine" ] || continue
         eq_turn="$w_user's $w_project holds $eq_theirs GPU(s) here and waits; we hold $eq_mine"
-        [ $((2 * w_poll + 5)) -gt "$eq_cap" ] && eq_cap=$((2 * w_poll + 5))
+        [ $((3 * w_poll + 10)) -gt "$eq_cap" ] && eq_cap=$((3 * w_poll + 10))
     done
     if [ -z "$eq_turn" ]; then
         [ ! -e "$eq_marker" ] || rm -f "$eq_marker"
