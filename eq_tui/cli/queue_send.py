@@ -127,6 +127,8 @@ def run(verb: str, argv: list[str]) -> int:
         if verb == "pause":
             raise RunDirError(f"no engine is running for {request.where}: nothing launches "
                               "without one, so there is nothing to pause") from None
+        if not request.start:
+            raise
         if local:
             from eq_tui.cli.detach import start_for_command
 

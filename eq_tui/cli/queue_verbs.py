@@ -69,6 +69,7 @@ class Request:
     as_json: bool = False
     config_path: str | None = None
     command_id: str | None = None
+    start: bool = True  # start the run's engine when none is running (--no-start: exit 3)
 
     @property
     def jobs(self) -> list[str]:
@@ -128,6 +129,10 @@ def parser(verb: str) -> argparse.ArgumentParser:
                                  "commands, priorities set, and jobs held, edited or "
                                  "prioritised that the file no longer has (retired)")
     parser.add_argument("--json", action="store_true", help="print the engine's answer as JSON")
+    if verb != "pause":
+        parser.add_argument("--no-start", action="store_true",
+                            help="when no engine is running, say so and exit 3 instead of "
+                                 "starting one in the background")
     parser.add_argument("--command-id", metavar="ID",
                         help="the command's id (default: a fresh one). The engine applies an id "
                              "once: send the same again when unsure whether it arrived")
@@ -168,7 +173,8 @@ def parse_verb(verb: str, argv: list[str]) -> Request:
         raise UsageError(f"eq-tui {verb}: name at least one JOB, or --filter QUERY")
     return Request(verb, options.run_dir, _command(verb, options, tuple(jobs), cmd),
                    filter=filter_query, as_json=options.json, command_id=options.command_id,
-                   config_path=ssh_config_path(options.ssh_config))
+                   config_path=ssh_config_path(options.ssh_config),
+                   start=not getattr(options, "no_start", False))
 
 
 def _command(verb: str, options: argparse.Namespace, jobs: tuple[str, ...],

@@ -42,6 +42,7 @@ to write a manifest and set up the tool:
 acting on a queue (through its engine's control socket; a run whose engine is not running,
 finished or stopped, gets one started in the background for the command; --json, --help):
   eq-tui kill|retry|requeue|hold|release RUN_DIR JOB... [--filter 'status:stuck phase:p']
+  eq-tui release RUN_DIR --phase P     launch a phase the crash guard holds, as it is
   eq-tui pause|resume RUN_DIR  pause or resume launching
   eq-tui priority RUN_DIR JOB... N     higher launches first (manifest key: priority)
   eq-tui edit RUN_DIR JOB... [--set KEY=VALUE] [-- NEW COMMAND...]
@@ -49,8 +50,10 @@ finished or stopped, gets one started in the background for the command; --json,
   eq-tui clone RUN_DIR JOB [--id NEW] [--set KEY=VALUE] [-- COMMAND...]
   eq-tui add RUN_DIR --id ID [--phase P] [--gpus N] [--mem MIB|auto] [--exclusive]
              [--priority N] -- COMMAND...
-  eq-tui reload RUN_DIR [--dry-run]    read the manifest file again (waiting jobs only)
+  eq-tui reload RUN_DIR [--dry-run] [--force]   read the manifest file again (waiting jobs
+                               only; what a person changed stays unless --force)
   these exit 0 done, 1 a job could not be acted on, 2 bad usage, 3 no engine could be reached
+  (--no-start: 3 when none runs, instead of starting one)
   eq-tui notify-test MANIFEST  send one test message to every notify: target (exit 1 if one
                                fails)
 

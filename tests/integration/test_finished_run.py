@@ -77,6 +77,11 @@ def test_a_finished_runs_stuck_job_is_retried_from_the_shell(tmp_path: Path) -> 
         attach.stderr
     assert "`eq-tui retry experiment_queue/fix needs_fix` runs jobs again" in attach.stderr
     assert "--resume" not in attach.stderr
+    # --no-start: a script that wants no engine started gets exit 3, as before
+    refused = eq(*retry[1:], "--no-start", cwd=tmp_path)
+    assert refused.returncode == 3 and "no engine is running for" in refused.stderr
+    assert engine_gone(run_dir) and status("m.yaml", tmp_path)["counts"] == {
+        "completed": 1, "stuck": 1}
     (tmp_path / "fixed").touch()
     done = eq(*retry[1:], cwd=tmp_path)
     assert (done.returncode, done.stdout) == (0, "retry needs_fix: done\n"), done.stderr
