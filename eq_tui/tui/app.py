@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any, ClassVar
 
@@ -31,7 +31,7 @@ from eq_tui.tui.living import LivingQueueActions
 from eq_tui.tui.log_pane import TAIL_LINES, LogPane
 from eq_tui.tui.retry_pane import RetryPane
 from eq_tui.tui.rows import row_key, split_row_key
-from eq_tui.tui.run_view import Changes, RunView
+from eq_tui.tui.run_view import Changes, RunView, hosts_now
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from eq_tui.tui.screens.details import JobDetailsScreen
 from eq_tui.tui.screens.help import HelpScreen
@@ -248,12 +248,7 @@ class EqTuiApp(LivingQueueActions, App[int]):
         self.push_screen(JobDetailsScreen(key, with_queue_reason(project, job),
                                           max_attempts=project.max_attempts,
                                           fetch=self.tail, pace=pace,
-                                          hosts=lambda: self._hosts_of(project.project)))
-
-    def _hosts_of(self, project: str) -> Mapping[str, Mapping[str, Any]]:
-        """A project's hosts as the view has them now (the details screen's GPU holders)."""
-        state = self.view.projects.get(project)
-        return state.hosts if state is not None else {}
+                                          hosts=partial(hosts_now, self.view, project.project)))
 
     def action_attempt(self, delta: int) -> None:
         self.log_pane.step_attempt(delta)

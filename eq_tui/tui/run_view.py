@@ -190,3 +190,9 @@ def gpu_shares(host: Mapping[str, Any]) -> dict[str, int]:
                 if found.get(job["id"], 0) < count:
                     found[job["id"]] = count
     return found
+
+
+def hosts_now(view: RunView, project: str) -> Mapping[str, Mapping[str, Any]]:
+    """A project's hosts as the view has them now (the details screen's GPU holders)."""
+    state = view.projects.get(project)
+    return state.hosts if state is not None else {}

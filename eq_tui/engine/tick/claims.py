@@ -73,7 +73,7 @@ def undo_refused(ctx: RunContext, job: JobState, why: str) -> None:
     job.reason = f"launch refused by the host's claims: {why}"
     ctx.ledger.set_status(job, JobStatus.PENDING, detail=f"launch refused: {why}")
     job.history.pop()
-    job.attempts = max(0, job.attempts - 1)
+    ctx.ledger.uncount_attempt(job)
     ctx.ledger.changed(job)
 
 
