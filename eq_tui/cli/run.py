@@ -149,7 +149,7 @@ def _run(options: argparse.Namespace) -> int:
     from eq_tui.engine.state.store import archive_run_dir
     from eq_tui.manifest.loader import load_manifest
     from eq_tui.manifest.secrets import handed_over, load_for_run
-    from eq_tui.runfiles.layout import default_run_dir
+    from eq_tui.runfiles.paths import default_run_dir
 
     manifests = load_for_run([load_manifest(path) for path in options.manifests],
                              from_stdin=options.secrets_stdin, warn=not options.dry_run)

@@ -17,7 +17,7 @@ WHAT = "a run dir, the manifest that ran it, or that manifest's folder"
 def resolve(text: str) -> Path:
     """The local run dir `text` names (see the module's doc); RunDirError (exit 3) when there is
     none, UsageError (exit 2) for a file that is no manifest eq-tui can read."""
-    from eq_tui.runfiles.layout import is_run_dir, runs_in
+    from eq_tui.runfiles.paths import is_run_dir, runs_in
 
     if "\0" in text:
         raise UsageError(f"{text!r}: a path cannot contain a NUL byte")
@@ -42,7 +42,7 @@ def resolve(text: str) -> Path:
 
 def _of_manifest(text: str) -> Path:
     from eq_tui.manifest.loader import load_manifest
-    from eq_tui.runfiles.layout import default_run_dir, is_run_dir
+    from eq_tui.runfiles.paths import default_run_dir, is_run_dir
 
     try:
         manifest = load_manifest(text)

@@ -32,7 +32,7 @@ from eq_tui.manifest.model import JobSpec, MetricsSpec, Precondition
 from eq_tui.manifest.results_keys import parse_metrics
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.sharing import Sharing, for_gpus, parse_sharing
-from eq_tui.manifest.watch import parse_on_stall, parse_stall_after
+from eq_tui.manifest.watch_keys import parse_on_stall, parse_stall_after
 from eq_tui.manifest.yaml_lines import Path_
 
 ArgValue = str | bool | None | list[str | bool]

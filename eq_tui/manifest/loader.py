@@ -52,7 +52,7 @@ from eq_tui.manifest.settings import (
     parse_project,
 )
 from eq_tui.manifest.sharing import for_gpus, parse_margin
-from eq_tui.manifest.watch import parse_notify
+from eq_tui.manifest.watch_keys import parse_notify
 from eq_tui.manifest.yaml_lines import load_with_lines
 
 

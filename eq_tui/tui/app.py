@@ -18,6 +18,7 @@ from textual.theme import Theme
 
 from eq_tui.api.client import EngineClient
 from eq_tui.api.events import Event
+from eq_tui.tui.command_targets import targets
 from eq_tui.tui.config import save_setting
 from eq_tui.tui.filter_bar import FilterBar
 from eq_tui.tui.gpu_grid import GpuGrid
@@ -38,7 +39,6 @@ from eq_tui.tui.screens.help import HelpScreen
 from eq_tui.tui.screens.results import ResultsScreen
 from eq_tui.tui.screens.summary import open_summary
 from eq_tui.tui.sender import CommandSender
-from eq_tui.tui.targets import targets
 from eq_tui.tui.themes import choose_theme, load_themes, user_theme_dir
 from eq_tui.tui.wording import quit_message
 

@@ -22,10 +22,10 @@ from eq_tui.api.commands import (
     Retry,
     SetPriority,
 )
+from eq_tui.tui.command_targets import targets
 from eq_tui.tui.rows import split_row_key
 from eq_tui.tui.screens.confirm import ConfirmScreen
 from eq_tui.tui.screens.job_form import JobFormScreen
-from eq_tui.tui.targets import targets
 
 MANIFEST_CHECK_S = 2.0
 

@@ -13,7 +13,7 @@ from eq_tui.api.commands import Edit
 from eq_tui.api.model import JobState, JobStatus
 from eq_tui.engine.preflight.command_words import jobs_text
 from eq_tui.manifest.model import JobSpec, Manifest
-from eq_tui.runfiles.layout import default_run_dir
+from eq_tui.runfiles.paths import default_run_dir
 
 if TYPE_CHECKING:
     from eq_tui.engine.engine import Engine

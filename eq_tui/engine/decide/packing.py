@@ -34,7 +34,9 @@ WHOLE_GPU_MIB = 1 << 30  # a job that takes its GPUs alone is placed before any 
 NO_CAP = 1 << 30  # job slots of a host whose max_parallel was not set: memory decides
 
 
-class MemoryPlan(Protocol):
+class MemoryNeeds(Protocol):
+    """What the packer asks of this tick's memory picture (tick/memory.py's MemoryPlan)."""
+
     def hold(self, job: JobState) -> Hold: ...
 
     def need(self, job: JobState, spec: JobSpec) -> Need: ...
@@ -70,7 +72,7 @@ def _gib(mib: int) -> str:
 
 class MemoryPlacer:
     def __init__(self, manifest: Manifest, hosts: Sequence[HostView], active: Sequence[JobState],
-                 plan: MemoryPlan, specs: Mapping[str, JobSpec]) -> None:
+                 plan: MemoryNeeds, specs: Mapping[str, JobSpec]) -> None:
         self.plan = plan
         self.margin = manifest.gpu_margin_mib
         self.threshold = manifest.gpu_free_threshold_mib

@@ -20,7 +20,7 @@ from eq_tui.api.model import (
     JobStatus,
 )
 from eq_tui.engine.decide.gpu_floor import floor_reason, larger_than, without
-from eq_tui.engine.decide.packing import MemoryPlacer, MemoryPlan
+from eq_tui.engine.decide.packing import MemoryNeeds, MemoryPlacer
 from eq_tui.engine.decide.placement import (
     GpuView,
     HostView,
@@ -157,7 +157,7 @@ def decide(
     preconditions: Mapping[str, bool],
     specs: Mapping[str, JobSpec] | None = None,
     limits: Mapping[str, PhaseLimit] | None = None,
-    memory: MemoryPlan | None = None,
+    memory: MemoryNeeds | None = None,
 ) -> Decision:
     """Launch decisions for this tick.
 
@@ -243,7 +243,7 @@ Seats = Callable[[Sequence[HostView], list[JobState]], list[tuple[list[JobState]
 
 
 def _seats(manifest: Manifest, hosts: Sequence[HostView], waiting: list[JobState], *,
-           active: Sequence[JobState], memory: MemoryPlan | None,
+           active: Sequence[JobState], memory: MemoryNeeds | None,
            specs: Mapping[str, JobSpec]) -> list[tuple[list[JobState], Placer]]:
     """The queues of waiting jobs and what places each (even with no room: it says why)."""
     seats: list[tuple[list[JobState], Placer]]
