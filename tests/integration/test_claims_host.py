@@ -5,14 +5,13 @@ or another process under its pid (a reboot)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,18 +24,10 @@ from eq_tui.hosts.local import LocalRunner
 from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.hosts.shell_protocol import launch_stdin, script
 from eq_tui.sim.state import init_sim_state, sim_bin_dir
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.integration
 USER = os.environ.get("USER") or os.environ.get("LOGNAME") or "root"
-
-
-async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float = 10.0,
-                     what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def proc_start(pid: int) -> str:

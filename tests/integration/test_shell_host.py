@@ -7,15 +7,13 @@ runner's edges.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import secrets
 import shutil
 import subprocess
 import tempfile
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -38,19 +36,11 @@ from eq_tui.hosts.nvml import NvmlReader
 from eq_tui.hosts.runner import CommandResult
 from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.sim.state import init_sim_state, sim_bin_dir
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
 LAUNCHERS: tuple[LauncherName, ...] = ("screen", "tmux")
-
-
-async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float = 10.0,
-                     what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 @dataclass
