@@ -193,7 +193,7 @@ def _ask(question: str, default: str = "") -> str:
     try:
         answer = input(f"{question}{f' [{default}]' if default else ''}: ").strip()
     except EOFError:
-        raise UsageError("eq-tui init: no answer; give --cmd (and --hosts) instead") from None
+        raise UsageError("init: no answer; give --cmd (and --hosts) instead") from None
     return answer or default
 
 
@@ -224,20 +224,20 @@ def run(verb: str, argv: list[str]) -> int:
                          f"with -o PATH)")
     if options.cmd is None:
         if options.hosts is not None or options.conda is not None:
-            raise UsageError("eq-tui init: give --cmd too (or no flags, at a terminal)")
+            raise UsageError("init: give --cmd too (or no flags, at a terminal)")
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
-            raise UsageError("eq-tui init: give --cmd (and --hosts), or run it at a terminal "
+            raise UsageError("init: give --cmd (and --hosts), or run it at a terminal "
                              "to be asked")
         command, hosts, conda = _interview()
     else:
         command, hosts, conda = options.cmd, _host_list(options.hosts), options.conda
     if not command.strip():
-        raise UsageError("eq-tui init: --cmd is empty")
+        raise UsageError("init: --cmd is empty")
     text = render(command, hosts, conda, options.project)
     try:
         manifest = load_manifest_text(text, str(path))
     except ManifestError as exc:
-        raise UsageError(f"eq-tui init: the manifest would not load: {exc}") from None
+        raise UsageError(f"init: the manifest would not load: {exc}") from None
     try:
         with open(path, "x", encoding="utf-8") as out:  # "x": never over a file made meanwhile
             out.write(text)

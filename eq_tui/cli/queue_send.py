@@ -147,6 +147,6 @@ def run(verb: str, argv: list[str]) -> int:
             print(line)
     if not answer.get("ok"):
         if answer.get("error") and not request.as_json:
-            print(f"eq-tui {verb}: {answer['error']}", file=sys.stderr)
+            print(f"eq-tui: {verb}: {answer['error']}", file=sys.stderr)
         return 1
     return 0

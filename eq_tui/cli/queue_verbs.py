@@ -156,21 +156,21 @@ def parse_verb(verb: str, argv: list[str]) -> Request:
     check_paths([options.run_dir])
     for job_id in jobs:
         if not _valid_id(job_id):
-            raise UsageError(f"eq-tui {verb}: {job_id!r} is not a job id (letters, digits, "
+            raise UsageError(f"{verb}: {job_id!r} is not a job id (letters, digits, "
                              "'_', '.', '-')")
     if words and verb not in ("edit", "clone", "add"):
-        raise UsageError(f"eq-tui {verb} takes no command after --")
+        raise UsageError(f"{verb} takes no command after --")
     cmd = command_text(words) if words else None
     if cmd is not None and not cmd.strip():
-        raise UsageError(f"eq-tui {verb}: the command after -- is empty")
+        raise UsageError(f"{verb}: the command after -- is empty")
     filter_query = getattr(options, "filter", None)
     needs_jobs = verb in (*JOB_VERBS, "edit", "priority")
     phase = getattr(options, "phase", None)
     if phase is not None and (jobs or filter_query):
-        raise UsageError("eq-tui release: --phase releases a phase; name no JOB and no "
+        raise UsageError("release: --phase releases a phase; name no JOB and no "
                          "--filter with it")
     if needs_jobs and not jobs and not filter_query and phase is None:
-        raise UsageError(f"eq-tui {verb}: name at least one JOB, or --filter QUERY")
+        raise UsageError(f"{verb}: name at least one JOB, or --filter QUERY")
     return Request(verb, options.run_dir, _command(verb, options, tuple(jobs), cmd),
                    filter=filter_query, as_json=options.json, command_id=options.command_id,
                    config_path=ssh_config_path(options.ssh_config),
@@ -185,20 +185,20 @@ def _command(verb: str, options: argparse.Namespace, jobs: tuple[str, ...],
         try:
             sets = parse_sets(options.set)
         except ArgError as exc:
-            raise UsageError(f"eq-tui {verb}: {exc}") from None
+            raise UsageError(f"{verb}: {exc}") from None
     if verb in ("clone", "add") and options.id is not None and not _valid_id(options.id):
-        raise UsageError(f"eq-tui {verb}: --id {options.id!r} is not a job id (letters, "
+        raise UsageError(f"{verb}: --id {options.id!r} is not a job id (letters, "
                          "digits, '_', '.', '-')")
     if verb == "edit":
         if cmd is None and not sets:
-            raise UsageError("eq-tui edit: give the new command after --, or --set KEY=VALUE")
+            raise UsageError("edit: give the new command after --, or --set KEY=VALUE")
         return Edit(jobs, cmd=cmd, sets=sets)
     if verb == "clone":
         return Clone(job=jobs[0], new_id=options.id, cmd=cmd, sets=sets,
                      priority=options.priority)
     if verb == "add":
         if cmd is None:
-            raise UsageError("eq-tui add: give the command after --")
+            raise UsageError("add: give the command after --")
         return Add(id=options.id, cmd=cmd, phase=options.phase, gpus_per_job=options.gpus,
                    mem_mib=None if options.mem is None else _mem_mib(options.mem),
                    exclusive=True if options.exclusive else None, priority=options.priority)
@@ -216,7 +216,7 @@ def _mem_mib(value: str) -> int | str:
     if value == "auto":
         return value
     if not value.isdigit() or int(value) < 1:
-        raise UsageError(f"eq-tui add: --mem must be a whole number of MiB (e.g. 18000) or "
+        raise UsageError(f"add: --mem must be a whole number of MiB (e.g. 18000) or "
                          f"auto, not {value!r}")
     return int(value)
 
@@ -225,7 +225,7 @@ def _priority(value: str) -> int:
     try:
         return int(value)
     except ValueError:
-        raise UsageError(f"eq-tui priority: {value!r} is not a whole number") from None
+        raise UsageError(f"priority: {value!r} is not a whole number") from None
 
 
 def _valid_id(value: str) -> bool:

@@ -31,6 +31,10 @@ def test_help_lists_the_contract() -> None:
 @pytest.mark.parametrize("args", [
     [], ["--no-such-flag", "m.yaml"], ["m.yaml", "--json"], ["m.yaml", "--poll", "-1"],
     ["a.yaml", "b.yaml", "--run-dir", "x"], ["status"],
+    # a verb's own checks, after argparse: the verb named once, after the program's name
+    ["kill", "run", "bad/id"], ["kill", "run"], ["edit", "run", "j1"], ["add", "run"],
+    ["add", "run", "--mem", "18GB", "--", "true"], ["priority", "run", "j1", "high"],
+    ["release", "run", "j1", "--phase", "main"], ["init", "--hosts", "sim:2"],
 ])
 def test_usage_errors_exit_2_without_traceback(args: list[str],
                                                capsys: pytest.CaptureFixture[str]) -> None:
@@ -38,6 +42,8 @@ def test_usage_errors_exit_2_without_traceback(args: list[str],
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.startswith("eq-tui")
     assert "eq-tui: eq-tui" not in err  # the program's name once
+    if args and args[0] in {"kill", "edit", "add", "priority", "release", "init"}:
+        assert err.startswith(f"eq-tui: {args[0]}"), err
 
 
 def _write_state(run_dir: Path) -> None:
