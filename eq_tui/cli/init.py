@@ -168,6 +168,7 @@ def render(command: str, hosts: list[str], conda: str | None, project: str | Non
                "fit share a GPU\n"
                "# launcher: screen                    # or tmux\n"
                "oom_retry: {delay: 120, max_attempts: 3}   # CUDA OOMs wait, then retry\n")
+    out.append(goal_line(grid.template))
     if grid.variables:
         out.append("grid:   # one job per combination, the last variable varying fastest\n")
         out.extend(f"  {name}: [{', '.join(map(_yaml_value, values))}]\n"
@@ -183,6 +184,15 @@ def render(command: str, hosts: list[str], conda: str | None, project: str | Non
                    "    # output_check: \"out/${JOB_ID}.json\"   # completed only once this "
                    "exists\n")
     return "".join(out)
+
+
+def goal_line(command: str) -> str:
+    """Which way is better for a metric, so results mark each phase's best: known for eq-tui's
+    own fake-train, a commented example for any other command."""
+    if command.split(maxsplit=1)[:1] == ["fake-train"]:
+        return "goal: {val_acc: max}                  # results mark each phase's best\n"
+    return ("# goal: {val_acc: max, loss: min}      # which way is better: results mark "
+            "each phase's best\n")
 
 
 def _yaml_value(value: str) -> str:

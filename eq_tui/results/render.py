@@ -82,6 +82,14 @@ def _grid(table: Table, *, best: Callable[[str], str], pm: str = "±",
     return header, body
 
 
+def goal_hint(table: Table) -> str | None:
+    """How to get the best marked, when no metric shown has a goal."""
+    if not table.metrics or any(m in table.goals for m in table.metrics):
+        return None
+    return (f"no best marked: no metric has a goal; `goal: {{{table.metrics[0]}: max}}` (or min) "
+            "in the manifest marks each phase's best")
+
+
 def render_table(table: Table) -> str:
     header, body = _grid(table, best=lambda text: f"{text} *")
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
@@ -91,6 +99,8 @@ def render_table(table: Table) -> str:
     if any(row.best for row in table.rows):
         lines.append("* best of its phase by the metric's goal (↑ max, ↓ min); "
                      f"mean ± std over {table.group_over}")
+    elif hint := goal_hint(table):
+        lines.append(hint)
     if any(row.unlike for row in table.rows):
         lines.append("commands differ: the row's jobs ran different commands (edited, cloned "
                      "with --set, or the manifest changed after some completed): its mean "

@@ -48,6 +48,16 @@ def test_init_with_flags_writes_a_manifest_that_loads_and_passes_dry_run(
     assert "6 jobs" in dry.stdout and "ok   sim: launcher: screen" in dry.stdout
 
 
+def test_a_fake_train_sweep_marks_its_best_and_any_other_shows_how(tmp_path: Path) -> None:
+    fake, own = tmp_path / "fake.yaml", tmp_path / "own.yaml"
+    assert main(["init", "--cmd", "fake-train --lr {0.1,0.03}", "--hosts", "sim:2",
+                 "-o", str(fake)]) == 0
+    assert main(["init", "--cmd", "python train.py --lr {0.1,0.03}", "-o", str(own)]) == 0
+    assert load_manifest(fake).results.goal == (("val_acc", "max"),)
+    assert not load_manifest(own).results.goal
+    assert "# goal: {val_acc: max, loss: min}" in own.read_text()
+
+
 def test_hosts_become_ssh_local_and_simulated_hosts(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
     assert main(["init", "--cmd", "python t.py", "--hosts", "box1, me@10.0.0.7:2222,local,sim:3",

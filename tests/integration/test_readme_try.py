@@ -59,3 +59,5 @@ def test_the_try_section_runs_as_written(tmp_path: Path) -> None:
     rows = [line.split() for line in table.stdout.splitlines() if line.startswith("main")]
     assert [(row[1], row[2]) for row in rows] == [("0.1", "4/4"), ("0.03", "4/4"),
                                                   ("0.01", "4/4")]
+    best = [row for row in rows if "*" in row]
+    assert best and all(row[1] == "0.03" for row in best), table.stdout  # fake-train peaks there

@@ -49,6 +49,17 @@ def test_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[-1].startswith("* best of its phase")
 
 
+def test_without_a_goal_the_table_says_how_to_mark_the_best(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run(tmp_path / "run")
+    (run / "manifest.json").write_text(json.dumps(
+        {"results": {"goal": [], "group_over": "seed", "on_complete": None}}))
+    code, out, _ = results(capsys, str(run))
+    assert code == 0 and " *" not in out
+    assert out.splitlines()[-1] == ("no best marked: no metric has a goal; `goal: {val_acc: max}` "
+                                    "(or min) in the manifest marks each phase's best")
+
+
 def test_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = results(capsys, str(write_run(tmp_path / "run")), "--format", "markdown")
     assert code == 0

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Static
 
 from eq_tui.api import ProjectState
 from eq_tui.results.group import MixedConfigurations, Row, Table, group, sort_rows
-from eq_tui.results.render import mean_std, notes, param_keys, span
+from eq_tui.results.render import goal_hint, mean_std, notes, param_keys, span
 
 Projects = Callable[[], Iterable[ProjectState]]
 
@@ -118,9 +118,10 @@ class ResultsScreen(Screen[None]):
         if grid.row_count:
             grid.move_cursor(row=min(keep, grid.row_count - 1))
         empty = not any(t.rows and t.metrics for t in self.tables.values())
+        hints = [h for t in self.tables.values() if (h := goal_hint(t))]
+        best = hints[0] if hints else "* best of its phase by the metric's goal (↑ max, ↓ min)"
         note = "  ".join(problems) or ("no metrics yet: they are read as jobs finish" if empty
-                                       else "* best of its phase by the metric's goal "
-                                            "(↑ max, ↓ min); mean ± std over the seeds; "
+                                       else f"{best}; mean ± std over the seeds; "
                                             "s / S: sort, reverse; escape: close")
         if any(row.unlike for table in self.tables.values() for row in table.rows):
             note += ("\ncommands differ: that row's jobs ran different commands (edited, cloned "
