@@ -85,6 +85,9 @@ def describe(request: Request, answer: CommandResult) -> list[str]:
         lines.extend(_reload_lines(detail))
     for job_id, outcome in answer.get("results", {}).items():
         lines.append(f"{verb} {job_id}: {'done' if outcome == 'ok' else outcome}")
+    if detail.get("left_out"):
+        lines.append(f"  not taken from phase {detail.get('phase')} (they need a grid "
+                     f"variable): {', '.join(detail['left_out'])}")
     if verb in ("pause", "resume") and answer.get("ok"):
         lines.append("launching paused" if verb == "pause" else "launching resumed")
     if answer.get("duplicate"):

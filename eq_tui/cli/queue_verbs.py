@@ -110,10 +110,10 @@ def parser(verb: str) -> argparse.ArgumentParser:
         parser.add_argument("--id", required=True, help="the new job's id")
         parser.add_argument("--phase", help="its phase (default: the only phase)")
         parser.add_argument("--gpus", type=int, help="GPUs it needs, 0 for a CPU-only job "
-                                                      "(default: the manifest's)")
+                                                      "(default: its phase's)")
         parser.add_argument("--mem", metavar="MIB|auto",
                             help="its peak GPU memory per GPU in MiB, or auto: jobs that fit "
-                                 "share a GPU (default: the manifest's mem_mib)")
+                                 "share a GPU (default: its phase's mem_mib)")
         parser.add_argument("--exclusive", action="store_true", default=None,
                             help="its GPUs alone, shared with no job")
     if verb in ("clone", "add"):

@@ -32,6 +32,7 @@ from typing import Any
 
 from eq_tui.errors import ManifestError
 from eq_tui.manifest import schema
+from eq_tui.manifest.added_jobs import added_job_defaults
 from eq_tui.manifest.hosts import gpu_capacity, parse_hosts
 from eq_tui.manifest.jobs import JobMaker, Scope, parse_scope
 from eq_tui.manifest.model import (
@@ -134,7 +135,8 @@ def _phases_and_jobs(ctx: Context, top: dict[str, Any], maker: JobMaker, top_sco
         if not jobs:
             ctx.fail("no jobs: give 'jobs', 'grid' + 'template', or 'phases'")
         # the top level's on_complete runs once, when the queue is done
-        return (PhaseSpec(name=DEFAULT_PHASE, results=replace(results, on_complete=None)),), jobs
+        return (PhaseSpec(name=DEFAULT_PHASE, results=replace(results, on_complete=None),
+                          added_jobs=added_job_defaults(top_scope)),), jobs
     for key in ("jobs", "grid", "template"):
         if top.get(key) is not None:
             ctx.fail(f"top-level '{key}' cannot be combined with 'phases'; move it into a "

@@ -138,11 +138,31 @@ class CrashGuard:
 
 
 @dataclass(frozen=True)
+class AddedJobDefaults:
+    """What a job added at run time (`eq-tui add --phase P`) takes from its phase, as a job
+    written there would: the phase's (or the top level's) per-job keys. A key whose text needs
+    a grid variable cannot be filled in for a job with no grid point: it is named in
+    `left_out` instead, with the variable."""
+
+    output_check: str | None = None
+    preconditions: tuple[Precondition, ...] = ()
+    metrics: MetricsSpec | None = None
+    stall_after: float | None = None
+    on_stall: str = "alert"
+    gpus_per_job: int = 1
+    mem_mib: int | Literal["auto"] | None = None
+    exclusive: bool = False
+    priority: int = 0
+    left_out: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class PhaseSpec:
     name: str
     depends_on: tuple[str, ...] = ()
     on_dependency_failure: OnDependencyFailure = "block"
     results: ResultsSpec = field(default_factory=ResultsSpec)
+    added_jobs: AddedJobDefaults = field(default_factory=AddedJobDefaults)
 
 
 @dataclass(frozen=True)

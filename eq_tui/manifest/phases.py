@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import difflib
+from dataclasses import replace
 from typing import Any
 
 from eq_tui.manifest import schema
+from eq_tui.manifest.added_jobs import added_job_defaults
 from eq_tui.manifest.jobs import JobMaker, Scope, parse_scope
 from eq_tui.manifest.model import JobSpec, PhaseSpec, ResultsSpec
 from eq_tui.manifest.results_keys import parse_results
@@ -30,9 +32,9 @@ def parse_phases(ctx: Context, raw: Any, maker: JobMaker, top_scope: Scope,
             first = next(j for j, p in enumerate(phases) if p.name == spec.name)
             ctx.fail(f"phase {spec.name!r} is defined twice (also phases[{first}])",
                      (*path, "name"))
-        phase_jobs = maker.scope_jobs(phase, path, parse_scope(ctx, phase, path, top_scope),
-                                      spec.name)
-        phases.append(spec)
+        scope = parse_scope(ctx, phase, path, top_scope)
+        phase_jobs = maker.scope_jobs(phase, path, scope, spec.name)
+        phases.append(replace(spec, added_jobs=added_job_defaults(scope)))
         dep_paths.append(paths)
         counts[spec.name] = len(phase_jobs)
         jobs.extend(phase_jobs)

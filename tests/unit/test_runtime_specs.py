@@ -11,7 +11,7 @@ import pytest
 
 from eq_tui.engine.engine import Engine
 from eq_tui.engine.state.job_specs import same_definition, spec_from_json, spec_to_json
-from eq_tui.manifest.model import JobSpec, MetricsSpec, Precondition
+from eq_tui.manifest.model import AddedJobDefaults, JobSpec, MetricsSpec, PhaseSpec, Precondition
 from tests.integration.test_ledger import manifest
 from tests.support.memory_host import MemoryHost
 
@@ -82,8 +82,13 @@ async def test_a_clone_keeps_its_sources_sharing_and_family_across_a_restart(
     engine.ctx.run_dir.release_lock()
 
 
-async def test_add_takes_sharing_from_its_args_else_the_top_level(tmp_path: Path) -> None:
-    engine, _host = await started(tmp_path, (BIG,), mem_mib="auto", exclusive=True)
+SHARED_PHASE = (PhaseSpec(name="main", added_jobs=AddedJobDefaults(mem_mib="auto",
+                                                                   exclusive=True)),)
+
+
+async def test_add_takes_sharing_from_its_args_else_its_phase(tmp_path: Path) -> None:
+    # the loader fills a phase's added_jobs from its keys and the top level's
+    engine, _host = await started(tmp_path, (BIG,), phases=SHARED_PHASE)
     for args in ({"id": "plain"}, {"id": "own", "mem_mib": 4000, "exclusive": False},
                  {"id": "cpu", "gpus_per_job": 0}):
         done = await engine.command("add", [], {"cmd": "t", **args})
@@ -98,7 +103,7 @@ async def test_add_takes_sharing_from_its_args_else_the_top_level(tmp_path: Path
                       ({"gpus_per_job": True}, "from 0 to 64")):
         refused = await engine.command("add", [], {"id": "bad", "cmd": "t", **args})
         assert not refused["ok"] and why in str(refused["error"]), (args, refused)
-    engine = await restart(tmp_path, engine, mem_mib="auto", exclusive=True)
+    engine = await restart(tmp_path, engine, phases=SHARED_PHASE)
     specs = engine.ctx.ledger.specs
     assert {i: (specs[i].gpus_per_job, specs[i].mem_mib, specs[i].exclusive, specs[i].family)
             for i in ("plain", "own", "cpu")} == {

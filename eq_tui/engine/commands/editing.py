@@ -18,7 +18,7 @@ from eq_tui.engine.commands.reload import reload_manifest
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.state.job_specs import sharing_args, spec_to_json
 from eq_tui.engine.state.naming import ID_PATTERN
-from eq_tui.manifest.model import JobSpec
+from eq_tui.manifest.model import AddedJobDefaults, JobSpec
 
 if TYPE_CHECKING:
     from eq_tui.engine.engine import Engine
@@ -143,8 +143,11 @@ class Editing:
         job_id = command.id
         phases = [phase.name for phase in manifest.phases]
         phase = command.phase or (phases[0] if len(phases) == 1 else None)
-        gpus = manifest.gpus_per_job if command.gpus_per_job is None else command.gpus_per_job
-        priority = 0 if command.priority is None else command.priority
+        # watched, checked and read like the jobs written in its phase
+        inherited = manifest.phase(str(phase)).added_jobs if phase in phases \
+            else AddedJobDefaults(gpus_per_job=manifest.gpus_per_job)
+        gpus = inherited.gpus_per_job if command.gpus_per_job is None else command.gpus_per_job
+        priority = inherited.priority if command.priority is None else command.priority
         problem = check_new_id(ctx, job_id) or check_cmd(command.cmd)
         if problem is None and phase not in phases:
             problem = (f"give a phase: {', '.join(phases)}" if phase is None else
@@ -155,16 +158,21 @@ class Editing:
         if problem is None and not isinstance(priority, int):
             problem = f"priority must be a whole number, not {priority!r}"
         sharing = sharing_args(_given(mem_mib=command.mem_mib, exclusive=command.exclusive),
-                               gpus, manifest.mem_mib, manifest.exclusive) \
+                               gpus, inherited.mem_mib, inherited.exclusive) \
             if problem is None else problem
         if isinstance(sharing, str):
             return result(error=sharing)
         spec = JobSpec(id=str(job_id), phase=str(phase), cmd=str(command.cmd),
-                       output_check=command.output_check or None, gpus_per_job=gpus,
-                       priority=priority, mem_mib=sharing[0], exclusive=sharing[1],
-                       family=str(phase))
+                       output_check=command.output_check or inherited.output_check,
+                       preconditions=inherited.preconditions, gpus_per_job=gpus,
+                       metrics=inherited.metrics, priority=priority,
+                       stall_after=inherited.stall_after, on_stall=inherited.on_stall,
+                       mem_mib=sharing[0], exclusive=sharing[1], family=str(phase))
         self._add(spec, "added", command.by)
-        return result({spec.id: "ok"}, detail={"job": spec.id, "phase": spec.phase})
+        left_out = [key for key in inherited.left_out
+                    if not (command.output_check and key.startswith("output_check"))]
+        return result({spec.id: "ok"}, detail={"job": spec.id, "phase": spec.phase,
+                                               "left_out": left_out})
 
     def _add(self, spec: JobSpec, origin: str, by: str, *, source: str | None = None) -> None:
         ctx = self.ctx
