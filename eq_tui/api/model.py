@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -69,6 +70,30 @@ class FailureClass(StrEnum):
     LAUNCH_FAILED = "launch_failed"
     REQUEUED = "requeued"  # a person requeued a running attempt
     STALLED = "stalled"  # hang detection stopped it (on_stall: restart | kill)
+
+
+def _plain(value: Any) -> Any:
+    """A field's value as JSON-ready data, as `dataclasses.asdict` makes it: dataclasses to
+    dicts, lists and dicts copied (nothing shared with the job)."""
+    if value is None or isinstance(value, str | int | float):
+        return value
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, Attempt | Failure):
+        return {name: _plain(getattr(value, name)) for name in _names(type(value))}
+    return asdict(value) if hasattr(value, "__dataclass_fields__") else copy.deepcopy(value)
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 @dataclass
@@ -200,7 +225,10 @@ class JobState:
         return self.retries_by_class.get(FailureClass.LOST, 0)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        # what dataclasses.asdict gives, without its deep copy of every leaf: every change
+        # of every job is serialised (for the bus and the state file), and asdict was a
+        # millisecond a job, on the event loop
+        data = {name: _plain(getattr(self, name)) for name in _names(JobState)}
         data["status"] = str(self.status)
         data["failure"] = self.failure.to_json() if self.failure else None
         # front ends and the state file read these flat; they are derived on the way out

@@ -18,6 +18,9 @@ from eq_tui.hosts.base import LaunchRequest
 from eq_tui.hosts.claims import ClaimRefused
 from eq_tui.manifest.launchvars import substitute
 
+PERSIST_AFTER_LAUNCH_S = 0.5
+PERSIST_TASK = "eq-tui: persist after launches"
+
 
 class Launcher:
     def __init__(self, ctx: RunContext, lock: asyncio.Lock, persist: Callable[[], None]) -> None:
@@ -94,8 +97,7 @@ class Launcher:
                                     self.ctx.manifest.launcher)
                 return
             self._done(job, request, result, decided)
-            if self.ctx.ledger.unsaved:
-                self._persist()
+        self._persist_soon()
 
     def _done(self, job: JobState, request: LaunchRequest, result: BaseException | None,
               decided: float) -> None:
@@ -153,7 +155,24 @@ class Launcher:
         if code is not None:
             current.exit_code = code  # its own record's, as the host wrote it
 
+    def _persist_soon(self) -> None:
+        """How a launch ended goes to disk shortly, once for the launches that end together
+        (each write is two fsyncs on the event loop). Nothing rides on it being at once: the
+        attempt was on disk as `launching` before its session started, and a restart finds
+        a session that did start."""
+        if any(task.get_name() == PERSIST_TASK for task in self.tasks):
+            return
+        task = asyncio.create_task(self._persist_later(), name=PERSIST_TASK)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _persist_later(self) -> None:
+        await asyncio.sleep(PERSIST_AFTER_LAUNCH_S)
+        async with self._lock:
+            if self.ctx.ledger.unsaved:
+                self._persist()
+
     async def settle(self) -> None:
         """Wait for sessions being started: how each launch ended gets recorded."""
-        if self.tasks:
+        while self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
