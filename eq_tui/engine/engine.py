@@ -32,7 +32,6 @@ from eq_tui.engine.state.host_record import HostLink, HostRecord
 from eq_tui.engine.state.ledger import Ledger
 from eq_tui.engine.state.naming import new_run_token
 from eq_tui.engine.state.store import RunDir
-from eq_tui.engine.tick.claims import Wants
 from eq_tui.engine.tick.early_stop import EarlyStop
 from eq_tui.engine.tick.gpu_health import GpuHealthWatch
 from eq_tui.engine.tick.harvest import Harvest, results_settings
@@ -44,6 +43,7 @@ from eq_tui.engine.tick.observation import Observation, Readings
 from eq_tui.engine.tick.reconcile import Reconciler
 from eq_tui.engine.tick.stall import StallWatch
 from eq_tui.engine.tick.tick_timing import Pacing
+from eq_tui.engine.tick.wants import Wants
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import Host, HostSnapshot
 from eq_tui.hosts.watch import WatchedAttempt, WatchRequest

@@ -90,13 +90,34 @@ def launch_args(ticket: ClaimTicket | None, claims_dir: str | None, job_id: str,
             ",".join(ticket.known) or "-"]
 
 
+@dataclass(frozen=True)
+class WaitingNeed:
+    """What this engine's waiting jobs could use on a host (fair turns: _fair_turns.sh yields a
+    GPU only to an engine that could take it): the fewest GPUs one of them needs, the least
+    memory one that shares a GPU needs on each (its margin included; None: none shares), and
+    the free threshold of a GPU for one that wants its GPUs alone (None: none does)."""
+
+    count: int = 1
+    share_mib: int | None = None
+    alone_below_mib: int | None = None
+
+
 def want_arg(project: str, token: str, *, waiting: bool, poll_s: float,
-             gpus: Iterable[int] | None) -> str:
+             gpus: Iterable[int] | None, need: WaitingNeed | None = None) -> str:
     """probe.sh's WANT: whether this engine (project, token) has jobs waiting for GPUs on the
-    host, its poll (whole seconds, at least 1) and the GPUs it may use there (None: all). Fair
-    turns (_claim_launch.sh) give a freed GPU to a waiting engine that holds fewer there."""
+    host, its poll (whole seconds, at least 1), the GPUs it may use there (None: all) and what
+    its waiting jobs need (None: not known, any GPU it may use). Fair turns (_fair_turns.sh)
+    give a freed GPU, or freed room on a shared one, to a waiting engine that holds less of the
+    host's GPU memory and could use it."""
     allowed = "all" if gpus is None else ",".join(map(str, sorted(gpus))) or "none"
-    return f"{project}:{token}:{1 if waiting else 0}:{max(1, math.ceil(poll_s))}:{allowed}"
+
+    def field(value: int | None) -> str:
+        return "-" if value is None else str(value)
+
+    needs = ("-:-:-" if need is None else
+             f"{need.count}:{field(need.share_mib)}:{field(need.alone_below_mib)}")
+    return (f"{project}:{token}:{1 if waiting else 0}:{max(1, math.ceil(poll_s))}:{allowed}:"
+            f"{needs}")
 
 
 def refusal(stderr: str) -> str | None:

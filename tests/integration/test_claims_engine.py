@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 
 from eq_tui.api.holders import describe, gpu_holder_lines, holders_of
+from eq_tui.api.model import JobState, JobStatus
 from eq_tui.engine.decide.placement import GpuView
 from eq_tui.engine.engine import Engine
 from eq_tui.engine.tick.claims import with_claims
+from eq_tui.engine.tick.wants import waiting_need
 from eq_tui.hosts.base import GpuProcess, GpuReading, HostSnapshot
-from eq_tui.hosts.claims import GpuClaim, parse_claims, pending_by_gpu
+from eq_tui.hosts.claims import GpuClaim, WaitingNeed, parse_claims, pending_by_gpu, want_arg
 from eq_tui.hosts.local import LocalRunner, sim_environment
 from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.sim.state import init_sim_state
@@ -147,3 +149,30 @@ def test_each_gpu_names_its_holders_ours_other_engines_and_other_processes() -> 
         {**gpu1, "memory_used_mib": 9000, "memory_total_mib": 24000, "holders": holders}]}]) \
         == ["h GPU 1  8.8G/23.4G  ours: j3; bob's q/j (3.9G); "
             "pid 950 alice python3 eval.py (2.9G)"]
+
+
+def test_the_want_file_says_what_the_waiting_jobs_could_use(tmp_path: Path) -> None:
+    """Fair turns hold a GPU only for an engine that could take it: its want says the fewest
+    GPUs a waiting job needs, the least memory a sharing one needs (with the margin) and the
+    free threshold when one wants its GPUs alone. CPU-only jobs wait for no GPU."""
+    specs = [job("big", mem_mib=9000), job("small", mem_mib=3000, gpus_per_job=2),
+             job("alone", gpus_per_job=2), job("cpu", gpus_per_job=0),
+             job("auto", mem_mib="auto")]
+    manifest = make_manifest(tmp_path, specs)
+    states = {spec.id: JobState(id=spec.id, phase="main", cmd=spec.cmd) for spec in specs}
+
+    def need(*ids: str) -> tuple[bool, WaitingNeed | None]:
+        return waiting_need(manifest, ((states[i], by_id[i]) for i in ids), now=0.0)
+
+    by_id = {spec.id: spec for spec in specs}
+    margin = manifest.gpu_margin_mib
+    assert need("big", "small") == (True, WaitingNeed(1, 3000 + margin, None))
+    assert need("big", "alone") == (True, WaitingNeed(1, 9000 + margin,
+                                                      manifest.gpu_free_threshold_mib))
+    assert need("alone") == (True, WaitingNeed(2, None, manifest.gpu_free_threshold_mib))
+    assert need("cpu") == (False, None)
+    assert need("big", "auto") == (True, None)  # not known yet: any GPU it may use
+    states["big"].status = JobStatus.RUNNING
+    assert need("big") == (False, None)
+    assert want_arg("p", "t", waiting=True, poll_s=0.5, gpus=(1, 0),
+                    need=WaitingNeed(1, 4024, None)) == "p:t:1:1:0,1:1:4024:-"

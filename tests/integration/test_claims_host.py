@@ -19,7 +19,14 @@ import pytest
 
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import LauncherName, LaunchRequest, ProbeRequest
-from eq_tui.hosts.claims import ClaimRefused, ClaimTicket, GpuClaim, launch_args, want_arg
+from eq_tui.hosts.claims import (
+    ClaimRefused,
+    ClaimTicket,
+    GpuClaim,
+    WaitingNeed,
+    launch_args,
+    want_arg,
+)
 from eq_tui.hosts.local import LocalRunner
 from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.hosts.shell_protocol import launch_stdin, script
@@ -219,10 +226,11 @@ async def test_a_freed_gpu_is_the_turn_of_a_waiting_engine_that_holds_fewer(bed:
 
     await wants("t2", True)
     want_file = bed.claims / f"w.{USER}.p.t2"
-    assert want_file.read_text().split() == ["eqwant1", USER, "p", "t2", "1", "all"]
+    assert want_file.read_text().split() == ["eqwant1", USER, "p", "t2", "1", "all", "-", "-",
+                                             "-"]
     await bed.launch(bed.request("a", "t1", gpus=(0,)))  # neither holds any: no one's turn
-    with pytest.raises(ClaimRefused, match=r"fair turn: .*'s p holds 0 GPU\(s\) here and "
-                                           r"waits; we hold 1"):
+    with pytest.raises(ClaimRefused, match=r"fair turn: .*'s p holds 0 MiB of GPU memory here, "
+                                           r"waits and could use GPU 1; we hold 8000 MiB"):
         await bed.launch(bed.request("b", "t1", gpus=(1,)))
     assert not (bed.tmp / "logs" / "t1" / "b" / "a1").exists()
     # its turn lasts 3 of its polls + 10 s: then the GPU is not kept idle for it
@@ -245,3 +253,56 @@ async def test_a_freed_gpu_is_the_turn_of_a_waiting_engine_that_holds_fewer(bed:
     await wants("t2", False)
     assert not want_file.exists()
     await bed.launch(bed.request("e", "t1", gpus=(1,)))
+
+
+async def wants_as(bed: Bed, token: str, need: WaitingNeed | None,
+                   gpus: tuple[int, ...] | None = None) -> None:
+    """Engine `token`'s probe: it waits here, with jobs that need `need`."""
+    snap = await bed.host.probe(ProbeRequest(want=want_arg(
+        "p", token, waiting=True, poll_s=1, gpus=gpus, need=need)))
+    assert snap.ok, snap.error
+
+
+async def test_a_turn_is_only_for_a_waiting_engine_that_could_use_the_gpu(bed: Bed) -> None:
+    """The want file says what the waiting engine's jobs need: one whose jobs are too big for
+    the GPU, need more GPUs than the launch takes, or may not use it holds nothing back (the
+    launch goes at once, not after its turn runs out)."""
+    await bed.launch(bed.request("a", "t1", gpus=(0,)))  # t1 holds GPU 0: 8000 MiB
+    cannot = [(WaitingNeed(share_mib=9000), None),  # more than the 8000 MiB GPU has
+              (WaitingNeed(count=2, alone_below_mib=500), None),  # two GPUs; the launch frees one
+              (WaitingNeed(alone_below_mib=500), (0,))]  # it may not use GPU 1
+    for i, (need, gpus) in enumerate(cannot):
+        await wants_as(bed, "t2", need, gpus)
+        await bed.launch(bed.request(f"b{i}", "t1", gpus=(1,)))
+        assert (bed.tmp / "logs" / "t1" / f"b{i}" / "a1" / "pgid").exists()
+        await bed.host.kill(f"eqc_t1_b{i}_a1", str(bed.tmp / "logs" / "t1" / f"b{i}" / "a1"),
+                            "screen")
+    for i, need in enumerate((WaitingNeed(share_mib=3000), WaitingNeed(alone_below_mib=500))):
+        await wants_as(bed, "t2", need)
+        with pytest.raises(ClaimRefused, match=r"fair turn: .* could use GPU 1"):
+            await bed.launch(bed.request(f"c{i}", "t1", gpus=(1,)))
+
+
+async def test_a_turn_goes_by_gpu_memory_held_and_covers_room_on_a_shared_gpu(bed: Bed) -> None:
+    """Freed room on a GPU that jobs share is the turn of a waiting engine that holds less of
+    the host's GPU memory (not fewer jobs) and whose jobs fit the room."""
+    await bed.launch(bed.request("a", "t1", gpus=(0,), mib=3000))
+    await bed.launch(bed.request("b", "t1", gpus=(0,), mib=3000))
+    # t2: two jobs, 1000 MiB in all; t1 will hold one job of 3000 once a ends
+    for job in ("x", "y"):
+        await bed.launch(bed.request(job, "t2", gpus=(1,), mib=500))
+    await bed.host.kill("eqc_t1_a_a1", str(bed.tmp / "logs" / "t1" / "a" / "a1"), "screen")
+    await wants_as(bed, "t2", WaitingNeed(share_mib=4000))  # fits the 5000 MiB a left
+    with pytest.raises(ClaimRefused, match=r"fair turn: .* holds 1000 MiB of GPU memory here, "
+                                           r"waits and could use GPU 0; we hold 3000 MiB"):
+        await bed.launch(bed.request("c", "t1", gpus=(0,), mib=3000))
+    # jobs too big for what the GPU would have for them, were our jobs there done (8000 MiB
+    # less another engine's 4000): no turn
+    await bed.launch(bed.request("z", "t3", gpus=(0,), mib=4000))
+    await wants_as(bed, "t2", WaitingNeed(share_mib=4500))
+    await bed.launch(bed.request("c", "t1", gpus=(0,), mib=1000))
+    # an engine that holds fewer jobs (t3: one) but no less memory (4000 MiB each) has no turn
+    (bed.claims / f"w.{USER}.p.t2").unlink()
+    await wants_as(bed, "t3", WaitingNeed(share_mib=500))
+    await bed.launch(bed.request("d", "t1", gpus=(1,), mib=500))
+

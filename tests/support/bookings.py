@@ -111,14 +111,19 @@ def contended_window(found: Sequence[Booking], since: float = 0.0) -> tuple[floa
     return first, last
 
 
-def gpu_time_shares(found: Sequence[Booking], since: float = 0.0) -> dict[str, float]:
-    """engine -> its part of the GPU time all engines had in the contended window."""
+def gpu_time_shares(found: Sequence[Booking], since: float = 0.0,
+                    mib_of: Mapping[str, int] | None = None) -> dict[str, float]:
+    """engine -> its part of the GPU time all engines had in the contended window: GPU-seconds
+    (a job on two GPUs counts twice), or with `mib_of` (job -> its estimate) MiB-seconds, the
+    share of a packed GPU's memory a job held for as long as it ran."""
     start, stop = contended_window(found, since)
     if stop <= start:
         raise AssertionError(f"no moment when every engine waited: {start:.2f} >= {stop:.2f}")
     held: dict[str, float] = {}
     for b in found:
-        held[b.engine] = held.get(b.engine, 0.0) + max(0.0, min(b.end, stop) - max(b.start, start))
+        weight = mib_of[b.job] if mib_of is not None else 1
+        seconds = max(0.0, min(b.end, stop) - max(b.start, start))
+        held[b.engine] = held.get(b.engine, 0.0) + weight * seconds
     total = sum(held.values()) or 1.0
     return {engine: seconds / total for engine, seconds in held.items()}
 

@@ -11,15 +11,13 @@ placed again with what the next probe shows.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import replace
 
 from eq_tui.api.model import JobState, JobStatus
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.decide.placement import GpuView
 from eq_tui.hosts.base import HostSnapshot
-from eq_tui.hosts.claims import ClaimTicket, known_on, others, pending_by_gpu, want_arg
+from eq_tui.hosts.claims import ClaimTicket, known_on, others, pending_by_gpu
 
 
 def ticket(ctx: RunContext, job: JobState, host: str, gpus: tuple[int, ...]) -> ClaimTicket:
@@ -75,24 +73,3 @@ def undo_refused(ctx: RunContext, job: JobState, why: str) -> None:
     job.history.pop()
     ctx.ledger.uncount_attempt(job)
     ctx.ledger.changed(job)
-
-
-class Wants:
-    """What this engine's probes tell each host of its waiting (fair turns: a freed GPU goes to
-    the waiting engine that holds the fewest there first): whether any job is due to launch,
-    looked at once per half second whatever the number of hosts."""
-
-    def __init__(self, ctx: RunContext, poll: Callable[[], float]) -> None:
-        self.ctx = ctx
-        self.poll = poll
-        self._at = -1.0
-        self._waiting = False
-
-    def arg(self, host: str) -> str:
-        now = time.monotonic()
-        if now - self._at >= 0.5:
-            self._at = now
-            self._waiting = self.ctx.ledger.any_job_due(self.ctx.clock())
-        record = self.ctx.hosts[host]
-        return want_arg(self.ctx.project, self.ctx.token, waiting=self._waiting,
-                        poll_s=self.poll(), gpus=record.allowed)

@@ -4,11 +4,15 @@
 # /tmp, and holds:
 #   lock            the host's lock (flock), held only while a launch checks and takes claims
 #   w.USER.PROJECT.TOKEN
-#                   an engine with jobs waiting for GPUs here (fair turns, _claim_launch.sh):
-#                   eqwant1 USER PROJECT TOKEN POLL GPUS  (its poll in whole seconds, the GPUs
-#                   it may use: a comma list or 'all'), rewritten by each of its probes
+#                   an engine with jobs waiting for GPUs here (fair turns, _fair_turns.sh):
+#                   eqwant1 USER PROJECT TOKEN POLL GPUS COUNT SHARE ALONE  (its poll in whole
+#                   seconds; the GPUs it may use: a comma list or 'all'; what its waiting jobs
+#                   need: the fewest GPUs one needs, the least MiB one that shares a GPU needs
+#                   on each, the free threshold for one that wants its GPUs alone, '-' none or
+#                   not known), rewritten by each of its probes
 #   y.USER.PROJECT.TOKEN
-#                   since when that engine has let freed GPUs go to engines holding fewer
+#                   since when that engine has let freed GPUs go to engines holding less (what
+#                   they held then: a turn that takes something starts again)
 #   c.GPU.USER.PROJECT.TOKEN.JOB.aN
 #                   one claim on one GPU, one line:
 #                   eqclaim1 GPU USER PROJECT TOKEN JOB ATTEMPT PID PSTART MIB SESSION
@@ -98,23 +102,25 @@ claims_drop() {
     [ -z "$eq_gone" ] || rm -f $eq_gone
 }
 
-# claims_want PROJECT:TOKEN:FLAG:POLL:GPUS: this engine's want file, written by its probes while
-# it has jobs waiting for GPUs here (each write is its mtime: how fresh it is), removed once it
-# has none
+# claims_want PROJECT:TOKEN:FLAG:POLL:GPUS:COUNT:SHARE:ALONE: this engine's want file, written
+# by its probes while it has jobs waiting for GPUs here (each write is its mtime: how fresh it
+# is), removed once it has none
 claims_want() {
     w_project=${1%%:*} w_rest=${1#*:}
     w_token=${w_rest%%:*} w_rest=${w_rest#*:}
     w_flag=${w_rest%%:*} w_rest=${w_rest#*:}
-    w_poll=${w_rest%%:*} w_gpus=${w_rest#*:}
+    w_poll=${w_rest%%:*} w_rest=${w_rest#*:}
+    w_gpus=${w_rest%%:*} w_rest=${w_rest#*:}
+    w_count=${w_rest%%:*} w_rest=${w_rest#*:}
+    w_share=${w_rest%%:*} w_alone=${w_rest#*:}
     w_file="$claims/w.$eq_user.$w_project.$w_token"
     if [ "$w_flag" = 1 ]; then
+        w_line="eqwant1 $eq_user $w_project $w_token $w_poll $w_gpus $w_count $w_share $w_alone"
         if [ -e "$w_file" ]; then
-            printf 'eqwant1 %s %s %s %s %s\n' "$eq_user" "$w_project" "$w_token" "$w_poll" \
-                "$w_gpus" > "$w_file" 2>/dev/null
+            printf '%s\n' "$w_line" > "$w_file" 2>/dev/null
         else
             [ -d "$claims" ] || mkdir -p -m 1777 "$claims" 2>/dev/null </dev/null
-            ( umask 022; printf 'eqwant1 %s %s %s %s %s\n' "$eq_user" "$w_project" "$w_token" \
-                  "$w_poll" "$w_gpus" > "$w_file" ) 2>/dev/null
+            ( umask 022; printf '%s\n' "$w_line" > "$w_file" ) 2>/dev/null
         fi
     elif [ -e "$w_file" ]; then
         rm -f "$w_file" 2>/dev/null </dev/null

@@ -3,8 +3,8 @@
 # then the command text. The environment reaches the job through a fifo: never a file, never
 # a command line. Exit 3: the attempt dir exists already (an attempt is never launched twice).
 # With the claim arguments (_claims.sh, _claim_launch.sh) the attempt first takes its GPUs'
-# claims: exit 10 when another engine's claims say they are not free for it (nothing started,
-# nothing left behind).
+# claims: exit 10 when another engine's claims say they are not free for it, or when it is
+# another engine's fair turn (_fair_turns.sh): nothing started, nothing left behind.
 set -u
 launcher=$1 session=$2 dir=$3
 claim_gpus=-
@@ -40,6 +40,7 @@ fi
 # eq-tui include: _proc_groups.sh
 # eq-tui include: _claims.sh
 # eq-tui include: _claim_launch.sh
+# eq-tui include: _fair_turns.sh
 taken=
 if [ "$claim_gpus" != - ]; then
     claims_at "$claims_arg"

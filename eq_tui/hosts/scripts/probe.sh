@@ -3,8 +3,8 @@
 # CORES: 1 also counts the host's CPU cores. CLAIMS_DIR ('-': the default): the live claims of
 # every engine on this host's GPUs (_claims.sh), one line each:
 #   FILE GPU USER PROJECT TOKEN JOB ATTEMPT PID MIB SESSION
-# and our own void ones (their process is gone) are removed. WANT (PROJECT:TOKEN:FLAG:POLL:GPUS,
-# '-' none): FLAG 1, this engine has jobs waiting for GPUs here (its want file, for fair turns,
+# and our own void ones (their process is gone) are removed. WANT (PROJECT:TOKEN:FLAG:POLL:GPUS:
+# COUNT:SHARE:ALONE, '-' none; claims.want_arg): FLAG 1, this engine has jobs waiting for GPUs here (its want file, for fair turns,
 # is written); 0, it has none (its want file goes). With CLAIMS_DIR, also `user NAME` (who we
 # are here) and, when other engines' want files are there, a `wants` section: the fresh ones'
 # `USER PROJECT TOKEN`. RULES ('-': $EQ_TUI_RULES, else /etc/eq-tui/rules.yaml): the lab's
