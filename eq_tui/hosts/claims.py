@@ -60,6 +60,11 @@ class ClaimTicket:
     token: str
     mib: int | None
     known: tuple[str, ...] = ()
+    # the lab's rules file as the engine's probe read it (its cksum, "CRC.SIZE"; "-": there was
+    # none; None: not known, not rechecked) and its max_gpus_per_user: the launch rechecks them
+    # under the host's lock (_rules_launch.sh)
+    rules_sum: str | None = None
+    max_gpus: int | None = None
 
 
 def parse_claims(lines: Iterable[str]) -> tuple[GpuClaim, ...]:
@@ -80,14 +85,16 @@ def parse_claims(lines: Iterable[str]) -> tuple[GpuClaim, ...]:
 
 
 def launch_args(ticket: ClaimTicket | None, claims_dir: str | None, job_id: str, attempt: int,
-                gpus: Sequence[int]) -> list[str]:
+                gpus: Sequence[int], rules: str | None = None) -> list[str]:
     """launch.sh's claim arguments (none for a job without GPUs, or no ticket); claims_dir
-    None: the host's default."""
+    and rules (the lab's rules file) None: the host's default."""
     if ticket is None or not gpus:
         return []
     return [claims_dir or "-", ticket.project, ticket.token, job_id, str(attempt),
             ",".join(map(str, gpus)), "-" if ticket.mib is None else str(ticket.mib),
-            ",".join(ticket.known) or "-"]
+            ",".join(ticket.known) or "-", rules or "-",
+            "?" if ticket.rules_sum is None else ticket.rules_sum,
+            "-" if ticket.max_gpus is None else str(ticket.max_gpus)]
 
 
 @dataclass(frozen=True)

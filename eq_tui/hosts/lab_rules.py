@@ -78,6 +78,8 @@ class HostLab:
     user: str = ""
     clock: tuple[int, int] | None = None
     waiting: frozenset[str] = frozenset()  # users whose engines wait for GPUs here
+    # the file's cksum ("CRC.SIZE"; "-": no file; "": not known): what a launch rechecks
+    checksum: str = ""
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -171,19 +173,21 @@ def needs_clock(text: str) -> bool:
 
 
 def parse_lab(lines: Sequence[str] | None, *, path: str, user: str, clock: str | None,
-              waiting: Iterable[str]) -> HostLab:
+              waiting: Iterable[str], checksum: str = "") -> HostLab:
     """The probe's `rules` section (the file's lines; None: no readable file) and what came
-    with it. A file that is not rules gives no rules and a warning that says why."""
+    with it (`checksum`: its `rules_sum`, cksum's "CRC SIZE"). A file that is not rules gives
+    no rules and a warning that says why."""
     when = _clock(clock)
     people = frozenset(u for u in waiting if u and u != user)
+    summed = "-" if lines is None else ".".join(checksum.split()[:2])
     if lines is None:
-        return HostLab(None, path, "", user, when, people)
+        return HostLab(None, path, "", user, when, people, summed)
     try:
         rules = parse_rules("\n".join(lines))
     except RulesError as exc:
         return HostLab(None, path, f"lab rules {path} ignored, none apply until it is fixed: "
-                                   f"{exc}", user, when, people)
-    return HostLab(rules, path, "", user, when, people)
+                                   f"{exc}", user, when, people, summed)
+    return HostLab(rules, path, "", user, when, people, summed)
 
 
 def _clock(text: str | None) -> tuple[int, int] | None:

@@ -131,7 +131,7 @@ class ShellHost:
         args = [request.launcher, check_field(request.session, "session"),
                 check_field(request.attempt_dir, "attempt dir"),
                 *launch_args(request.claim, self.claims_dir, request.job_id, request.attempt,
-                             request.gpus)]
+                             request.gpus, self.rules)]
         code, _out, err = await self._run("launch.sh", args, stdin=stdin, timeout=40)
         why = refusal(err.decode(errors="replace")) if code == REFUSED_EXIT else None
         if why is not None:

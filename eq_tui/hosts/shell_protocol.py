@@ -255,7 +255,8 @@ def lab_of(sections: Sections) -> HostLab:
                      user=sections.text("user").strip(),
                      clock=sections.text("clock").strip() or None,
                      waiting=(line.split()[0] for line in sections.lines.get("wants", [])
-                              if line.strip()))
+                              if line.strip()),
+                     checksum=sections.text("rules_sum"))
 
 
 def _sessions(lines: list[str]) -> set[str]:

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -306,3 +306,44 @@ async def test_a_turn_goes_by_gpu_memory_held_and_covers_room_on_a_shared_gpu(be
     await wants_as(bed, "t3", WaitingNeed(share_mib=500))
     await bed.launch(bed.request("d", "t1", gpus=(1,), mib=500))
 
+
+async def test_the_labs_rules_are_rechecked_under_the_lock(bed: Bed) -> None:
+    """A rules file changed between the engine's probe and its launch, or a user at
+    max_gpus_per_user (by all their engines' claims) while another user waits: the launch is
+    refused like a claim (nothing started, nothing claimed) and placed again by the rules."""
+    rules = bed.tmp / "rules.yaml"
+    rules.write_text("prefer: [1, 0]\n")
+    host = ShellHost("t", LocalRunner(bed.env), session_prefix="eqc_", rules=str(rules))
+
+    async def looked() -> str:
+        snap = await host.probe(ProbeRequest())
+        assert snap.ok and snap.lab is not None and snap.lab.rules is not None, snap.error
+        return snap.lab.checksum
+
+    def request(job: str, token: str, gpu: int, checksum: str,
+                most: int | None = None) -> LaunchRequest:
+        plain = bed.request(job, token, gpus=(gpu,))
+        bed.started.append((plain.launcher, plain.session, plain.attempt_dir))
+        return replace(plain, claim=replace(plain.claim, rules_sum=checksum, max_gpus=most))
+
+    first = await looked()
+    await host.launch(request("a", "t1", 0, first))
+    rules.write_text("keep_free: [1]\n")  # GPU 1, free, is kept free from now on
+    with pytest.raises(ClaimRefused, match=r"the lab's rules \(.*rules.yaml\) changed since "
+                                           r"the engine looked"):
+        await host.launch(request("b", "t2", 1, first))
+    assert not (bed.tmp / "logs" / "t2" / "b" / "a1").exists()
+    assert [c.job for c in await bed.claims_now()] == ["a"]
+    with pytest.raises(ClaimRefused, match="changed since"):  # a file that was not there
+        await host.launch(request("b", "t2", 1, "-"))
+    rules.write_text("max_gpus_per_user: 1\n")
+    now = await looked()
+    # another user's engine waits here (its want file, as it writes it)
+    other = bed.claims / "w.someone.q.beef01"
+    other.write_text("eqwant1 someone q beef01 1 all 1 - 500\n")
+    with pytest.raises(ClaimRefused, match=rf"allow 1 GPU\(s\) per user while others wait "
+                                           rf"\(someone\); {USER} would hold 2"):
+        await host.launch(request("b", "t2", 1, now, most=1))
+    assert not (bed.tmp / "logs" / "t2" / "b" / "a1").exists()
+    other.unlink()  # no one else waits: the limit does not apply
+    await host.launch(request("b", "t2", 1, now, most=1))

@@ -27,9 +27,13 @@ def ticket(ctx: RunContext, job: JobState, host: str, gpus: tuple[int, ...]) -> 
     record = ctx.hosts.get(host)
     snap = record.snapshot if record is not None else None
     theirs = others(snap.claims, ctx.project, ctx.token) if snap is not None else []
+    lab = snap.lab if snap is not None else None
     return ClaimTicket(project=ctx.project, token=ctx.token,
                        mib=current.estimate_mib if current is not None else None,
-                       known=known_on(theirs, gpus))
+                       known=known_on(theirs, gpus),
+                       rules_sum=(lab.checksum or None) if lab is not None else None,
+                       max_gpus=lab.rules.max_gpus_per_user
+                       if lab is not None and lab.rules is not None else None)
 
 
 def with_claims(gpus: tuple[GpuView, ...], snap: HostSnapshot | None, project: str,

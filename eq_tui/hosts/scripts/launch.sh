@@ -1,17 +1,19 @@
-# launch.sh LAUNCHER SESSION ATTEMPT_DIR [CLAIMS_DIR PROJECT TOKEN JOB ATTEMPT GPUS MIB KNOWN]
+# launch.sh LAUNCHER SESSION ATTEMPT_DIR [CLAIMS_DIR PROJECT TOKEN JOB ATTEMPT GPUS MIB KNOWN
+#           [RULES RULES_SUM MAX_GPUS]]
 # stdin: a line with the number N of environment lines, N lines of `export NAME='value'`,
 # then the command text. The environment reaches the job through a fifo: never a file, never
 # a command line. Exit 3: the attempt dir exists already (an attempt is never launched twice).
 # With the claim arguments (_claims.sh, _claim_launch.sh) the attempt first takes its GPUs'
-# claims: exit 10 when another engine's claims say they are not free for it, or when it is
-# another engine's fair turn (_fair_turns.sh): nothing started, nothing left behind.
+# claims: exit 10 when another engine's claims say they are not free for it, when it is
+# another engine's fair turn (_fair_turns.sh), or when the lab's rules no longer allow it
+# (_rules_launch.sh): nothing started, nothing left behind.
 set -u
 launcher=$1 session=$2 dir=$3
 claim_gpus=-
 if [ "$#" -ge 11 ]; then
     claims_arg=$4 project=$5 token=$6 claim_job=$7 claim_attempt=$8 claim_gpus=$9
     shift 9
-    claim_mib=$1 claim_known=$2
+    claim_mib=$1 claim_known=$2 rules_arg=${3:--} rules_sum=${4:-?} rules_max=${5:--}
 fi
 
 mkdir -p "$(dirname "$dir")" 2>/dev/null
@@ -41,13 +43,14 @@ fi
 # eq-tui include: _claims.sh
 # eq-tui include: _claim_launch.sh
 # eq-tui include: _fair_turns.sh
+# eq-tui include: _rules_launch.sh
 taken=
 if [ "$claim_gpus" != - ]; then
     claims_at "$claims_arg"
     locked=0
     claims_lock && locked=1
-    refused=
-    claims_check "$claim_gpus" "$claim_mib" "$claim_known"
+    rules_check "$rules_arg" "$rules_sum" "$rules_max" "$claim_gpus"
+    [ -n "$refused" ] || claims_check "$claim_gpus" "$claim_mib" "$claim_known"
     [ -n "$refused" ] || claims_fair "$claim_gpus"
     [ -n "$refused" ] || claims_take "$claim_gpus" "$claim_mib" "$claim_job" "$claim_attempt" \
                                      "$session"

@@ -8,8 +8,9 @@
 # is written); 0, it has none (its want file goes). With CLAIMS_DIR, also `user NAME` (who we
 # are here) and, when other engines' want files are there, a `wants` section: the fresh ones'
 # `USER PROJECT TOKEN`. RULES ('-': $EQ_TUI_RULES, else /etc/eq-tui/rules.yaml): the lab's
-# rules file, when there is one, as a `rules` section, and the host's clock (`HH:MM WEEKDAY`, a
-# `clock` section) when they keep GPUs for interactive hours (lab_rules.py).
+# rules file, when there is one, as a `rules` section (its cksum in `rules_sum`), and the
+# host's clock (`HH:MM WEEKDAY`, a `clock` section) when they keep GPUs for interactive hours
+# (lab_rules.py).
 # One round trip per host per tick. stdin, one request a line, tab-separated ('-' = none):
 #   A key session attempt_dir output_glob [offset]   a watched attempt; with an offset, the
 #                                             log from there while it runs (up to 64 KiB, `F`)
@@ -189,6 +190,9 @@ if [ -n "$rules_arg" ]; then
     if [ -f "$rules" ] && [ -r "$rules" ]; then
         echo "$b rules_path"
         echo "$rules"
+        # what a launch rechecks under the lock: the file it placed by (_rules_launch.sh)
+        echo "$b rules_sum"
+        cksum < "$rules" 2>/dev/null
         echo "$b rules"
         clock=
         while IFS= read -r line || [ -n "$line" ]; do
