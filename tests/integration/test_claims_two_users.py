@@ -10,8 +10,10 @@ import asyncio
 import json
 import math
 import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -213,6 +215,81 @@ def second_engine_shares(bed: SshBed, tmp_path: Path, *, mem_mib: int | None, ru
     if from_first_end:
         since = min(b.end for b in found if b.end > waits[0])
     return gpu_time_shares(found, since=since), found
+
+
+def test_a_waiting_engine_that_could_not_use_the_gpu_delays_no_launch(bed: SshBed,
+                                                                      tmp_path: Path) -> None:
+    """The other engine waits with a job that needs both GPUs of box1 while ours holds one of
+    them with a long job: the GPU each of our short jobs frees is of no use to it, so our next
+    short job takes it at once. No launch of ours is refused for a turn (our engine's events),
+    no turn is ever marked on the host (its y.* file), and our short jobs did launch while it
+    waited (the hosts' records)."""
+    projects = new_projects()
+    gate = Path(tempfile.mkdtemp(prefix="eqgate-"))
+    gate.chmod(0o755)
+    flag = gate / "go"
+    long_cmd = f"{BOOKED_CMD}; while [ ! -e {flag} ]; do sleep 0.2; done"
+    ours = [f"  - {{id: {projects[0]}-long, cmd: {json.dumps(long_cmd)}}}"]
+    ours += [f"  - {{id: {projects[0]}-s{i}, cmd: {json.dumps(BOOKED_CMD + '; sleep 1')}}}"
+             for i in range(8)]
+    theirs = [f"  - {{id: {projects[1]}-both, gpus_per_job: 2, cmd: {json.dumps(BOOKED_CMD)}}}"]
+    since = time.time()
+    engines, run_dirs = [], []
+    marked: list[str] = []
+    done = threading.Event()
+    claims = bed.hosts["box1"].claims
+
+    def watch_turns() -> None:
+        while not done.is_set():
+            marked.extend(path.name for path in claims.glob(f"y.{USER}.{projects[0]}.*"))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch_turns, daemon=True)
+    watcher.start()
+    try:
+        for user, project, jobs in ((USER, projects[0], ours), (OTHER, projects[1], theirs)):
+            path = tmp_path / f"{project}.yaml"
+            path.write_text(f"project: {project}\nhosts:\n  - {{name: box1, ssh: "
+                            f"{bed.alias('box1', user)}}}\njobs:\n" + "\n".join(jobs) + "\n")
+            run_dirs.append(tmp_path / f"run-{project}")
+            engines.append(subprocess.Popen(
+                [sys.executable, "-m", "eq_tui", str(path), "--no-ui", "--poll", "0.5",
+                 "--run-dir", str(run_dirs[-1]), "--ssh-config", str(bed.ssh_config)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                text=True))
+            if user == USER:  # ours holds both GPUs before the other engine starts
+                wait_for(lambda: len([b for b in bookings(USERS, projects, since=since)
+                                      if b.end == math.inf]) >= 2, engines[0])
+        wait_for(lambda: next(claims.glob(f"w.{OTHER}.{projects[1]}.*"), None) is not None,
+                 engines[0])
+        waited = time.time()
+        # two of our short jobs launched on the GPU freed while the other engine waited
+        wait_for(lambda: len([b for b in bookings(USERS, projects, since=waited)
+                              if b.job != f"{projects[0]}-long"]) >= 2, engines[0])
+        flag.touch()
+        for engine, run_dir in zip(engines, run_dirs, strict=True):
+            _out, err = engine.communicate(timeout=120)
+            assert engine.returncode == 0, (err[-2000:], unfinished(run_dir))
+    finally:
+        done.set()
+        watcher.join()
+        for engine in engines:
+            if engine.poll() is None:
+                engine.kill()
+                engine.wait()
+        shutil.rmtree(gate, ignore_errors=True)
+    assert marked == []
+    events = (run_dirs[0] / "events.jsonl").read_text()
+    assert "fair turn" not in events
+    found = bookings(USERS, projects, since=since)
+    assert {b.job for b in found} >= {f"{projects[1]}-both", f"{projects[0]}-s7"}
+
+
+def wait_for(condition: Callable[[], bool], engine: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 90
+    while not condition():
+        assert engine.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
 
 
 def start_engine(bed: SshBed, tmp: Path, user: str, project: str, hosts: str,
