@@ -220,6 +220,11 @@ class Ledger:
     def _key(self) -> tuple[int, int, int]:
         return (self._version, id(self.jobs), len(self.jobs))
 
+    def change_key(self) -> tuple[int, int, int]:
+        """Changes whenever a job does (a status, an attempt, a job added): for caches of
+        what the jobs say."""
+        return self._key()
+
     def attempts_by_host(self) -> dict[str, list[AttemptRef]]:
         """The attempts each host's probe asks about: one pass over the jobs per change of
         them (not one per host per tick)."""

@@ -3,11 +3,11 @@ freed GPU, or freed room on a shared one, goes first to the waiting engine that 
 of the host's GPU memory and could use it): whether a job waits for GPUs, which GPUs it may use
 there (the host entry's, less those the lab's rules keep from it) and what its waiting jobs
 need, so that no engine holds a GPU back for one that could not take it. Looked at once per
-half second whatever the number of hosts."""
+change of the jobs, whatever the number of hosts."""
 
 from __future__ import annotations
 
-import time
+import math
 from collections.abc import Callable, Iterable
 
 from eq_tui.api.model import JobState, JobStatus
@@ -18,12 +18,14 @@ from eq_tui.hosts.lab_rules import closed_gpus, user_cap
 from eq_tui.manifest.model import JobSpec, Manifest
 
 
-def due(job: JobState, now: float) -> bool:
-    """It waits to be placed now (as the ledger's any_job_due)."""
+def due_at(job: JobState) -> float | None:
+    """When the job waits to be placed (as the ledger's any_job_due): -inf now, its retry time,
+    or None (it does not wait)."""
     if job.status == JobStatus.PENDING:
-        return job.retry_at is None or job.retry_at <= now
-    return job.status == JobStatus.FAILED_OOM and job.retry_at is not None \
-        and job.retry_at <= now
+        return -math.inf if job.retry_at is None else job.retry_at
+    if job.status == JobStatus.FAILED_OOM and job.retry_at is not None:
+        return job.retry_at
+    return None
 
 
 def share_need(job: JobState, spec: JobSpec) -> int | None:
@@ -44,12 +46,27 @@ def share_need(job: JobState, spec: JobSpec) -> int | None:
 def waiting_need(manifest: Manifest, jobs: Iterable[tuple[JobState, JobSpec | None]],
                  now: float) -> tuple[bool, WaitingNeed | None]:
     """Whether a job waits for GPUs, and the least its waiting jobs need (None: not known)."""
+    waiting, need, _ = waiting_need_until(manifest, jobs, now)
+    return waiting, need
+
+
+def waiting_need_until(manifest: Manifest, jobs: Iterable[tuple[JobState, JobSpec | None]],
+                       now: float) -> tuple[bool, WaitingNeed | None, float]:
+    """waiting_need, and until when it holds while no job changes (the next retry coming due;
+    inf: none)."""
     count: int | None = None
     share: int | None = None
     alone = False
     known = True
+    until = math.inf
     for job, spec in jobs:
-        if spec is None or spec.gpus_per_job == 0 or not due(job, now):
+        if spec is None or spec.gpus_per_job == 0:
+            continue
+        when = due_at(job)
+        if when is None:
+            continue
+        if when > now:
+            until = min(until, when)
             continue
         count = spec.gpus_per_job if count is None else min(count, spec.gpus_per_job)
         need = share_need(job, spec)
@@ -60,31 +77,35 @@ def waiting_need(manifest: Manifest, jobs: Iterable[tuple[JobState, JobSpec | No
         else:
             share = need if share is None else min(share, need)
     if count is None:
-        return False, None
+        return False, None, until
     if not known:
-        return True, None
+        return True, None, until
     return True, WaitingNeed(
         count=count,
         share_mib=None if share is None else share + manifest.gpu_margin_mib,
-        alone_below_mib=manifest.gpu_free_threshold_mib if alone else None)
+        alone_below_mib=manifest.gpu_free_threshold_mib if alone else None), until
 
 
 class Wants:
+    """One pass over the jobs per change of them (or a retry coming due), not per probe."""
+
     def __init__(self, ctx: RunContext, poll: Callable[[], float]) -> None:
         self.ctx = ctx
         self.poll = poll
-        self._at = -1.0
+        self._key: object = None
+        self._until = -math.inf
         self._waiting = False
         self._need: WaitingNeed | None = None
 
     def arg(self, host: str) -> str:
-        now = time.monotonic()
-        if now - self._at >= 0.5:
-            self._at = now
-            ledger = self.ctx.ledger
-            self._waiting, self._need = waiting_need(
+        ledger = self.ctx.ledger
+        now = self.ctx.clock()
+        key = (ledger.change_key(), ledger.specs_version)
+        if key != self._key or now >= self._until:
+            self._key = key
+            self._waiting, self._need, self._until = waiting_need_until(
                 self.ctx.manifest, ((job, ledger.specs.get(job.id))
-                                    for job in ledger.jobs.values()), self.ctx.clock())
+                                    for job in ledger.jobs.values()), now)
         return want_arg(self.ctx.project, self.ctx.token, waiting=self._waiting,
                         poll_s=self.poll(), gpus=self.usable(host), need=self._need)
 
