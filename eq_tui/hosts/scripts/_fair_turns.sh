@@ -1,7 +1,7 @@
 # _fair_turns.sh: included by launch.sh after _claims.sh, _proc_groups.sh and _claim_launch.sh
-# (mtime_of); it reads the want files _claims.sh writes. Fair turns, by memory: a freed GPU, or the room a job
-# freed on a GPU that jobs share, goes first to the waiting engine that holds the least of this
-# host's GPU memory, when it could use it.
+# (mtime_of); it reads the want files _claims.sh writes. Fair turns, by memory: a freed GPU, or
+# the room a job freed on a GPU that jobs share, goes first to the waiting engine that holds the
+# least of this host's GPU memory, when it could use it.
 #
 # claims_fair GPUS: when another engine waits for GPUs here (its want file is fresh: written by a
 # probe within 3 of its polls + 10 s), could use GPUS (its want file says what its waiting jobs

@@ -4,13 +4,13 @@
 # every engine on this host's GPUs (_claims.sh), one line each:
 #   FILE GPU USER PROJECT TOKEN JOB ATTEMPT PID MIB SESSION
 # and our own void ones (their process is gone) are removed. WANT (PROJECT:TOKEN:FLAG:POLL:GPUS:
-# COUNT:SHARE:ALONE, '-' none; claims.want_arg): FLAG 1, this engine has jobs waiting for GPUs here (its want file, for fair turns,
-# is written); 0, it has none (its want file goes). With CLAIMS_DIR, also `user NAME` (who we
-# are here) and, when other engines' want files are there, a `wants` section: the fresh ones'
-# `USER PROJECT TOKEN`. RULES ('-': $EQ_TUI_RULES, else /etc/eq-tui/rules.yaml): the lab's
-# rules file, when there is one, as a `rules` section (its cksum in `rules_sum`), and the
-# host's clock (`HH:MM WEEKDAY`, a `clock` section) when they keep GPUs for interactive hours
-# (lab_rules.py).
+# COUNT:SHARE:ALONE, '-' none; claims.want_arg): FLAG 1, this engine has jobs waiting for GPUs
+# here (its want file, for fair turns, is written); 0, it has none (its want file goes). With
+# CLAIMS_DIR, also `user NAME` (who we are here) and, when other engines' want files are there,
+# a `wants` section: the fresh ones' `USER PROJECT TOKEN`. RULES ('-': $EQ_TUI_RULES, else
+# /etc/eq-tui/rules.yaml): the lab's rules file, when there is one, as a `rules` section (its
+# cksum in `rules_sum`), and the host's clock (`HH:MM WEEKDAY`, a `clock` section) when they
+# keep GPUs for interactive hours (lab_rules.py).
 # One round trip per host per tick. stdin, one request a line, tab-separated ('-' = none):
 #   A key session attempt_dir output_glob [offset]   a watched attempt; with an offset, the
 #                                             log from there while it runs (up to 64 KiB, `F`)
