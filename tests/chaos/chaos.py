@@ -211,16 +211,21 @@ def in_flight(bed: SshBed) -> Counter[str]:
     return alive
 
 
-def wait_for_work(driver: Driver, bed: SshBed, timeout: float = 20) -> bool:
-    """Let the queue progress (two more completions) and have runs of ours alive, so that
-    the next fault meets something to break. False: no run of ours is alive (the fault would
-    meet nothing; the verdict counts it as idle and fails)."""
+def wait_for_work(driver: Driver, bed: SshBed, progress_s: float = 20,
+                  work_s: float = 120) -> bool:
+    """Let the queue progress (two more completions, for up to `progress_s`) and have runs of
+    ours alive (waiting up to `work_s` for one: an engine that has just recovered from a fault
+    on a loaded box may take a while to launch again), so that the next fault meets something
+    to break. False: still no run of ours alive (the fault would meet nothing; the verdict
+    counts it as idle and fails)."""
     start_completed = driver.counts()["completed"]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not driver.finished():
-        if driver.counts()["completed"] >= start_completed + 2 and sum(in_flight(bed).values()):
+    started = time.monotonic()
+    while time.monotonic() < started + work_s and not driver.finished():
+        alive = sum(in_flight(bed).values())
+        progressed = driver.counts()["completed"] >= start_completed + 2
+        if alive and (progressed or time.monotonic() >= started + progress_s):
             return True
-        time.sleep(0.2)
+        time.sleep(0.2)  # a harness poll, not a test's wait before an assertion
     return bool(sum(in_flight(bed).values()))
 
 
