@@ -5,7 +5,9 @@ sim's nvidia-smi first on PATH and gives it its own GPU state, screen and tmux d
 ForceCommand that records every command it runs (so tests can count probes server-side).
 Logins are as the dedicated non-root user `eqtest`; a bed made with more `users` lets each of
 them log in to every host (their own screen and tmux dirs, one shared GPU state and claims
-directory: several people on one box). Everything started is stopped by pid.
+directory: several people on one box). Each host's sshd logs (LogLevel VERBOSE) to its
+`sshd.log`, each start of it stamped there with its time (SSHD_STARTED). Everything started is
+stopped by pid.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from eq_tui.sim.state import init_sim_state, sim_bin_dir
 USER = "eqtest"
 OTHER_USER = "eqtest2"  # a second person on the same hosts (SshBed.create(users=...))
 SSHD = "/usr/sbin/sshd"
+# sshd's own lines carry no time: the bed stamps each start of a host's sshd into its log, so
+# a connection that sshd accepted and never logged closed is placed in the listener's life
+# that a cut or a reboot ended (tests/chaos/traces.py)
+SSHD_STARTED = "eq-bed: sshd started at "
 # Logs the first 60 characters of each command's first line, with no process of its own (every
 # command of every host passes here: on a 16-host bed that adds up).
 COUNTING_SHELL = """#!/bin/sh
@@ -271,6 +277,8 @@ ForceCommand {self.root / 'count.sh'}
     def start(self, name: str) -> None:
         host = self.hosts[name]
         log = open(host.dir / "sshd.log", "ab")  # noqa: SIM115 - sshd writes it for its life
+        log.write(f"{SSHD_STARTED}{time.time():.6f}\n".encode())
+        log.flush()
         host.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(host.dir / "sshd_config")],
                                         stdout=log, stderr=log)
         log.close()
@@ -309,11 +317,12 @@ ForceCommand {self.root / 'count.sh'}
             for child in children:
                 _kill(child)
 
-    def reboot(self, name: str) -> float:
+    def reboot(self, name: str) -> tuple[float, list[list[str]]]:
         """Like a reboot: connections cut and every process and session on the host gone.
-        Returns when everything on it had been killed (before it comes back up)."""
+        Returns when everything on it had been killed (before it comes back up), and the
+        command line of each process it killed."""
         self.take_down(name)
-        self._kill_marked(f"EQ_BED_HOST_DIR={self.hosts[name].dir}".encode())
+        killed = self._kill_marked(f"EQ_BED_HOST_DIR={self.hosts[name].dir}".encode())
         killed_at = time.time()
         for user in self.users:
             for sub in ("screen", "tmux"):
@@ -321,7 +330,7 @@ ForceCommand {self.root / 'count.sh'}
                     with contextlib.suppress(OSError):
                         shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
         self.start(name)
-        return killed_at
+        return killed_at, killed
 
     def rotate_host_key(self, name: str) -> None:
         """A new host key (a reinstalled box, or a man in the middle); known_hosts keeps the old."""
@@ -333,13 +342,19 @@ ForceCommand {self.root / 'count.sh'}
                         str(host.dir / "host_key")], check=True)
         self.start(name)
 
-    def _kill_marked(self, marker: bytes) -> None:
+    def _kill_marked(self, marker: bytes) -> list[list[str]]:
+        """SIGKILL each process of the bed's users with `marker` in its environment; returns
+        the command line of each one the kill reached."""
         uids = {pwd.getpwnam(user).pw_uid for user in self.users}
+        killed = []
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 with contextlib.suppress(OSError):
                     if entry.stat().st_uid in uids and _environ_has(int(entry.name), marker):
-                        _kill(int(entry.name))
+                        argv = (entry / "cmdline").read_bytes().decode(errors="replace")
+                        os.kill(int(entry.name), signal.SIGKILL)
+                        killed.append(argv.split("\0"))
+        return killed
 
     def close(self) -> None:
         for name in list(self.hosts):
