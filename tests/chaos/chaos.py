@@ -6,22 +6,27 @@
 Fake jobs OOM (once, or always), fail for other reasons, leave stale sessions and linger memory
 (0.5 s after exit). While the queue runs the driver kills the engine with SIGKILL and restarts
 it, takes a host off the network (connections cut, sshd stopped) and brings it back, reboots a
-host (its sessions vanish), fills a host's log disk (a tiny tmpfs) until the engine notices, and
-truncates the state file between two restarts (recovered from the previous good copy, as the
-error message says), sends a clone from the shell as the engine is killed (sent again with
-its command id, it must run once), and starts a second engine of another login user on the
-same hosts (its jobs allocate their memory 2 s after they start: until then only their claims
-say the GPU is taken). Each fault is injected while jobs of ours run (on the host it
-hits).
+host (its sessions vanish), fills a host's log disk (a tiny tmpfs) until a record of ours on it
+is refused, and truncates the state file between two restarts (recovered from the previous good
+copy, as the error message says), sends a clone from the shell as the engine is killed (sent
+again with its command id, it must run once), and starts a second engine of another login user
+on the same hosts (its jobs allocate their memory 2 s after they start: until then only their
+claims say the GPU is taken). Each fault is injected while jobs of ours run (on the host it
+hits). What each fault left on the hosts or the disk (the OS's reaping of a killed engine and
+engine.lock, the state files, the processes a reboot killed) is read as it happens; the rest
+(sshd's log, the attempt records on a log disk, runs.jsonl) at the check.
 
 The verdict (tests/chaos/verdict.py) comes from the hosts: the fake jobs' own start/end records
 (runs.jsonl), the outputs they wrote and the processes left alive. A start before the previous
 holder's memory was released is an overlap; a job the state file calls completed needs an exit-0
 run and its output on a host; a start with no end record ended at the reboot that killed it, or
-holds its GPU until the check; a fault counts as effective only if it left a trace (a killed run,
-the engine seeing the host down, a disk-full report, the engine taking over a killed engine's
-lock); jobs a fault left stuck are retried by hand, and each must be explained by an effective
-fault on its host (at most one per GPU of that host per fault).
+holds its GPU until the check; a fault counts as effective only if it left a trace on the hosts
+(tests/chaos/traces.py: a run or wrapper the reboot killed, a live connection the cut host's
+sshd dropped, an attempt record the full disk refused, the killed engine reaped by SIGKILL and
+its lock taken over, the truncated state file refused and the good copy carried on, the second
+engine's runs), never in the engine's events; jobs a fault left stuck are retried by hand, and
+each must be explained by an effective fault on its host (at most one per GPU of that host per
+fault).
 """
 
 from __future__ import annotations
@@ -41,16 +46,26 @@ from pathlib import Path
 from typing import Any
 
 from eq_tui.sim.state import read_runs
+from tests.chaos.host_records import (
+    lock_holder,
+    refused_writes,
+    sshd_log,
+    state_summary,
+    wait_lock_holder,
+    wait_state_past,
+)
+from tests.chaos.traces import HostRecords, attempts_of, fault_trace
 from tests.chaos.verdict import (
     FAULT_CLASSES,
+    EngineKill,
     Fault,
     Run,
+    StateRecovery,
     Verdict,
     completed_proof,
     double_bookings,
     duplicates,
     explain_retries,
-    fault_trace,
     gpu_overlaps,
     host_runs,
     read_events,
@@ -153,10 +168,20 @@ class Driver:
         state = self.state()
         return Counter(j["status"] for j in state["jobs"]) if state else Counter()
 
-    def kill_engine(self) -> None:
+    def kill_engine(self) -> tuple[int, int | None, str]:
+        """SIGKILL the engine: its pid, how the OS reaped it, and engine.lock as it left it."""
         assert self.engine is not None
         self.engine.send_signal(signal.SIGKILL)
-        self.engine.wait()
+        status = self.engine.wait()
+        return self.engine.pid, status, lock_holder(self.run_dir)
+
+    def restart(self, killed: tuple[int, int | None, str]) -> EngineKill:
+        """Start the next engine after `killed` (kill_engine's answer), until it holds the lock."""
+        self.start_engine()
+        assert self.engine is not None
+        successor = self.engine.pid
+        return EngineKill(killed[1], killed[2], successor,
+                          wait_lock_holder(self.run_dir, successor))
 
     def finished(self) -> bool:
         return self.engine is not None and self.engine.poll() is not None
@@ -235,14 +260,11 @@ def busiest_host(bed: SshBed, rng: random.Random) -> str:
     return rng.choice(busy or sorted(bed.hosts))
 
 
-def wait_disk_trace(run_dir: Path, host: str, since: float, timeout: float = 15) -> None:
-    """Keep the disk full until the engine has noticed (or the timeout: then the fault had
-    no effect and does not count)."""
+def wait_disk_trace(log_dir: Path, since: float, timeout: float = 15) -> None:
+    """Keep the disk full until a record of ours on it was refused (or the timeout: then the
+    fault had no effect and does not count)."""
     deadline = time.monotonic() + timeout
-    fault = Fault("disk_full", host, since, time.time())
-    while time.monotonic() < deadline:
-        if fault_trace(fault, read_events(run_dir / "events.jsonl"), []):
-            return
+    while time.monotonic() < deadline and not refused_writes(log_dir, since):
         time.sleep(0.2)
 
 
@@ -269,57 +291,71 @@ def inject(fault: str, driver: Driver, bed: SshBed, work: Path, rng: random.Rand
     host = busiest_host(bed, rng)
     t0 = time.time()
     if fault == "kill9":
-        assert driver.engine is not None
-        pid = driver.engine.pid
-        driver.kill_engine()
-        driver.start_engine()
-        return Fault(fault, None, t0, time.time(), pid=pid)
+        killed = driver.kill_engine()
+        took_over = driver.restart(killed)
+        return Fault(fault, None, t0, time.time(), pid=killed[0], kill=took_over)
     if fault == "cut_host":
         bed.take_down(host)
         time.sleep(rng.uniform(2, 4))
         bed.start(host)
         return Fault(fault, host, t0, time.time())
     if fault == "reboot":
-        killed_at = bed.reboot(host)
-        return Fault(fault, host, killed_at, time.time())
+        killed_at, processes = bed.reboot(host)
+        return Fault(fault, host, killed_at, time.time(),
+                     sessions_killed=attempts_of(processes))
     if fault == "corrupt_state":
-        driver.kill_engine()
-        state_file = driver.run_dir / "queue_state.json"
-        state_file.write_text(state_file.read_text()[:200])
-        driver.start_engine()
-        assert driver.engine is not None
-        code = driver.engine.wait(timeout=60)
-        shutil.copy(driver.run_dir / "queue_state.prev.json", state_file)  # as it advises
-        driver.start_engine()
-        return Fault(fault, None, t0, time.time(), exit_code=code)
+        return corrupt_state(driver, t0)
     if fault == "second_engine":
         project = start_second_engine(driver, bed, len(driver.second))
         return Fault(fault, None, t0, time.time(), engine=project)
     if fault == "disk_full":
         filler = fill_disk(work, host)
-        wait_disk_trace(driver.run_dir, host, t0)
+        wait_disk_trace(work / f"logs-{host}", t0)
         free_disk(filler)
         return Fault(fault, host, t0, time.time())
     raise ValueError(fault)
 
 
-def command_while_killed(driver: Driver, behaviours: dict[str, str], n: int) -> str:
+def corrupt_state(driver: Driver, t0: float) -> Fault:
+    """Truncate the state file between two engines; the one started on it must refuse it
+    (leaving it as it is); the previous good copy is put back, as its message says, and the
+    next engine must carry on from that copy."""
+    driver.kill_engine()
+    state_file = driver.run_dir / "queue_state.json"
+    previous = driver.run_dir / "queue_state.prev.json"
+    state_file.write_text(state_file.read_text()[:200])
+    driver.start_engine()
+    assert driver.engine is not None
+    driver.engine.wait(timeout=60)
+    parses_after = state_summary(state_file) is not None
+    good = state_summary(previous)
+    shutil.copy(previous, state_file)  # as it advises
+    driver.start_engine()
+    recovered = wait_state_past(state_file, good[0]) if good else None
+    return Fault("corrupt_state", None, t0, time.time(), recovery=StateRecovery(
+        parses_after, good[0] if good else None, good[1] if good else frozenset(),
+        recovered[0] if recovered else None, recovered[1] if recovered else frozenset()))
+
+
+def command_while_killed(driver: Driver, behaviours: dict[str, str],
+                         n: int) -> tuple[str, Fault]:
     """A clone sent from the shell as the engine is killed with SIGKILL: it may or may not
     have arrived. Sent again with its id while no engine runs (exit 3: --no-start, the driver
     restarts the engine itself), then to the restarted engine: applied once either way (the
-    check counts the clone's runs on the hosts)."""
+    check counts the clone's runs on the hosts). Returns the clone and the kill."""
+    t0 = time.time()
     source = next(job_id for job_id, b in behaviours.items() if b == "ok")
     clone = f"{source}-chaos{n}"
     verb = [*EQ, "clone", str(driver.run_dir), source, "--id", clone, "--command-id",
             f"chaos-{n}", "--no-start"]
     sent = subprocess.Popen(verb, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     time.sleep(random.uniform(0.0, 0.3))
-    driver.kill_engine()
+    killed = driver.kill_engine()
     first = sent.wait(timeout=120)
     assert first in (0, 3), f"clone while killed: exit {first}"
     nobody = subprocess.run(verb, capture_output=True, timeout=120)
     assert nobody.returncode == 3, nobody.stderr
-    driver.start_engine()
+    took_over = driver.restart(killed)
     deadline = time.monotonic() + 60
     while True:
         again = subprocess.run(verb, capture_output=True, text=True, timeout=120)
@@ -329,7 +365,7 @@ def command_while_killed(driver: Driver, behaviours: dict[str, str], n: int) -> 
     assert again.returncode == 0, again.stderr
     if first == 0:
         assert "had arrived already" in again.stdout, again.stdout
-    return clone
+    return clone, Fault("kill9", None, t0, time.time(), pid=killed[0], kill=took_over)
 
 
 
@@ -384,11 +420,9 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
             if not working:
                 idle.append(f"{kind} injected while no job of ours ran")
             if kind == "command_kill9":  # an engine kill with a command in flight
-                assert driver.engine is not None
-                pid, t0 = driver.engine.pid, time.time()
-                clone = command_while_killed(driver, behaviours, len(injected))
+                clone, fault = command_while_killed(driver, behaviours, len(injected))
                 behaviours[clone] = "ok"
-                injected.append(Fault("kill9", None, t0, time.time(), pid=pid))
+                injected.append(fault)
             else:
                 injected.append(inject(kind, driver, bed, work, rng))
         assert driver.engine is not None
@@ -464,12 +498,14 @@ def check(driver: Driver, bed: SshBed, behaviours: dict[str, str], injected: lis
     runs: list[Run] = []
     for name, host in bed.hosts.items():
         runs += host_runs(name, read_runs(host.sim_state), reboots.get(name, []), now)
-    events = read_events(driver.run_dir / "events.jsonl")
+    records = HostRecords(runs, {name: sshd_log(host.dir) for name, host in bed.hosts.items()},
+                          {name: refused_writes(work / f"logs-{name}") for name in bed.hosts})
     effective = []
     for fault in injected:
-        trace = fault_trace(fault, events, runs)
+        trace = fault_trace(fault, records)
         if trace:
             verdict.faults_effective[fault.kind] += 1
+            verdict.traces.append(f"{fault.kind} at {fault.t0:.1f}: {trace}")
             effective.append(fault)
         else:
             verdict.details.append(f"no trace of {fault.kind} on {fault.host} at {fault.t0:.1f}")
@@ -574,8 +610,11 @@ def main() -> None:
     if args.json:
         print(json.dumps(verdict.to_json()))
     else:
-        summary = {k: v for k, v in verdict.to_json().items() if k != "details"}
+        summary = {k: v for k, v in verdict.to_json().items()
+                   if k not in ("details", "fault_traces")}
         print("chaos: " + ", ".join(f"{k} {v}" for k, v in summary.items()))
+        for trace in verdict.traces:
+            print("  effective: " + trace)
         for problem in verdict.details:
             print("  " + problem)
     sys.exit(0 if verdict.ok else 1)

@@ -54,7 +54,7 @@ def readme(run: dict[str, Any]) -> str:
 
 
 def testing(run: dict[str, Any]) -> str:
-    v = {k: val for k, val in run["verdict"].items() if k != "details"}
+    v = {k: val for k, val in run["verdict"].items() if k not in ("details", "fault_traces")}
     lines = textwrap.wrap(json.dumps(v), 96)
     return (f"Commit {run['commit']}, {run['date']}, seed {run['seed']}:\n\n```json\n"
             + "\n".join(lines) + "\n```\n")

@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from tests.chaos.host_records import refused_writes
+from tests.chaos.traces import (
+    DroppedConnection,
+    HostRecords,
+    RefusedWrite,
+    attempts_of,
+    dropped_connections,
+    fault_trace,
+)
 from tests.chaos.verdict import (
+    EngineKill,
     Fault,
+    StateRecovery,
     completed_proof,
     double_bookings,
     duplicates,
     explain_retries,
-    fault_trace,
     gpu_overlaps,
     host_runs,
     stuck_proof,
 )
+from tests.support.sshbed import SSHD_STARTED
 
 
 def start(job: str, t: float, *, pid: int, gpu: int = 0, attempt: int = 1) -> dict[str, Any]:
@@ -113,29 +126,123 @@ def test_an_oom_during_the_ramp_ends_its_own_run_and_is_no_launch_of_its_own() -
     assert stuck_proof("a", runs, "cuda_oom") is None
 
 
-def test_a_fault_counts_only_with_its_trace() -> None:
-    down = {"type": "host_state_changed", "host": "alpha", "state": "down", "at": 12.0,
-            "reason": "connection lost"}
+def kill(pid: int = 42, *, status: int | None = -9, lock_at_kill: str = "42\n",
+         successor: int | None = 43, lock_after: str = "43\n") -> Fault:
+    return Fault("kill9", None, 10.0, 11.0, pid=pid,
+                 kill=EngineKill(status, lock_at_kill, successor, lock_after))
+
+
+def test_a_kill9_counts_when_the_os_reaped_the_lock_holder_by_sigkill_and_another_took_over(
+        ) -> None:
+    assert fault_trace(kill(), HostRecords()) == (
+        "engine pid 42 reaped by SIGKILL holding engine.lock; pid 43 took the lock")
+    assert fault_trace(kill(status=0), HostRecords()) is None  # it had exited by itself
+    assert fault_trace(kill(status=-15), HostRecords()) is None
+    assert fault_trace(kill(lock_at_kill="41\n"), HostRecords()) is None  # not the queue's
+    assert fault_trace(kill(lock_at_kill=""), HostRecords()) is None
+    assert fault_trace(kill(lock_after="42\n"), HostRecords()) is None  # nobody took over
+    assert fault_trace(kill(successor=None), HostRecords()) is None
+    assert fault_trace(Fault("kill9", None, 10.0, 11.0, pid=42), HostRecords()) is None
+
+
+def sshd_lines(*, closed: str | None = None, restarted: float = 12.5) -> list[str]:
+    lines = [f"{SSHD_STARTED}1.000000", "Server listening on 127.0.0.1 port 2222.",
+             'Connection from 127.0.0.1 port 5001 on 127.0.0.1 port 2222 rdomain ""',
+             "Accepted publickey for eqtest from 127.0.0.1 port 5001 ssh2: ED25519 SHA256:x",
+             "User child is on pid 77",
+             "Starting session: forced-command (config) '/b/count.sh' for eqtest from "
+             "127.0.0.1 port 5001 id 0",
+             'Connection from 127.0.0.1 port 5002 on 127.0.0.1 port 2222 rdomain ""',
+             "Accepted publickey for eqtest2 from 127.0.0.1 port 5002 ssh2: ED25519 SHA256:x",
+             "Received disconnect from 127.0.0.1 port 5002:11: Disconnected by application",
+             "Disconnected from user eqtest2 127.0.0.1 port 5002"]
+    if closed:
+        lines.append(closed)
+    return [*lines, f"{SSHD_STARTED}{restarted:.6f}", "Server listening on 127.0.0.1 port 2222.",
+            "Accepted publickey for eqtest from 127.0.0.1 port 5003 ssh2: ED25519 SHA256:x"]
+
+
+def test_a_cut_counts_only_with_a_live_connection_its_sshd_dropped() -> None:
     cut = Fault("cut_host", "alpha", 10.0, 13.0)
-    assert fault_trace(cut, [down], []) is not None
-    assert fault_trace(cut, [{**down, "host": "beta"}], []) is None
-    assert fault_trace(cut, [{**down, "at": 100.0}], []) is None
-    kill = Fault("kill9", None, 10.0, 11.0, pid=42)
-    took_over = {"type": "alert", "at": 11.0,
-                 "message": "took over the lock of engine pid 42, which is no longer running"}
-    assert fault_trace(kill, [took_over], []) is not None
-    assert fault_trace(Fault("kill9", None, 10.0, 11.0, pid=4), [took_over], []) is None
+    dropped = HostRecords(sshd_logs={"alpha": sshd_lines()})
+    assert dropped_connections(sshd_lines()) == [DroppedConnection("eqtest", 5001, 1.0, 12.5)]
+    assert fault_trace(cut, dropped) == (
+        "alpha: sshd dropped 1 live connection(s) (eqtest port 5001)")
+    assert fault_trace(Fault("cut_host", "beta", 10.0, 13.0), dropped) is None
+    assert fault_trace(cut, HostRecords(sshd_logs={"alpha": sshd_lines(restarted=30)})) is None
+    assert fault_trace(cut, HostRecords(sshd_logs={"alpha": sshd_lines(restarted=9)})) is None
+    for close in ("Connection closed by 127.0.0.1 port 5001",
+                  "Read error from remote host 127.0.0.1 port 5001: Connection reset by peer",
+                  "Timeout, client not responding from user eqtest 127.0.0.1 port 5001",
+                  "Disconnected from user eqtest 127.0.0.1 port 5001"):
+        assert fault_trace(cut, HostRecords(sshd_logs={"alpha": sshd_lines(closed=close)})) \
+            is None, close
+    assert fault_trace(cut, HostRecords()) is None
+
+
+def test_a_full_disk_counts_only_with_a_record_of_ours_it_refused_there_and_then() -> None:
     disk = Fault("disk_full", "beta", 10.0, 14.0)
-    alert = {"type": "alert", "at": 12.0, "host": "beta",
-             "message": "cannot write cmd in /logs (disk full?); not launching"}
-    assert fault_trace(disk, [alert], []) is not None
-    assert fault_trace(disk, [{**alert, "host": "alpha"}], []) is None
+    refused = {"beta": [RefusedWrite("/logs-beta/p/job1/a1/cmd", 12.0)]}
+    assert fault_trace(disk, HostRecords(refused_writes=refused)) == (
+        "beta: 1 record(s) left empty: /logs-beta/p/job1/a1/cmd")
+    assert fault_trace(Fault("disk_full", "alpha", 10.0, 14.0),
+                       HostRecords(refused_writes=refused)) is None
+    assert fault_trace(Fault("disk_full", "beta", 20.0, 24.0),
+                       HostRecords(refused_writes=refused)) is None
+    assert fault_trace(disk, HostRecords()) is None
+
+
+def test_refused_writes_are_the_attempt_records_found_empty(tmp_path: Path) -> None:
+    attempt = tmp_path / "proj" / "job1" / "a1"
+    attempt.mkdir(parents=True)
+    (attempt / "claims").write_text("0:3000\n")
+    (attempt / "cmd").touch()  # created, its bytes refused
+    (attempt / "log").touch()  # a job may print nothing: an empty log proves nothing
+    (attempt / "exit.tmp").touch()
+    (tmp_path / "filler").touch()  # not an attempt record
+    found = refused_writes(tmp_path)
+    assert sorted(Path(w.path).name for w in found) == ["cmd", "exit.tmp"]
+    assert refused_writes(tmp_path, since=found[-1].t + 60) == []
+
+
+def test_a_reboot_counts_only_with_runs_of_that_host_it_killed() -> None:
     reboot = Fault("reboot", "alpha", 10.0, 10.5)
     killed = host_runs("alpha", [start("a", 5, pid=1)], [10.0], 100)
-    assert fault_trace(reboot, [], killed) is not None
-    assert fault_trace(reboot, [], host_runs("alpha", [start("a", 5, pid=1)], [], 100)) is None
-    assert fault_trace(Fault("corrupt_state", None, 1, 2, exit_code=3), [], []) is not None
-    assert fault_trace(Fault("corrupt_state", None, 1, 2, exit_code=0), [], []) is None
+    assert fault_trace(reboot, HostRecords(runs=killed)) == (
+        "1 run(s) on alpha killed, 0 attempt wrapper(s)")
+    ended = host_runs("alpha", [start("a", 5, pid=1), end("a", 8, pid=1)], [10.0], 100)
+    assert fault_trace(reboot, HostRecords(runs=ended)) is None
+    unexplained = host_runs("alpha", [start("a", 5, pid=1)], [], 100)
+    assert fault_trace(reboot, HostRecords(runs=unexplained)) is None
+    elsewhere = host_runs("beta", [start("a", 5, pid=1)], [10.0], 100)
+    assert fault_trace(reboot, HostRecords(runs=elsewhere)) is None
+    # a job between its launch and its GPU claim: only its wrapper was there to kill
+    wrappers = attempts_of([["SCREEN", "-dmS", "eq-x", "sh", "/l/p/job1/a1/run.sh",
+                             "/l/p/job1/a1"], ["sh", "/l/p/job1/a1/run.sh", "/l/p/job1/a1"],
+                            ["sleep", "600"], ["sh"]])
+    assert wrappers == ("/l/p/job1/a1",)
+    assert fault_trace(replace(reboot, sessions_killed=wrappers), HostRecords()) == (
+        "0 run(s) on alpha killed, 1 attempt wrapper(s)")
+    assert fault_trace(reboot, HostRecords()) is None
+
+
+def recovery(**changes: Any) -> Fault:
+    state = StateRecovery(parses_after=False, good_generation=40,
+                          good_completed=frozenset({"job001"}), recovered_generation=41,
+                          recovered_completed=frozenset({"job001", "job002"}))
+    return Fault("corrupt_state", None, 1, 2, recovery=replace(state, **changes))
+
+
+def test_a_corrupt_state_counts_when_its_bytes_stayed_broken_and_the_good_copy_was_taken_up(
+        ) -> None:
+    assert fault_trace(recovery(), HostRecords()) is not None
+    assert fault_trace(recovery(parses_after=True), HostRecords()) is None  # not corrupted
+    assert fault_trace(recovery(recovered_generation=40), HostRecords()) is None
+    assert fault_trace(recovery(recovered_generation=None), HostRecords()) is None
+    assert fault_trace(recovery(good_generation=None), HostRecords()) is None
+    assert fault_trace(recovery(recovered_completed=frozenset({"job002"})),
+                       HostRecords()) is None  # started over, not from the copy
+    assert fault_trace(Fault("corrupt_state", None, 1, 2), HostRecords()) is None
 
 
 def test_jobs_retried_by_hand_are_bounded_by_the_faults_that_explain_them() -> None:
@@ -254,6 +361,7 @@ def test_a_gpu_held_by_two_engines_jobs_at_once_is_a_double_booking() -> None:
     assert len(double_bookings(lingering, engine)) == 1
     assert double_bookings(lingering, engine, packed=frozenset({"chaos3"})) == []
     fault = Fault("second_engine", None, 11.0, 11.5, engine="intruder0")
-    assert fault_trace(fault, [], runs) == "2 run(s) of intruder0"
-    assert fault_trace(Fault("second_engine", None, 40.0, 41.0, engine="intruder0"), [],
-                       runs) is None
+    assert fault_trace(fault, HostRecords(runs=runs)) == "2 run(s) of intruder0"
+    assert fault_trace(Fault("second_engine", None, 40.0, 41.0, engine="intruder0"),
+                       HostRecords(runs=runs)) is None
+    assert fault_trace(fault, HostRecords()) is None

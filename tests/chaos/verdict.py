@@ -2,9 +2,10 @@
 
 Ground truth is each host's `runs.jsonl` (fake-train appends a start/oom record when its
 process claims a GPU and an end record with its exit code and when its memory was released),
-the output files the jobs wrote, the processes still alive, and the engine's `events.jsonl`
-only as the trace a fault left. The engine's state file is what is being checked: it is never
-taken as evidence that something ran.
+the output files the jobs wrote and the processes still alive. Whether a fault took effect is
+judged from the hosts and the disk too (tests/chaos/traces.py), never from the engine's events.
+The engine's state file is what is being checked: it is never taken as evidence that something
+ran.
 """
 
 from __future__ import annotations
@@ -54,13 +55,36 @@ class Run:
 
 
 @dataclass(frozen=True)
+class EngineKill:
+    """What the OS and the run dir showed around a kill -9 of the engine."""
+
+    status: int | None  # how the OS reaped the killed engine (-9: by SIGKILL)
+    lock_at_kill: str  # engine.lock as the killed engine left it (it names its holder's pid)
+    successor: int | None  # the engine started after it
+    lock_after: str  # engine.lock once the successor had started (or when waiting gave up)
+
+
+@dataclass(frozen=True)
+class StateRecovery:
+    """What the run dir held around a corrupted state file (corrupt_state)."""
+
+    parses_after: bool  # the truncated state file parsed once the refused engine had exited
+    good_generation: int | None  # the previous good copy put back: its generation ...
+    good_completed: frozenset[str]  # ... and the jobs it called completed
+    recovered_generation: int | None  # the state file the next engine wrote over the copy
+    recovered_completed: frozenset[str]
+
+
+@dataclass(frozen=True)
 class Fault:
     kind: str  # kill9 | cut_host | reboot | corrupt_state | disk_full | second_engine
     host: str | None
     t0: float
     t1: float
     pid: int | None = None  # the engine killed (kill9)
-    exit_code: int | None = None  # what the engine said about the truncated state file
+    kill: EngineKill | None = None  # kill9: what the OS and engine.lock showed
+    recovery: StateRecovery | None = None  # corrupt_state: what the state files held
+    sessions_killed: tuple[str, ...] = ()  # reboot: attempt dirs whose wrapper it killed
     engine: str = ""  # second_engine: its project (its jobs' ids start with it)
 
 
@@ -92,6 +116,7 @@ class Verdict:
     min_release_margin_s: float | None = None
     wall_s: float = 0.0
     details: list[str] = field(default_factory=list)
+    traces: list[str] = field(default_factory=list)  # what each effective fault left
     # the evidence a run must have for its zeros to mean anything: this many faults that took
     # effect, of this many kinds, none injected while no job of ours ran
     min_effective: int = 0
@@ -123,6 +148,7 @@ class Verdict:
             "enough_evidence": self.enough_evidence,
             "ok": self.ok,
             "wall_s": round(self.wall_s, 1), "details": self.details,
+            "fault_traces": self.traces,
         }
 
     @property
@@ -331,38 +357,6 @@ def stuck_proof(job: str, runs: list[Run], failure_class: str | None) -> str | N
             any(r.exit == 0 for r in runs):
         return f"{job}: stuck with {failure_class} but a run of it exited 0"
     return None
-
-
-def fault_trace(fault: Fault, events: list[dict[str, Any]], runs: list[Run]) -> str | None:
-    """The trace `fault` left (None: it had no visible effect, so it does not count)."""
-    window = [e for e in events if fault.t0 <= float(e.get("at", 0)) <= fault.t1 + TRACE_GRACE_S]
-    if fault.kind == "kill9":
-        wanted = f"engine pid {fault.pid},"
-        hit = next((e for e in events if e.get("type") == "alert"
-                    and wanted in str(e.get("message"))), None)
-        return f"next engine: {hit['message']}" if hit else None
-    if fault.kind == "corrupt_state":
-        return "engine refused the truncated state file (exit 3)" if fault.exit_code == 3 \
-            else None
-    if fault.kind in ("cut_host", "reboot"):
-        killed = [r for r in runs if r.host == fault.host and r.ended_by == "reboot"
-                  and r.end == fault.t0]
-        if fault.kind == "reboot" and killed:
-            return f"{len(killed)} run(s) on {fault.host} killed"
-        down = next((e for e in window if e.get("type") == "host_state_changed"
-                     and e.get("host") == fault.host and e.get("state") == "down"), None)
-        return f"{fault.host} seen down: {down['reason']}" if down else None
-    if fault.kind == "second_engine":
-        theirs = [r for r in runs if r.job.startswith(f"{fault.engine}-")
-                  and r.start >= fault.t0]
-        return f"{len(theirs)} run(s) of {fault.engine}" if theirs else None
-    if fault.kind == "disk_full":
-        for e in window:
-            text = " ".join(str(e.get(k, "")) for k in ("message", "failure_class", "detail"))
-            if e.get("host") == fault.host and ("disk full" in text or "disk_full" in text):
-                return f"{fault.host}: {text.strip()[:120]}"
-        return None
-    raise ValueError(f"unknown fault kind {fault.kind!r}")
 
 
 def explain_retries(victims: Mapping[str, tuple[str, str | None, float]],
