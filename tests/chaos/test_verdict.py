@@ -210,6 +210,9 @@ def test_a_reboot_counts_only_with_runs_of_that_host_it_killed() -> None:
     killed = host_runs("alpha", [start("a", 5, pid=1)], [10.0], 100)
     assert fault_trace(reboot, HostRecords(runs=killed)) == (
         "1 run(s) on alpha killed, 0 attempt wrapper(s)")
+    wide = host_runs("alpha", [packed_start("a", 5, pid=1, mib=100, gpus=[0, 1])], [10.0], 100)
+    assert fault_trace(reboot, HostRecords(runs=wide)) == (  # one process on two GPUs
+        "1 run(s) on alpha killed, 0 attempt wrapper(s)")
     ended = host_runs("alpha", [start("a", 5, pid=1), end("a", 8, pid=1)], [10.0], 100)
     assert fault_trace(reboot, HostRecords(runs=ended)) is None
     unexplained = host_runs("alpha", [start("a", 5, pid=1)], [], 100)

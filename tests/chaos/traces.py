@@ -116,8 +116,8 @@ def fault_trace(fault: Fault, records: HostRecords) -> str | None:
         return f"{fault.host}: {len(refused)} record(s) left empty: " \
             f"{', '.join(w.path for w in refused[:3])}" if refused else None
     if fault.kind == "reboot":
-        killed = [r for r in records.runs if r.host == fault.host and r.ended_by == "reboot"
-                  and r.end == fault.t0]
+        killed = {(r.pid, r.job) for r in records.runs if r.host == fault.host
+                  and r.ended_by == "reboot" and r.end == fault.t0}  # a process, not a GPU
         if not (killed or fault.sessions_killed):
             return None
         return f"{len(killed)} run(s) on {fault.host} killed, " \
