@@ -510,7 +510,12 @@ def check(driver: Driver, bed: SshBed, behaviours: dict[str, str], injected: lis
         else:
             verdict.details.append(f"no trace of {fault.kind} on {fault.host} at {fault.t0:.1f}")
     verdict.launches = len({(r.host, r.pid, r.job, r.attempt) for r in runs})
-    found = duplicates(runs, rerun_excuse=lambda run: rerun_explained(run, effective))
+    def exit_recorded(run: Run) -> bool:
+        return any(path.stat().st_size > 0 for path in
+                   (work / f"logs-{run.host}").glob(f"*/{run.job}/a{run.attempt}/exit"))
+
+    found = duplicates(runs, rerun_excuse=lambda run: rerun_explained(run, effective,
+                                                                      exit_recorded))
     verdict.duplicate_launches = len([f for f in found if "explained by" not in f])
     verdict.reruns_explained = len(found) - verdict.duplicate_launches
     verdict.details += found

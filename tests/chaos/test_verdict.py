@@ -332,12 +332,27 @@ def test_a_rerun_after_success_is_excused_only_by_a_fault_that_hides_an_exit() -
     again = host_runs("h", [start("a", 100, pid=1), end("a", 110, pid=1),
                             start("a", 130, pid=2, attempt=2), end("a", 140, pid=2, attempt=2)],
                       [], 200)
+
+    def missing(_run: object) -> bool:
+        return False  # no exit record of a1 on the host
+
     full_disk = [Fault("disk_full", "h", 105, 112)]
-    found = duplicates(again, rerun_excuse=lambda run: rerun_explained(run, full_disk))
-    assert found == ["a: ran again after a1 succeeded, explained by disk_full on h at 105.0"]
+    found = duplicates(again, rerun_excuse=lambda run: rerun_explained(run, full_disk, missing))
+    assert found == ["a: ran again after a1 succeeded, explained by disk_full on h at 105.0 "
+                     "(no exit record of a/a1 on the host)"]
+    # a reboot that killed the wrapper between the job's exit and its record
+    reboot = [Fault("reboot", "h", 111, 111)]
+    assert duplicates(again, rerun_excuse=lambda run: rerun_explained(run, reboot, missing)) \
+        == ["a: ran again after a1 succeeded, explained by reboot on h at 111.0 "
+            "(no exit record of a/a1 on the host)"]
+    # the record is on the host: the engine could have known; no fault excuses the rerun
+    for faults in (full_disk, reboot):
+        assert duplicates(again, rerun_excuse=lambda run, f=faults: rerun_explained(run, f)) \
+            == ["a: ran again after a1 succeeded"]
     elsewhere = [Fault("disk_full", "other", 105, 112), Fault("kill9", None, 105, 106, pid=9),
-                 Fault("cut_host", "h", 105, 109), Fault("reboot", "h", 111, 111)]
-    assert duplicates(again, rerun_excuse=lambda run: rerun_explained(run, elsewhere)) == [
+                 Fault("cut_host", "h", 105, 109), Fault("reboot", "h", 160, 160)]
+    assert duplicates(again, rerun_excuse=lambda run: rerun_explained(run, elsewhere,
+                                                                      missing)) == [
         "a: ran again after a1 succeeded"]
 
 

@@ -284,14 +284,20 @@ def double_bookings(runs: Iterable[Run], engine_of: Callable[[str], str],
     return found
 
 
-def rerun_explained(success: Run, effective: Iterable[Fault]) -> str | None:
-    """Why a job could rightly run again after a run of it exited 0: a full disk on its host as
-    it ended, which loses the exit record, so the engine rightly saw the attempt lost. Nothing
-    else excuses it: a reboot or a cut link leaves the exit record on the host's disk."""
+def rerun_explained(success: Run, effective: Iterable[Fault],
+                    exit_recorded: Callable[[Run], bool] = lambda _run: True) -> str | None:
+    """Why a job could rightly run again after a run of it exited 0: its attempt's exit record
+    is not on its host (`exit_recorded`, read from the host's log disk), so the engine rightly
+    saw the attempt lost, and an effective fault on that host as it ended explains the loss:
+    a full disk refused the record, or a reboot killed the attempt's wrapper between the job's
+    exit and the record. Nothing else excuses it (a cut link leaves the record on the disk)."""
     for fault in effective:
-        if fault.kind == "disk_full" and fault.host == success.host \
-                and fault.t0 - TRACE_GRACE_S <= success.end <= fault.t1 + TRACE_GRACE_S:
-            return f"{fault.kind} on {fault.host} at {fault.t0:.1f}"
+        if fault.host != success.host or fault.kind not in ("disk_full", "reboot"):
+            continue
+        if fault.t0 - TRACE_GRACE_S <= success.end <= fault.t1 + TRACE_GRACE_S \
+                and not exit_recorded(success):
+            return f"{fault.kind} on {fault.host} at {fault.t0:.1f} (no exit record of " \
+                f"{success.job}/a{success.attempt} on the host)"
     return None
 
 
