@@ -453,6 +453,16 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
     return verdict
 
 
+def log_refused(log: str | None) -> bool:
+    """A failed attempt's log is empty on its host: every fake job prints before it ends (its
+    epochs, its error or its CUDA OOM), so its bytes were refused by a full disk, and what
+    the engine read of its failure (an OOM taken for another error) is not the job's doing."""
+    try:
+        return log is not None and Path(log).stat().st_size == 0
+    except OSError:
+        return False
+
+
 def retry_fault_victims(manifest: Path, run_dir: Path,
                         bed: SshBed) -> dict[str, tuple[str, str | None, float]]:
     """What a person does after the faults: resume launching and retry the jobs that a fault
@@ -476,7 +486,8 @@ def retry_fault_victims(manifest: Path, run_dir: Path,
         await engine.start()
         victims = {j.id: (str(j.failure.cls), *stuck_at.get(j.id, (j.host, 0.0)))
                    for j in engine.jobs.values() if str(j.status) == "stuck"
-                   and j.failure is not None and j.failure.cls in FAULT_CLASSES}
+                   and j.failure is not None and (j.failure.cls in FAULT_CLASSES
+                                                  or log_refused(j.log))}
         await engine.command("resume")
         if victims:
             await engine.command("retry", sorted(victims))

@@ -29,6 +29,7 @@ EXPLAINS = {
     "lost": ("reboot", "cut_host"),
     "launch_failed": ("cut_host", "reboot", "disk_full"),
     "disk_full": ("disk_full",),
+    "exit_nonzero": ("disk_full",),  # only with its log refused (chaos.log_refused)
 }
 
 
