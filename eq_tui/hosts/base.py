@@ -26,6 +26,10 @@ class GpuReading:
     memory_used_mib: int | None  # None: the reading was [N/A] / [Not Supported] / missing
     memory_total_mib: int | None
     utilization_pct: int | None
+    power_w: float | None = None  # the board's power draw now; None: [N/A] or not read
+    # NVML's total-energy counter (joules since the driver loaded; Volta and later, local
+    # NVML only: nvidia-smi has no such field); None where it was not read
+    energy_j: float | None = None
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 from eq_tui.hosts.base import GpuProcess, GpuReading
 
-GPU_FIELDS = 6
+GPU_FIELDS = 7  # index, uuid, name, memory.used, memory.total, utilization.gpu, power.draw
+OLD_GPU_FIELDS = 6  # before power.draw was asked (a probe script of an older eq-tui)
 APP_FIELDS = 3
 
 
@@ -18,6 +21,15 @@ def _number(value: str) -> int | None:
         return None  # [N/A], [Not Supported], [Unknown Error], empty, nan, inf
 
 
+def _watts(value: str) -> float | None:
+    value = value.strip().removesuffix("W").strip()
+    try:
+        watts = float(value)
+    except ValueError:
+        return None  # [N/A]: a card without a power reading
+    return watts if math.isfinite(watts) and watts >= 0 else None
+
+
 def parse_gpus(text: str) -> tuple[list[GpuReading], list[str]]:
     readings: list[GpuReading] = []
     warnings: list[str] = []
@@ -26,7 +38,7 @@ def parse_gpus(text: str) -> tuple[list[GpuReading], list[str]]:
         if not line:
             continue
         fields = [f.strip() for f in line.split(",")]
-        if len(fields) != GPU_FIELDS:
+        if len(fields) not in (GPU_FIELDS, OLD_GPU_FIELDS):
             warnings.append(f"nvidia-smi: unexpected line {line[:120]!r}")
             continue
         index = _number(fields[0])
@@ -36,7 +48,8 @@ def parse_gpus(text: str) -> tuple[list[GpuReading], list[str]]:
         reading = GpuReading(index=index, uuid=fields[1], name=fields[2],
                              memory_used_mib=_number(fields[3]),
                              memory_total_mib=_number(fields[4]),
-                             utilization_pct=_number(fields[5]))
+                             utilization_pct=_number(fields[5]),
+                             power_w=_watts(fields[6]) if len(fields) == GPU_FIELDS else None)
         if reading.memory_used_mib is None:
             warnings.append(f"GPU {index}: memory.used is {fields[3]!r}; no launches on it")
         readings.append(reading)

@@ -48,7 +48,7 @@ class NvmlReader:
             except nvml.NVMLError:
                 util = None
             readings.append(GpuReading(index, uuid, _text(nvml.nvmlDeviceGetName(handle)), used,
-                                       total, util))
+                                       total, util, *_power(nvml, handle)))
             on_gpu: list[GpuProcess] = []
             try:
                 for proc in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
@@ -66,6 +66,20 @@ class NvmlReader:
             return await asyncio.to_thread(self._read_sync)
         except Exception as exc:
             return [], [], [f"NVML read failed: {exc}"]
+
+
+def _power(nvml: Any, handle: Any) -> tuple[float | None, float | None]:
+    """The board's power now (W) and its total-energy counter (J; Volta and later): None each
+    where the card has no such reading."""
+    try:
+        watts: float | None = nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
+    except (nvml.NVMLError, AttributeError):  # AttributeError: a binding without the call
+        watts = None
+    try:
+        joules: float | None = nvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000.0
+    except (nvml.NVMLError, AttributeError):
+        joules = None
+    return watts, joules
 
 
 def _with_own_utilisation(nvml: Any, handle: Any,

@@ -7,6 +7,7 @@ The directory is what `$EQ_SIM_STATE` names for the sim's `nvidia-smi` and `fake
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -74,6 +75,8 @@ def init_sim_state(
     quirk: Quirk | None = None,
     foreign: Iterable[Mapping[str, int]] = (),
     keep_faults: bool = False,
+    idle_w: float = 60.0,
+    busy_w: float = 300.0,
 ) -> Path:
     """Create (or reset the config of) a state directory; returns it as a Path.
 
@@ -85,7 +88,7 @@ def init_sim_state(
     config = {
         "host": host, "gpus": gpus, "memory_mib": memory_mib, "model": model,
         "linger_s": linger_s, "base_mib": base_mib, "quirk": quirk,
-        "foreign": _foreign_list(foreign),
+        "foreign": _foreign_list(foreign), "idle_w": idle_w, "busy_w": busy_w,
     }
     if keep_faults and _config_path(root).exists():
         try:
@@ -94,7 +97,7 @@ def init_sim_state(
             previous = {}
         config["quirk"] = previous.get("quirk")
         config["foreign"] = previous.get("foreign") or []
-        for key in ("ecc", "pending_pages", "vanished"):
+        for key in ("ecc", "pending_pages", "vanished", "no_power", "idle_w", "busy_w"):
             if previous.get(key):
                 config[key] = previous[key]
     _write_config(root, config)
@@ -127,6 +130,19 @@ def set_gpu_health(state_dir: str | os.PathLike[str], *, ecc: Mapping[int, int] 
         config["pending_pages"] = sorted(int(gpu) for gpu in pending_pages)
     if vanished is not None:
         config["vanished"] = sorted(int(gpu) for gpu in vanished)
+    _write_config(state_dir, config)
+
+
+def set_power(state_dir: str | os.PathLike[str], *, idle_w: float | None = None,
+              busy_w: float | None = None, reading: bool = True) -> None:
+    """The simulated cards' power model (watts idle and at 100 %), or no power reading at all
+    (`reading=False`: power.draw reads [N/A])."""
+    config = _read_config(state_dir)
+    if idle_w is not None:
+        config["idle_w"] = idle_w
+    if busy_w is not None:
+        config["busy_w"] = busy_w
+    config["no_power"] = not reading
     _write_config(state_dir, config)
 
 
@@ -195,6 +211,46 @@ def find_overlaps(
             if b.start < a_end:
                 overlaps.append((a, b))
     return overlaps
+
+
+def _power_model(state_dir: str | os.PathLike[str]) -> tuple[float, float]:
+    try:
+        config = _read_config(state_dir)
+    except (OSError, ValueError):
+        config = {}
+    return float(config.get("idle_w", 60.0)), float(config.get("busy_w", 300.0))
+
+
+def energy_split(state_dir: str | os.PathLike[str], gpu: int, t0: float,
+                 t1: float) -> tuple[float, dict[tuple[str, int], float]]:
+    """The sim's own energy figures for one GPU over [t0, t1], from its power model and the
+    runs its fake-train jobs recorded: the card's joules (the stand-in of NVML's total-energy
+    counter, read as a difference) and each attempt's (job, attempt) part by its own
+    utilisation (90 + pid % 10 while it runs, as `nvidia-smi pmon` reports it)."""
+    idle, busy = _power_model(state_dir)
+    events = read_runs(state_dir)
+    set_util = {int(e["pid"]): int(e["util"]) for e in events
+                if e.get("event") == "start" and e.get("util") is not None}
+    runs = [r for r in run_intervals(events, unmatched_end=t1) if r.gpu == gpu]
+    cuts = sorted({t0, t1, *(t for r in runs for t in (r.start, r.end) if t0 < t < t1)})
+
+    def own(run: RunInterval) -> int:  # _simcore.process_utilization
+        return set_util.get(run.pid, 90 + run.pid % 10)
+
+    card = 0.0
+    parts: dict[tuple[str, int], float] = {}
+    for a, b in itertools.pairwise(cuts):
+        on = [r for r in runs if r.start <= a and r.end >= b]
+        busy_pids = [r.pid for r in on if r.pid not in set_util]
+        # _simcore.utilization: the lowest busy pid's, else the highest set one
+        util = 90 + min(busy_pids) % 10 if busy_pids else max(map(own, on), default=0)
+        joules = (idle + (busy - idle) * util / 100.0) * (b - a)
+        card += joules
+        total = sum(map(own, on))
+        for r in on:
+            key = (r.job, r.attempt)
+            parts[key] = parts.get(key, 0.0) + (joules * own(r) / total if total else 0.0)
+    return card, parts
 
 
 def sim_bin_dir() -> Path:

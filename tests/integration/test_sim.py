@@ -398,7 +398,8 @@ def test_the_shell_fast_path_answers_exactly_as_the_python_stand_in(tmp_path: Pa
             {"pid": 3_999_004, "gpu": 1, "mib": 700, "linger_until": now + 300}))
         env = {**os.environ, "EQ_SIM_STATE": str(state)}
         queries = ["--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu",
-                   "--query-gpu=memory.used,index", "--query-gpu=gpu_name, gpu_uuid",
+                   "--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu,"
+                   "power.draw", "--query-gpu=memory.used,index", "--query-gpu=gpu_name, gpu_uuid",
                    "--query-compute-apps=pid,gpu_uuid,used_memory",
                    "--query-compute-apps=used_gpu_memory,process_name,gpu_name,pid"]
         for query in queries:

@@ -33,6 +33,8 @@ class Card:
     procs: list[tuple[int, int | None]] | None = field(default_factory=list)  # None: raises
     # per-process utilisation samples (pid -> smUtil; an idle process has none); None: raises
     samples: dict[int, int] | None = None
+    power_mw: int | None = None  # None: raises NVMLError (a card without a power reading)
+    energy_mj: int | None = None  # the total-energy counter (Volta and later); None: raises
 
 
 def stand_in(cards: list[Card], *, init_fails: bool = False) -> types.ModuleType:
@@ -72,6 +74,18 @@ def stand_in(cards: list[Card], *, init_fails: bool = False) -> types.ModuleType
         return [types.SimpleNamespace(pid=pid, smUtil=sm, memUtil=0, timeStamp=since_us + 1)
                 for pid, sm in samples.items()]
 
+    def power(handle: int) -> int:
+        if cards[handle].power_mw is None:
+            raise NVMLError("Not Supported")
+        return cards[handle].power_mw  # type: ignore[return-value]
+
+    def energy(handle: int) -> int:
+        if cards[handle].energy_mj is None:
+            raise NVMLError("Not Supported")
+        return cards[handle].energy_mj  # type: ignore[return-value]
+
+    nvml.nvmlDeviceGetPowerUsage = power
+    nvml.nvmlDeviceGetTotalEnergyConsumption = energy
     nvml.nvmlInit = nvmlInit
     nvml.nvmlDeviceGetProcessUtilization = process_utilization
     nvml.nvmlDeviceGetCount = lambda: len(cards)
@@ -139,6 +153,22 @@ async def test_on_a_shared_gpu_each_process_gets_its_own_utilisation(
     _gpus, processes, _warnings = await reader.read()
     # a GPU one process has alone: its utilisation is the card's, no per-process read
     assert [(p.pid, p.util_pct) for p in processes] == [(439, 99), (440, 0), (441, None)]
+
+
+async def test_the_reader_gives_each_card_its_power_and_energy_counter(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Power in mW and the counter in mJ become W and J; a card without them reads None (an
+    older card has power but no counter)."""
+    cards = [Card("GPU-aaaa", "NVIDIA H100 80GB HBM3", 0, 81559, 0, power_mw=312_500,
+                  energy_mj=9_876_543_210),
+             Card("GPU-bbbb", "Tesla P100", 0, 16280, 0, power_mw=31_000),
+             Card("GPU-cccc", "NVIDIA T4", 0, 15360, 0)]
+    monkeypatch.setitem(sys.modules, "pynvml", stand_in(cards))
+    reader = NvmlReader.open()
+    assert reader is not None
+    gpus, _processes, _warnings = await reader.read()
+    assert [(g.power_w, g.energy_j) for g in gpus] == [(312.5, 9_876_543.21), (31.0, None),
+                                                      (None, None)]
 
 
 def test_no_driver_or_no_library_means_nvidia_smi(monkeypatch: pytest.MonkeyPatch) -> None:

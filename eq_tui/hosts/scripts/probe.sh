@@ -92,7 +92,8 @@ fi
 
 if [ "$query_gpus" = 1 ]; then
     echo "$b gpus"
-    nvidia-smi --query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu \
+    # power.draw rides in this one query (what each run cost: engine/tick/cost.py)
+    nvidia-smi --query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu,power.draw \
         --format=csv,noheader,nounits 2>&1 </dev/null
     echo "$b gpus_rc $?"
     echo "$b apps"

@@ -64,6 +64,7 @@ def gpu_fields(config: dict[str, Any]) -> dict[str, Field]:
         "memory.total": ("memory.total", "MiB", lambda i, _: str(total), False),
         "utilization.gpu": ("utilization.gpu", "%",
                             lambda i, apps: str(core.utilization(apps, i)), True),
+        "power.draw": ("power.draw", "W", lambda i, apps: power(config, apps, i), True),
         "ecc.errors.uncorrected.volatile.total": (
             "ecc.errors.uncorrected.volatile.total", "",
             lambda i, _: str(core.health(config, i)[0]), True),
@@ -71,6 +72,12 @@ def gpu_fields(config: dict[str, Any]) -> dict[str, Field]:
                                   lambda i, _: "Yes" if core.health(config, i)[1] else "No",
                                   True),
     }
+
+
+def power(config: dict[str, Any], apps: list[core.ComputeApp], gpu: int) -> str:
+    if config.get("no_power"):
+        return "[N/A]"  # a card without a power reading
+    return f"{core.power_w(config, core.utilization(apps, gpu)):.2f}"
 
 
 def app_fields(config: dict[str, Any]) -> dict[str, Field]:

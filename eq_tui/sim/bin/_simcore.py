@@ -6,7 +6,7 @@ host without eq_tui installed: each script puts its own directory first on sys.p
 State directory layout (named by $EQ_SIM_STATE):
     config.json     {"host", "gpus", "memory_mib", "model", "linger_s", "base_mib", "quirk",
                      "foreign": [{"gpu", "mib"}], "ecc": {"0": n}, "pending_pages": [i],
-                     "vanished": [i]}
+                     "vanished": [i], "idle_w", "busy_w", "no_power"}
     procs/<pid>-<gpu>.json
                     what one process holds on one GPU (a process on several GPUs has a file for
                     each, so nvidia-smi lists a row per (pid, GPU) as the real one does):
@@ -55,6 +55,9 @@ DEFAULTS: dict[str, Any] = {
     "ecc": {},  # GPU index (as text) -> uncorrected ECC errors
     "pending_pages": [],  # GPU indices with retired pages pending
     "vanished": [],  # GPU indices no longer listed
+    "idle_w": 60.0,  # power.draw of an idle GPU (watts)
+    "busy_w": 300.0,  # ... at 100 % utilisation (linear in between)
+    "no_power": False,  # a card without a power reading: power.draw is [N/A]
 }
 
 
@@ -174,6 +177,13 @@ def utilization(apps: list[ComputeApp], gpu: int) -> int:
     if busy:
         return 90 + min(busy) % 10
     return max((a.util or 0 for a in running), default=0)
+
+
+def power_w(config: dict[str, Any], util_pct: float) -> float:
+    """The simulated board's power draw at a utilisation: linear from idle to busy. The one
+    power model (nvidia-smi's power.draw, the stand-in energy counter of sim/state.py)."""
+    idle, busy = float(config["idle_w"]), float(config["busy_w"])
+    return idle + (busy - idle) * util_pct / 100.0
 
 
 def record_path(state_dir: Path, pid: int, gpu: int) -> Path:
