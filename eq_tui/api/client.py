@@ -35,6 +35,10 @@ class AttemptRecord(TypedDict, total=False):
     peak_mib: int | None  # the most GPU memory its processes held on one GPU
     estimate_mib: int | None  # placed by memory: what it holds per GPU; None: GPUs alone
     shared: bool  # placed by memory: other jobs may share its GPUs
+    metered_until: float | None  # its cost below is metered up to then (engine's clock)
+    shared_off_s: float  # GPU-seconds others had of its shared GPUs (results/cost.py)
+    energy_j: float | None  # joules its GPUs drew for it so far; None: no reading yet
+    energy_gap: bool  # some of its time had no power reading: its energy is unknown
 
 
 class JobRecord(TypedDict, total=False):

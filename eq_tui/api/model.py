@@ -129,6 +129,14 @@ class Attempt:
     peak_mib: int | None = None  # the most GPU memory its processes held on one of its GPUs
     estimate_mib: int | None = None  # what it was placed for (per GPU); None: a GPU alone
     shared: bool = False  # placed by memory: other jobs may share its GPUs
+    # what it cost (engine/tick/cost.py), metered from the probes up to `metered_until`: the
+    # GPU-seconds other processes had of its shared GPUs (its own are its time x GPUs less
+    # these), the energy its GPUs drew for it (None: no reading yet), and whether some of its
+    # time had no power reading (then its energy is unknown, never a partial figure)
+    metered_until: float | None = None
+    shared_off_s: float = 0.0
+    energy_j: float | None = None
+    energy_gap: bool = False
 
     def close(self, end: float) -> None:
         """Record its end, never before its start: an exit record with whole seconds only, or

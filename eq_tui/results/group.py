@@ -69,6 +69,10 @@ class Row:
     def unlike(self) -> bool:
         return len(self.commands) > 1
 
+    @cached_property
+    def cost(self) -> RowCost:
+        return row_cost(self.members)
+
     @property
     def expected(self) -> int:
         return len(self.members)
@@ -81,12 +85,68 @@ class Row:
         return ", ".join(f"{k}={v}" for k, v in self.params.items()) or "-"
 
 
+@dataclass(frozen=True)
+class RowCost:
+    """What a configuration cost: GPU-hours and energy (Wh) over its completed jobs (mean ±
+    std: comparable runs), and in all over every job of it and every attempt."""
+
+    gpu_h: Cell
+    energy_wh: Cell  # the completed jobs whose energy is known
+    unknown: int  # completed jobs whose energy is unknown (no power reading)
+    total_gpu_h: float
+    total_wh: float | None  # None: some job's energy is unknown
+
+
+def _cost(record: Record) -> tuple[float, float | None] | None:
+    cost = record.get("cost")
+    if not isinstance(cost, dict) or not isinstance(cost.get("gpu_s"), (int, float)):
+        return None
+    joules = cost.get("energy_j")
+    return float(cost["gpu_s"]), float(joules) if isinstance(joules, (int, float)) else None
+
+
+def row_cost(members: Sequence[Record]) -> RowCost:
+    hours: list[float] = []
+    wh: list[float] = []
+    unknown = 0
+    total_h, total_wh, known = 0.0, 0.0, True
+    for member in members:
+        cost = _cost(member)
+        if cost is None:
+            continue
+        gpu_s, joules = cost
+        total_h += gpu_s / 3600
+        if joules is None:
+            known = known and gpu_s == 0
+        else:
+            total_wh += joules / 3600
+        if member.get("status") == "completed":
+            hours.append(gpu_s / 3600)
+            if joules is None:
+                unknown += 1
+            else:
+                wh.append(joules / 3600)
+    return RowCost(Cell(tuple(hours)), Cell(tuple(wh)), unknown, total_h,
+                   total_wh if known else None)
+
+
 @dataclass
 class Table:
     group_over: str
     metrics: list[str]
     goals: dict[str, str]
     rows: list[Row]
+
+    @cached_property
+    def has_cost(self) -> bool:
+        """Whether the records say what they cost (results.jsonl from before they did not)."""
+        return any(_cost(m) is not None for row in self.rows for m in row.members)
+
+    def total_cost(self) -> tuple[float, float | None]:
+        """The sweep's GPU-hours and Wh (None: some job's energy is unknown)."""
+        hours = sum(row.cost.total_gpu_h for row in self.rows)
+        wh = [row.cost.total_wh for row in self.rows]
+        return hours, None if None in wh else sum(w for w in wh if w is not None)
 
     def seeds(self, row: Row) -> list[str]:
         return [seed_of(m, self.group_over) for m in row.members]

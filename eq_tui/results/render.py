@@ -46,6 +46,8 @@ def notes(table: Table, row: Row) -> str:
         parts.append(f"duplicate {table.group_over} " + ", ".join(dups))
     bad = [f"{m}: {c.nonfinite} non-finite" for m, c in row.cells.items() if c.nonfinite]
     parts += bad
+    if table.has_cost and row.cost.unknown:
+        parts.append(f"energy unknown: {row.cost.unknown} (no power reading)")
     if row.unlike:
         parts.append(table.unlike_note(row))
     return "; ".join(parts)
@@ -69,6 +71,8 @@ def _grid(table: Table, *, best: Callable[[str], str], pm: str = "±",
     header = ["phase", *keys, "n"]
     for metric in table.metrics:
         header += [title(metric), "min..max"]
+    if table.has_cost:
+        header += ["GPU-h", "energy (Wh)"]
     header.append("notes")
     body = []
     for row in table.rows:
@@ -77,6 +81,8 @@ def _grid(table: Table, *, best: Callable[[str], str], pm: str = "±",
             cell = row.cells[metric]
             text = mean_std(cell, pm=pm)
             line += [best(text) if metric in row.best else text, span(cell)]
+        if table.has_cost:
+            line += [mean_std(row.cost.gpu_h, pm=pm), mean_std(row.cost.energy_wh, pm=pm)]
         line.append(notes(table, row))
         body.append(line)
     return header, body
@@ -101,6 +107,8 @@ def render_table(table: Table) -> str:
                      f"mean ± std over {table.group_over}")
     elif hint := goal_hint(table):
         lines.append(hint)
+    if table.has_cost:
+        lines.append(total_line(table))
     if any(row.unlike for row in table.rows):
         lines.append("commands differ: the row's jobs ran different commands (edited, cloned "
                      "with --set, or the manifest changed after some completed): its mean "
@@ -108,11 +116,21 @@ def render_table(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
+def total_line(table: Table) -> str:
+    """The sweep's cost in all: every job, every attempt."""
+    hours, wh = table.total_cost()
+    energy = "unknown (some GPUs had no power reading)" if wh is None else f"{wh:.4g} Wh"
+    return (f"cost in all: {hours:.4g} GPU-h, energy {energy}; GPU-h and energy (Wh) per row: "
+            "mean ± std over its completed jobs")
+
+
 def render_markdown(table: Table) -> str:
     header, body = _grid(table, best=lambda text: f"**{text}**")
     esc = [[cell.replace("|", "\\|") for cell in r] for r in [header, *body]]
     lines = ["| " + " | ".join(esc[0]) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in esc[1:]]
+    if table.has_cost:
+        lines += ["", total_line(table)]
     return "\n".join(lines) + "\n"
 
 
@@ -133,7 +151,9 @@ def render_latex(table: Table) -> str:
         out = latex_escape(text.replace(marker, "±")).replace("±", r"$\pm$")
         return out.replace("\0B", r"\textbf{").replace("\0E", "}")
 
-    cols = "l" * (len(header) - 2 * len(table.metrics) - 1) + "rl" * len(table.metrics) + "l"
+    costs = 2 if table.has_cost else 0
+    cols = ("l" * (len(header) - 2 * len(table.metrics) - 1 - costs)
+            + "rl" * len(table.metrics) + "r" * costs + "l")
     lines = [rf"\begin{{tabular}}{{{cols}}}", r"\toprule",
              " & ".join(cell(h) for h in header) + r" \\", r"\midrule"]
     lines += [" & ".join(cell(c) for c in r) + r" \\" for r in body]
@@ -154,13 +174,29 @@ def _row_data(table: Table, row: Row) -> dict[str, Any]:
         # things (it is then never ranked best)
         "commands_differ": row.unlike,
         "commands": [{"cmd": g[0]["cmd"], "jobs": [m["id"] for m in g]} for g in row.commands],
+        **({"cost": _cost_data(row)} if table.has_cost else {}),
     }
 
 
+def _cost_data(row: Row) -> dict[str, Any]:
+    """GPU-hours and energy (Wh): mean ± std over its completed jobs, and in all (every job and
+    attempt; energy null when some job's is unknown)."""
+    cost = row.cost
+    return {"gpu_hours": {"n": cost.gpu_h.n, "mean": cost.gpu_h.mean, "std": cost.gpu_h.std,
+                          "total": cost.total_gpu_h},
+            "energy_wh": {"n": cost.energy_wh.n, "mean": cost.energy_wh.mean,
+                          "std": cost.energy_wh.std, "total": cost.total_wh,
+                          "unknown": cost.unknown}}
+
+
 def render_json(table: Table) -> str:
-    return json.dumps({"group_over": table.group_over, "goals": table.goals,
-                       "metrics": table.metrics,
-                       "rows": [_row_data(table, row) for row in table.rows]}, indent=2) + "\n"
+    data: dict[str, Any] = {"group_over": table.group_over, "goals": table.goals,
+                            "metrics": table.metrics,
+                            "rows": [_row_data(table, row) for row in table.rows]}
+    if table.has_cost:
+        hours, wh = table.total_cost()
+        data["cost"] = {"gpu_hours": hours, "energy_wh": wh}
+    return json.dumps(data, indent=2) + "\n"
 
 
 def render_csv(table: Table) -> str:
@@ -170,7 +206,8 @@ def render_csv(table: Table) -> str:
     stats = ("mean", "std", "min", "max", "n")
     writer.writerow(["phase", *keys, "n", "expected",
                      *[f"{m}_{s}" for m in table.metrics for s in stats], "best", "missing",
-                     "duplicates", "commands_differ"])
+                     "duplicates", "commands_differ",
+                     *(COST_COLUMNS if table.has_cost else ())])
     for row in table.rows:
         values: list[Any] = []
         for metric in table.metrics:
@@ -179,8 +216,18 @@ def render_csv(table: Table) -> str:
         writer.writerow([row.phase, *[row.params.get(k, "") for k in keys], row.done,
                          row.expected, *values, " ".join(sorted(row.best)),
                          "; ".join(table.missing(row)), " ".join(table.duplicates(row)),
-                         table.unlike_note(row)])
+                         table.unlike_note(row), *(_cost_cells(row) if table.has_cost else ())])
     return out.getvalue()
+
+
+COST_COLUMNS = ("gpu_h_mean", "gpu_h_std", "gpu_h_total", "energy_wh_mean", "energy_wh_std",
+                "energy_wh_total")
+
+
+def _cost_cells(row: Row) -> list[str]:
+    cost = row.cost
+    return [_plain(cost.gpu_h.mean), _plain(cost.gpu_h.std), _plain(cost.total_gpu_h),
+            _plain(cost.energy_wh.mean), _plain(cost.energy_wh.std), _plain(cost.total_wh)]
 
 
 def _plain(value: float | None) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from eq_tui.api.model import NEEDS_PERSON, FailureClass, JobState, JobStatus, status_counts
 from eq_tui.present.durations import format_duration
+from eq_tui.results.cost import energy_text, job_cost
 
 
 def _when(stamp: float | None) -> str:
@@ -60,6 +61,28 @@ def early_stop_lines(jobs: Sequence[JobState]) -> list[str]:
 
 
 
+def cost_lines(jobs: Sequence[JobState]) -> list[str]:
+    """The sweep's GPU-hours and energy: every job, every attempt (a failed or pruned one
+    spent them too)."""
+    hours, joules, unknown = 0.0, 0.0, 0
+    for job in jobs:
+        gpu_s, energy = job_cost(job.history)
+        hours += gpu_s / 3600
+        if energy is None:
+            unknown += 1
+        else:
+            joules += energy
+    if not hours and not unknown:
+        return []
+    energy_line = f"- energy: {energy_text(joules)}"
+    if unknown:
+        energy_line = (f"- energy: unknown for {unknown} jobs (no power reading: a Slurm "
+                       f"GPU, a card without one, a CPU-only job); {energy_text(joules)} for "
+                       "the others")
+    return ["", "## Cost", "", f"- GPU-hours: {hours:.3g} (time x GPUs; a shared GPU by "
+            "the share each job held)", energy_line]
+
+
 def render_summary(project: str, jobs: Sequence[JobState], *, started: float | None,
                    ended: float | None, log_tails: Mapping[str, Sequence[str]]) -> str:
     counts = status_counts(jobs)
@@ -90,6 +113,7 @@ def render_summary(project: str, jobs: Sequence[JobState], *, started: float | N
         retries = sum(oom_retries(j) for j in members)
         duration = format_duration(span, "-")
         lines.append(f"| {phase} | {len(members)} | {done} | {retries} | {duration} |")
+    lines += cost_lines(jobs)
     lines += early_stop_lines(jobs)
     needing = [j for j in jobs if j.status in NEEDS_PERSON]
     lines += ["", "## Needs a person", ""]

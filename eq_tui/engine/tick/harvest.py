@@ -23,6 +23,7 @@ from eq_tui.errors import HostError
 from eq_tui.manifest.model import Manifest
 from eq_tui.results import hooks
 from eq_tui.results.collect import collect, wanted_files
+from eq_tui.results.cost import cost_record
 from eq_tui.results.group import group
 from eq_tui.results.parse import Metrics
 from eq_tui.results.records import RESULTS_FILE, Record, dumps, make_record, read_records
@@ -159,13 +160,15 @@ class Harvest:
         for job in self.ctx.ledger.jobs.values():
             done = self.collected.get(job.id)
             attempt = job.current.n if job.current else 0
-            if done is not None:
-                out.append({**done, "status": str(job.status), "params": job.params,
-                            "phase": job.phase})
-            else:
-                out.append(make_record(job_id=job.id, phase=job.phase, params=job.params,
-                                       attempt=attempt, status=str(job.status), metrics={},
-                                       cmd=job.cmd))
+            if done is None:
+                done = make_record(job_id=job.id, phase=job.phase, params=job.params,
+                                   attempt=attempt, status=str(job.status), metrics={},
+                                   cmd=job.cmd)
+            # what it cost, before the series (last in a line)
+            series = done.get("series", {})
+            out.append({**{k: v for k, v in done.items() if k != "series"},
+                        "status": str(job.status), "params": job.params, "phase": job.phase,
+                        "cost": cost_record(job.history), "series": series})
         return out
 
     def write(self) -> None:
@@ -174,7 +177,8 @@ class Harvest:
         lines = []
         for job, record in zip(self.ctx.ledger.jobs.values(), self.records(), strict=True):
             key = (record["status"], record["attempt"], record.get("collected_at"), job.phase,
-                   tuple(job.params.items()), record.get("cmd"))
+                   tuple(job.params.items()), record.get("cmd"),
+                   tuple(record["cost"].values()))
             cached = self._lines.get(job.id)
             if cached is None or cached[0] != key:
                 cached = self._lines[job.id] = (key, dumps([record]))

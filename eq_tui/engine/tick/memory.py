@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from eq_tui.api.model import JobState
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.decide.placement import ALONE, CPU, Hold, Need
+from eq_tui.engine.tick.cost import CostBook
 from eq_tui.hosts.base import HostSnapshot
 from eq_tui.manifest.model import JobSpec
 
@@ -118,11 +119,13 @@ class MemoryBook:
         self._families_read = False
         self._uses_key = -1
         self._uses = False
+        self.cost = CostBook(ctx)  # what each attempt cost, metered from the same probes
 
     # ---- measuring -------------------------------------------------------------------------
 
     def observe(self, probed: Iterable[str]) -> None:
-        """Take this tick's probes in: each active attempt's usage now and its peak."""
+        """Take this tick's probes in: each active attempt's usage now and its peak, and what
+        each attempt cost since the last probe."""
         ctx = self.ctx
         now = ctx.clock()
         self._read_families()
@@ -143,6 +146,7 @@ class MemoryBook:
         for job_id in [j for j in self.usage if j not in ctx.ledger.jobs
                        or not ctx.ledger.jobs[j].status.is_active]:
             self._settle(job_id)
+        self.cost.observe(probed)
 
     def _measure(self, job: JobState, snap: HostSnapshot,
                  groups: Mapping[int, dict[int, int]], now: float) -> dict[int, int]:

@@ -19,12 +19,20 @@ from textual.worker import Worker
 from eq_tui.api.holders import job_gpu_lines
 from eq_tui.present.durations import format_short
 from eq_tui.present.pace import SLOW_FACTOR, Pace
+from eq_tui.results.cost import (
+    attempt_energy_j,
+    attempt_gpu_s,
+    energy_text,
+    gpu_hours_text,
+    job_cost,
+)
 from eq_tui.tui.log_pane import MAX_LOG_LINES, TAIL_LINES, TailFetcher, sanitise
 from eq_tui.tui.memory_text import attempt_memory, escalation_detail
 from eq_tui.tui.palette import status_markup_style
 from eq_tui.tui.rows import attempt_text, format_duration, progress_bar, where
 
-ATTEMPT_COLUMNS = ("#", "host:gpu", "start", "end", "time", "exit", "failure", "memory", "log")
+ATTEMPT_COLUMNS = ("#", "host:gpu", "start", "end", "time", "exit", "failure", "memory", "cost",
+                   "log")
 WAITING = ("pending", "failed_oom")
 
 
@@ -109,6 +117,9 @@ def job_summary(job: Mapping[str, Any], max_attempts: int, pace: Pace | None = N
                                       clock_text(job["stalled_since"]), ("  log silent since ",
                                                                          "dim"),
                                       clock_text(job.get("silent_since"))))
+    cost = cost_line(job)
+    if cost is not None:
+        lines.append(cost)
     for attempt in job.get("history") or []:
         if attempt.get("cleanup"):
             lines.append(Content.assemble((f"attempt {attempt.get('n')} cleanup ", "dim"),
@@ -124,8 +135,28 @@ def attempt_cells(attempt: Mapping[str, Any]) -> tuple[Text, ...]:
               clock_text(start), clock_text(end),
               format_duration(end - start) if start is not None and end is not None else "",
               "" if exit_code is None else str(exit_code), str(attempt.get("failure_class") or ""),
-              attempt_memory(attempt), str(attempt.get("log", "")))
+              attempt_memory(attempt), attempt_cost(attempt), str(attempt.get("log", "")))
     return tuple(Text(v, no_wrap=True, end="") for v in values)
+
+
+def attempt_cost(attempt: Mapping[str, Any]) -> str:
+    """`312 GPU-s, 21.4 Wh`: its GPU time (a shared GPU by its share) and energy (`-`: no
+    power reading); nothing before it started."""
+    if attempt.get("start") is None:
+        return ""
+    joules = attempt_energy_j(attempt)
+    return f"{gpu_hours_text(attempt_gpu_s(attempt))}, {energy_text(joules)}"
+
+
+def cost_line(job: Mapping[str, Any]) -> Content | None:
+    history = job.get("history") or []
+    if not any(a.get("start") is not None for a in history):
+        return None
+    # as metered by the engine (a running job's: up to its last write, at most a minute old)
+    gpu_s, joules = job_cost(history)
+    return Content.assemble(("cost ", "dim"), f"{gpu_hours_text(gpu_s)}, energy "
+                            f"{energy_text(joules)}", (" (every attempt; a shared GPU by its "
+                                                       "share)", "dim"))
 
 
 class JobDetailsScreen(Screen[None]):

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from eq_tui.api import ProjectState
+from eq_tui.results.cost import cost_record
 from eq_tui.results.group import MixedConfigurations, Row, Table, group, sort_rows
 from eq_tui.results.render import goal_hint, mean_std, notes, param_keys, span
 
@@ -24,7 +25,8 @@ def records_of(project: ProjectState) -> list[dict[str, Any]]:
     """The job records as results records (the job record carries params and final metrics)."""
     return [{"id": job_id, "phase": job.get("phase", "main"),
              "params": dict(job.get("params") or {}), "status": job.get("status"),
-             "metrics": dict(job.get("metrics") or {}), "cmd": job.get("cmd")}
+             "metrics": dict(job.get("metrics") or {}), "cmd": job.get("cmd"),
+             "cost": cost_record(job.get("history") or [])}
             for job_id, job in project.jobs.items()]
 
 
@@ -106,6 +108,8 @@ class ResultsScreen(Screen[None]):
         heads = ["project"] * several + ["phase", *keys, "n"]
         for metric in metrics:
             heads += [self._title(metric), f"{metric} min..max"]
+        costs = any(t.has_cost for t in self.tables.values())
+        heads += ["GPU-h", "energy Wh"] * costs
         heads.append("notes")
         for head in heads:
             grid.add_column(self._arrow(head), key=head)
@@ -113,7 +117,7 @@ class ResultsScreen(Screen[None]):
             rows = sort_rows(table, self.sort_column, descending=self.descending) \
                 if self.sort_column else table.rows
             for row in rows:
-                grid.add_row(*self._cells(name, table, row, keys, metrics, several),
+                grid.add_row(*self._cells(name, table, row, keys, metrics, several, costs),
                              key=f"{name}/{row.phase}/{row.label()}")
         if grid.row_count:
             grid.move_cursor(row=min(keep, grid.row_count - 1))
@@ -136,14 +140,15 @@ class ResultsScreen(Screen[None]):
         return f"{metric} {'↑' if way == 'max' else '↓'}" if way else metric
 
     def _arrow(self, head: str) -> str:
-        name = head.split(" ")[0] if head not in ("project", "phase", "n", "notes") else head
+        name = head.split(" ")[0] if head not in ("project", "phase", "n", "notes", "GPU-h",
+                                                  "energy Wh") else head
         if name and name == self.sort_column and "min..max" not in head:
             return f"{head} {'▼' if self.descending else '▲'}"
         return head
 
     @staticmethod
     def _cells(project: str, table: Table, row: Row, keys: list[str], metrics: list[str],
-               several: bool) -> list[Text | str]:
+               several: bool, costs: bool = False) -> list[Text | str]:
         cells: list[Text | str] = [project] if several else []
         cells.append(row.phase)
         cells.extend(row.params.get(k, "") for k in keys)
@@ -154,6 +159,8 @@ class ResultsScreen(Screen[None]):
             cells.append(Text(f"{text} *", style="bold green") if metric in row.best
                          else Text(text))
             cells.append(span(cell) if cell is not None else "")
+        if costs:
+            cells += [mean_std(row.cost.gpu_h), mean_std(row.cost.energy_wh)]
         cells.append(notes(table, row))
         return cells
 
