@@ -4,7 +4,7 @@ nvidia-smi itself saw beside what eq-tui recorded.
     python bench/gpu_check.py [--quick] [--gpu 0] [--json PATH] [--keep]
     .venv/bin/python bench/gpu_check.py --sim [--quick]      # the same harness, simulated GPU
 
-Six `eq-tui MANIFEST --no-ui` runs, one after another, on one GPU of this machine (host
+Seven `eq-tui MANIFEST --no-ui` runs, one after another, on one GPU of this machine (host
 `local`, `launcher: tmux`, manifests in a temporary work dir), while a sampler reads
 `nvidia-smi --query-gpu` and `--query-compute-apps` about every 0.15 s:
 
@@ -15,6 +15,8 @@ Six `eq-tui MANIFEST --no-ui` runs, one after another, on one GPU of this machin
   leak        a job leaving a `setsid` child holding 2 GiB: eq-tui's cleanup, memory freed
   kill        `eq-tui kill RUN_DIR JOB` while it computes: memory freed, how long after
   sequential  3 whole-card jobs without `mem_mib`: the reuse gap, memory released -> next job
+  energy      one job alone: eq-tui's energy figure against NVML's counter and 10 Hz power.draw
+              (bench/gpu_check_energy.py)
 
 After the runs the card's process list must hold nothing of ours. Prints a table and writes
 bench/results/gpu_check-<time>.json (card, driver, torch, eq-tui commit, every figure). Exits 0

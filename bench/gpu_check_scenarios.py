@@ -426,6 +426,12 @@ def sequential(bench: Bench, count: int = 3) -> Section:
     return section
 
 
+def energy(bench: Bench) -> Section:
+    from bench.gpu_check_energy import energy as run_energy
+
+    return run_energy(bench)  # type: ignore[no-any-return]
+
+
 RUNS: dict[str, Callable[[Bench], Section]] = {
     "packed": packed, "oom": ooms, "hang": hang, "leak": leak, "kill": kill,
-    "sequential": sequential}
+    "sequential": sequential, "energy": energy}
