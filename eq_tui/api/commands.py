@@ -140,6 +140,19 @@ class Reload(Command):
 
 
 @dataclass(frozen=True)
+class SetEarlyStop(Command):
+    """Early stopping for the rest of the run (`eq-tui edit RUN_DIR --early-stop ...`):
+    `state` "off", or "on" (the manifest's setting back), and/or a new `eta` or `grace`; for
+    `phase`, or (None) every phase that has early_stop."""
+
+    name: ClassVar[str] = "early-stop"
+    phase: Any = None
+    state: Any = None  # "off" | "on" | None
+    eta: Any = None
+    grace: Any = None
+
+
+@dataclass(frozen=True)
 class Pause(Command):
     name: ClassVar[str] = "pause"
 
@@ -168,8 +181,8 @@ class ReleaseGpu(Command):
 
 
 KINDS: dict[str, type[Command]] = {kind.name: kind for kind in (
-    Kill, Retry, Requeue, Hold, Release, SetPriority, Edit, Clone, Add, Reload, Pause, Resume,
-    Shutdown, ReleaseGpu)}
+    Kill, Retry, Requeue, Hold, Release, SetPriority, Edit, Clone, Add, Reload, SetEarlyStop,
+    Pause, Resume, Shutdown, ReleaseGpu)}
 _NOT_ARGUMENTS = frozenset({"job_ids", "job", "gpus"})
 _DROP_WHEN_EMPTY = frozenset({"sets", "by"})
 _WIRE_NAMES = {"sets": "set", "new_id": "id"}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from eq_tui.api.client import CommandResult
-from eq_tui.api.commands import OnJobs
+from eq_tui.api.commands import OnJobs, SetEarlyStop
 from eq_tui.cli.queue_verbs import Request, parse_verb
 from eq_tui.cli.remote.reach import NoEngine, reach
 from eq_tui.errors import RunDirError
@@ -88,6 +88,9 @@ def describe(request: Request, answer: CommandResult) -> list[str]:
     if detail.get("left_out"):
         lines.append(f"  not taken from phase {detail.get('phase')} (they need a grid "
                      f"variable): {', '.join(detail['left_out'])}")
+    if isinstance(request.command, SetEarlyStop) and answer.get("ok"):
+        lines.append("early stopping changed for the rest of the run (the reports so far stay; "
+                     "the next ones are judged by the new setting)")
     if verb in ("pause", "resume") and answer.get("ok"):
         lines.append("launching paused" if verb == "pause" else "launching resumed")
     if answer.get("duplicate"):
@@ -108,6 +111,9 @@ def _reload_lines(detail: dict[str, Any]) -> list[str]:
         lines.append(f"  {would}not apply to {job_id}: {what}; --force applies the file's")
     for phase, text in (detail.get("early_stop") or {}).items():
         lines.append(f"  {would}set early_stop of phase {phase}: {text} (for the rest of the run)")
+    for phase, text in (detail.get("early_stop_kept") or {}).items():
+        lines.append(f"  {would}not set early_stop of phase {phase} to {text}: a person set it "
+                     "(eq-tui edit --early-stop); --force applies the file's")
     if detail.get("not_applied"):
         lines.append("  not applied to the running engine (restart it to use them): "
                      + ", ".join(detail["not_applied"]))

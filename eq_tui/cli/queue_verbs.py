@@ -17,6 +17,7 @@ from eq_tui.api.commands import (
     OnJobs,
     Release,
     Reload,
+    SetEarlyStop,
     SetPriority,
 )
 from eq_tui.cli.parsing import (
@@ -43,7 +44,8 @@ WHAT = {
     "resume": "Resume launching.",
     "priority": "Set jobs' priority (higher launches first; ties in queue order).",
     "edit": "Change the command of jobs that are not running; a finished one is run again "
-            "with a fresh count of attempts.",
+            "with a fresh count of attempts. Or, with --early-stop (no JOB), early stopping "
+            "for the rest of the run.",
     "clone": "A new job from any job, with changed args.",
     "add": "A new job in a phase.",
     "reload": "Read the manifest file again: add new jobs, update waiting ones that changed, "
@@ -122,6 +124,15 @@ def parser(verb: str) -> argparse.ArgumentParser:
     if verb in ("edit", "clone"):
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                             help=SET_HELP)
+    if verb == "edit":
+        parser.add_argument("--early-stop", metavar="SETTING",
+                            help="early stopping for the rest of the run (no JOB): off; on "
+                                 "(the manifest's setting back); eta=N and/or grace=N, "
+                                 "comma-separated (e.g. eta=2,grace=3); kept across a restart, "
+                                 "and by a reload unless --force")
+        parser.add_argument("--phase", metavar="NAME",
+                            help="with --early-stop: this phase only (default: every phase "
+                                 "that has early_stop)")
     if verb == "reload":
         parser.add_argument("--dry-run", action="store_true", help="show what it would do")
         parser.add_argument("--force", action="store_true",
@@ -166,6 +177,9 @@ def parse_verb(verb: str, argv: list[str]) -> Request:
     filter_query = getattr(options, "filter", None)
     needs_jobs = verb in (*JOB_VERBS, "edit", "priority")
     phase = getattr(options, "phase", None)
+    early_stop = getattr(options, "early_stop", None)
+    if verb == "edit" and (early_stop is not None or phase is not None):
+        return _early_stop_request(options, jobs, filter_query, cmd)
     if phase is not None and (jobs or filter_query):
         raise UsageError("release: --phase releases a phase; name no JOB and no "
                          "--filter with it")
@@ -175,6 +189,34 @@ def parse_verb(verb: str, argv: list[str]) -> Request:
                    filter=filter_query, as_json=options.json, command_id=options.command_id,
                    config_path=ssh_config_path(options.ssh_config),
                    start=not getattr(options, "no_start", False))
+
+
+def _early_stop_request(options: argparse.Namespace, jobs: list[str], filter_query: str | None,
+                        cmd: str | None) -> Request:
+    """`eq-tui edit RUN_DIR --early-stop SETTING [--phase NAME]`."""
+    if options.early_stop is None:
+        raise UsageError("eq-tui edit: --phase goes with --early-stop")
+    if jobs or filter_query or cmd is not None or options.set:
+        raise UsageError("eq-tui edit: --early-stop changes a phase's setting; name no JOB, "
+                         "--filter, --set or command with it")
+    values: dict[str, str] = {}
+    for part in (p.strip() for p in options.early_stop.split(",")):
+        key, eq, value = part.partition("=")
+        if not eq and key in ("on", "off"):
+            values["state"] = key
+        elif eq and key in ("eta", "grace") and value.strip().isdigit():
+            values[key] = value.strip()
+        else:
+            raise UsageError(f"eq-tui edit: --early-stop takes off, on, eta=N, grace=N "
+                             f"(comma-separated), not {part!r}")
+    if values.get("state") == "off" and len(values) > 1:
+        raise UsageError("eq-tui edit: --early-stop off takes no eta or grace")
+    return Request("edit", options.run_dir, SetEarlyStop(
+        phase=options.phase, state=values.get("state"),
+        eta=int(values["eta"]) if "eta" in values else None,
+        grace=int(values["grace"]) if "grace" in values else None),
+        as_json=options.json, command_id=options.command_id,
+        config_path=ssh_config_path(options.ssh_config), start=not options.no_start)
 
 
 def _command(verb: str, options: argparse.Namespace, jobs: tuple[str, ...],

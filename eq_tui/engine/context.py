@@ -12,6 +12,7 @@ from eq_tui.api.model import JobState
 from eq_tui.engine.decide.crash_guard import CrashGuard
 from eq_tui.engine.state.bus import Bus
 from eq_tui.engine.state.command_log import CommandLog
+from eq_tui.engine.state.early_stop_edits import EarlyStopEdits
 from eq_tui.engine.state.host_record import HostRecord
 from eq_tui.engine.state.ledger import Ledger
 from eq_tui.engine.state.store import RunDir
@@ -50,6 +51,8 @@ class RunContext:
     # why the waiting jobs with no reason of their own wait (the last full tick's): the queue's
     waiting_reason: str = ""
     commands: CommandLog = field(default_factory=CommandLog)
+    # a person's early_stop settings for the rest of the run (kept in the state file)
+    early_stop_edits: EarlyStopEdits = field(default_factory=EarlyStopEdits)
     crash_guard: CrashGuard = field(init=False)
     # an engine started for a person's command (a shell verb on a run with no engine running):
     # until that command comes, or this time (clock) passes, it launches nothing and a queue

@@ -47,6 +47,7 @@ class Persistence:
             "commands": ctx.commands.to_json(),
             "crash_guard": ctx.crash_guard.to_json(),
             "waiting_reason": ctx.waiting_reason,
+            "early_stop_edits": ctx.early_stop_edits.to_json(),
         }
 
     def state_json(self) -> dict[str, Any]:
@@ -101,6 +102,8 @@ class Persistence:
             if name in ctx.hosts:
                 ctx.hosts[name].stopped = str(why)
         ctx.crash_guard.restore(saved.get("crash_guard"))
+        ctx.early_stop_edits.restore(saved.get("early_stop_edits"))
+        ctx.manifest = ctx.early_stop_edits.apply(ctx.manifest)
         ctx.ledger.restore(saved, str(ctx.run_dir.state_file))
 
     async def replay_launches(self, saved_at: float) -> None:

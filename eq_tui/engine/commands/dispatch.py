@@ -1,8 +1,8 @@
 """What a person can ask of a running queue: one table from each typed command
 (eq_tui/api/commands.py) to its handler, each answering with a typed CommandResult (per job
 "ok" or why not). The handlers live by family: job_commands.py (kill, retry, requeue),
-holds.py (hold, release, priority), editing.py (edit, clone, add, reload), queue_commands.py
-(pause, resume, shutdown), and GPU health's release."""
+holds.py (hold, release, priority), editing.py (edit, clone, add, reload), early_stop_edit.py
+(edit --early-stop), queue_commands.py (pause, resume, shutdown), and GPU health's release."""
 
 from __future__ import annotations
 
@@ -28,11 +28,13 @@ from eq_tui.api.commands import (
     Requeue,
     Resume,
     Retry,
+    SetEarlyStop,
     SetPriority,
     Shutdown,
     from_wire,
 )
 from eq_tui.api.model import JobState
+from eq_tui.engine.commands.early_stop_edit import set_early_stop
 from eq_tui.engine.commands.editing import Editing
 from eq_tui.engine.commands.holds import Holds
 from eq_tui.engine.commands.job_commands import JobCommands
@@ -64,6 +66,7 @@ class Commands:
             SetPriority: self._locked(holds.priority), Edit: self._locked(editing.edit),
             Clone: self._locked(editing.clone), Add: self._locked(editing.add),
             Reload: self._locked(editing.reload),
+            SetEarlyStop: self._locked(self._early_stop),
             Pause: lambda _c, _i: queue.pause(), Resume: lambda _c, _i: queue.resume(),
             Shutdown: lambda _c, _i: queue.shutdown(),
             ReleaseGpu: self._release_gpus,
@@ -143,6 +146,9 @@ class Commands:
             self._written(command_id, done)
         self.engine.wake()
         return done
+
+    async def _early_stop(self, command: SetEarlyStop) -> CommandResult:
+        return set_early_stop(self.ctx, command)
 
     async def _release_gpus(self, command: ReleaseGpu, command_id: str | None
                             ) -> CommandResult:

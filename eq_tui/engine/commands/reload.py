@@ -41,19 +41,22 @@ class ReloadPlan:
     specs: dict[str, JobSpec] = field(default_factory=dict)
     # phases whose early_stop changed (applied for the rest of the run): phase -> the new one
     early_stop: dict[str, str] = field(default_factory=dict)
+    # phases whose early_stop the file changed but a person had set (eq-tui edit
+    # --early-stop): left as they are without --force; phase -> the file's, in words
+    early_stop_kept: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"add": self.add, "update": self.update, "retire": self.retire,
                 "kept": self.kept, "not_applied": self.not_applied,
                 "by_person": self.by_person,
-                "early_stop": self.early_stop}
+                "early_stop": self.early_stop, "early_stop_kept": self.early_stop_kept}
 
 
 def _no_early_stop(results: ResultsSpec) -> ResultsSpec:
     return replace(results, early_stop=None)
 
 
-def _early_stop_text(spec: EarlyStopSpec | None) -> str:
+def early_stop_text(spec: EarlyStopSpec | None) -> str:
     if spec is None:
         return "off"
     rule = f"asha, eta {spec.eta}" if spec.rule == "asha" else "median"
@@ -63,17 +66,20 @@ def _early_stop_text(spec: EarlyStopSpec | None) -> str:
 def early_stop_changes(old: Manifest, new: Manifest) -> dict[str, str]:
     """Phases (in both) whose early_stop the file changed: each one's new setting, in words."""
     by_name = {phase.name: phase for phase in new.phases}
-    return {phase.name: _early_stop_text(by_name[phase.name].results.early_stop)
+    return {phase.name: early_stop_text(by_name[phase.name].results.early_stop)
             for phase in old.phases if phase.name in by_name
             and by_name[phase.name].results.early_stop != phase.results.early_stop}
 
 
-def with_early_stop(old: Manifest, new: Manifest) -> Manifest:
-    """`old` with the early_stop settings of `new` (per phase, and the top level's)."""
+def with_early_stop(old: Manifest, new: Manifest, keep: frozenset[str] = frozenset()
+                    ) -> Manifest:
+    """`old` with the early_stop settings of `new` (per phase but those in `keep`, and the top
+    level's)."""
     by_name = {phase.name: phase for phase in new.phases}
     phases = tuple(replace(phase, results=replace(
         phase.results, early_stop=by_name[phase.name].results.early_stop))
-        if phase.name in by_name else phase for phase in old.phases)
+        if phase.name in by_name and phase.name not in keep else phase
+        for phase in old.phases)
     return replace(old, phases=phases,
                    results=replace(old.results, early_stop=new.results.early_stop))
 
@@ -178,6 +184,9 @@ async def reload_manifest(ctx: RunContext, *, by: str, dry_run: bool,
         return result(error=f"{source} is now project {new.project!r}, not {ctx.project!r}; "
                             "not reloaded")
     plan = plan_reload(ctx.ledger.jobs, ctx.ledger.specs, ctx.manifest, new, force=force)
+    edited = ctx.early_stop_edits.by_phase
+    for phase in [p for p in plan.early_stop if p in edited and not force]:
+        plan.early_stop_kept[phase] = plan.early_stop.pop(phase)
     detail = {"dry_run": dry_run, "force": force, "source": source, **plan.to_json()}
     if dry_run:
         return result(detail=detail)
@@ -197,8 +206,9 @@ async def reload_manifest(ctx: RunContext, *, by: str, dry_run: bool,
         ledger.retire_job(job_id, by)
     if plan.early_stop:
         # for the rest of the run: the reports so far stay, the next ones are judged anew
-        ctx.manifest = with_early_stop(ctx.manifest, new)
+        ctx.manifest = with_early_stop(ctx.manifest, new, frozenset(plan.early_stop_kept))
         for phase, text in plan.early_stop.items():
+            ctx.early_stop_edits.forget(phase)  # forced: the file's from now on
             ctx.bus.alert("info", f"phase {phase}: early_stop is now {text} (reload by {by})")
     ctx.run_dir.write_manifest(new.to_json())
     return result(detail=detail)
