@@ -44,6 +44,7 @@ from eq_tui.manifest.model import (
     PhaseSpec,
     SlurmSpec,
 )
+from eq_tui.results.cost import job_cost
 from eq_tui.sim.state import init_sim_state, sim_bin_dir
 from tests.support.attempt_times import assert_host_times
 from tests.support.engine_run import EngineRun, job, make_manifest, run_to_end, start_engine
@@ -453,6 +454,12 @@ async def test_phased_sweep_with_an_oom_retry_runs_to_the_end(cluster: SlurmBed,
     counts = submissions(cluster, "sweep", run.engine.token)
     assert len(counts) == 5 and set(counts.values()) == {1}  # 4 jobs + 1 retry, once each
     assert (run.run_dir / "summary.md").exists()
+    # what they cost: a Slurm GPU is a placeholder with no readings, so GPU-seconds (its time)
+    # but energy unknown, never 0
+    for record in run.state["jobs"]:
+        gpu_s, energy = job_cost(record["history"])
+        assert gpu_s > 0 and energy is None, record["id"]
+    assert "- energy: unknown for 4 jobs" in (run.run_dir / "summary.md").read_text()
 
 
 @pytest.mark.integration

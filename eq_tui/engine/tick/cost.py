@@ -100,8 +100,8 @@ class CostBook:
         self.shares: dict[str, tuple[int, dict[int, float]]] = {}  # job -> (attempt, shares)
         self.saved: dict[str, float] = {}  # job -> metered_until when last written
         # job -> its last interval: (its span, joules, GPU-seconds not its own, its watts at the
-        # closing reading), to take back
-        # the part after its end when the probe that metered it had not seen the end yet
+        # closing reading), to take back the part after its end when the probe that metered
+        # it had not seen the end yet
         self.last: dict[str, tuple[float, float, float, float]] = {}
 
     def observe(self, probed: Iterable[str]) -> None:
@@ -151,7 +151,8 @@ class CostBook:
             groups[job.id] = probe.pgid if probe is not None else None
             for gpu in attempt.gpus:
                 placed.setdefault(gpu, []).append(job.id)
-        previous = {job_id: kept[1] for job_id, kept in self.shares.items()}
+        previous = {job_id: self.shares[job_id][1] for job_id in groups
+                    if job_id in self.shares}
         return gpu_shares(snap, placed, groups, previous) if placed else {}
 
     def _meter(self, job: JobState, attempt: Attempt, t1: float, before: Readings,

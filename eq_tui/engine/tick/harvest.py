@@ -155,20 +155,24 @@ class Harvest:
     # ---- results.jsonl ---------------------------------------------------------------------
 
     def records(self) -> list[Record]:
-        """One record per job: its status now, its metrics as last collected."""
+        """One record per job: its status now, its metrics as last collected, and what it cost
+        (a job that never ran has no `cost`)."""
         out = []
         for job in self.ctx.ledger.jobs.values():
             done = self.collected.get(job.id)
             attempt = job.current.n if job.current else 0
-            if done is None:
-                done = make_record(job_id=job.id, phase=job.phase, params=job.params,
-                                   attempt=attempt, status=str(job.status), metrics={},
-                                   cmd=job.cmd)
-            # what it cost, before the series (last in a line)
-            series = done.get("series", {})
-            out.append({**{k: v for k, v in done.items() if k != "series"},
-                        "status": str(job.status), "params": job.params, "phase": job.phase,
-                        "cost": cost_record(job.history), "series": series})
+            if done is not None:
+                record = {**done, "status": str(job.status), "params": job.params,
+                          "phase": job.phase}
+            else:
+                record = make_record(job_id=job.id, phase=job.phase, params=job.params,
+                                     attempt=attempt, status=str(job.status), metrics={},
+                                     cmd=job.cmd)
+            if job.history:
+                series = record.pop("series", {})  # the series stays last in a line
+                record["cost"] = cost_record(job.history)
+                record["series"] = series
+            out.append(record)
         return out
 
     def write(self) -> None:
@@ -178,7 +182,7 @@ class Harvest:
         for job, record in zip(self.ctx.ledger.jobs.values(), self.records(), strict=True):
             key = (record["status"], record["attempt"], record.get("collected_at"), job.phase,
                    tuple(job.params.items()), record.get("cmd"),
-                   tuple(record["cost"].values()))
+                   tuple((record.get("cost") or {}).values()))
             cached = self._lines.get(job.id)
             if cached is None or cached[0] != key:
                 cached = self._lines[job.id] = (key, dumps([record]))
