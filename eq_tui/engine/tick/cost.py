@@ -12,15 +12,17 @@ up to this probe, or its end: that power x the time x its share of the GPU.
 
 Its share: a GPU it was placed on alone is all its own (`shared` false). A shared GPU is split
 among the processes on it by their own utilisation (`nvidia-smi pmon`, NVML's process samples:
-the probe reads them whenever a GPU has several processes); where none of them computed, by
-the memory each holds; where none holds any yet, equally among our attempts placed there. A
+the probe reads them whenever a GPU has several processes); a sample in which none computed,
+or with no process there, keeps the last probe's shares; without those, by the memory each
+holds, and where none holds any yet, equally among our attempts placed there. A
 share between two probes is the opening probe's until the last start or end of one of our
 attempts on that GPU in between, the closing probe's after it (the mean of the two where
 nothing started or ended): the shares of an interval add up to the GPU, to within the
 processes' own start-up. GPU-seconds are the attempt's time x its GPUs less what others had
 of its shared GPUs (`shared_off_s`, metered the same way). A GPU with no power reading ([N/A],
 a Slurm placeholder) leaves the attempt's energy unknown (`energy_gap`), never a smaller
-figure.
+figure. A probe that finds an attempt's processes gone before its exit record meters it to
+that probe; the one that reads its end takes the part after it back (`_take_back`).
 
 The figures live on the attempt (state file): written when it ends and at most once a minute
 while it runs, so a restarted engine goes on from them.
