@@ -86,6 +86,21 @@ claims_check() {
     fi
 }
 
+# claim_usage PID UUID: $eq_has, what the processes of the claim held by PID use on that GPU
+claim_usage() {
+    eq_has=0
+    while IFS=', ' read -r eq_app eq_app_uuid eq_app_mib eq_x; do
+        [ "$eq_app_uuid" = "$2" ] || continue
+        case $eq_app$eq_app_mib in ''|*[!0-9]*) continue ;; esac
+        proc_groups "$eq_app" || continue
+        if [ "$eq_pgid" = "$1" ] || [ "$eq_sid" = "$1" ]; then
+            eq_has=$((eq_has + eq_app_mib))
+        fi
+    done <<APPS
+$eq_apps
+APPS
+}
+
 # claims_fit MIB: each GPU in $eq_shared (" gpu:pid:mib" per claim) has MIB free beside what
 # those claims have not allocated yet; nvidia-smi's word, when it has one
 claims_fit() {
@@ -101,17 +116,7 @@ claims_fit() {
             case $eq_claim in "$eq_index":*) ;; *) continue ;; esac
             eq_rest=${eq_claim#*:}
             eq_pid=${eq_rest%%:*} eq_mib=${eq_rest#*:}
-            eq_has=0
-            while IFS=', ' read -r eq_app eq_app_uuid eq_app_mib eq_x; do
-                [ "$eq_app_uuid" = "$eq_uuid" ] || continue
-                case $eq_app$eq_app_mib in ''|*[!0-9]*) continue ;; esac
-                proc_groups "$eq_app" || continue
-                if [ "$eq_pgid" = "$eq_pid" ] || [ "$eq_sid" = "$eq_pid" ]; then
-                    eq_has=$((eq_has + eq_app_mib))
-                fi
-            done <<APPS
-$eq_apps
-APPS
+            claim_usage "$eq_pid" "$eq_uuid"
             [ "$eq_mib" -gt "$eq_has" ] && eq_pending=$((eq_pending + eq_mib - eq_has))
         done
         eq_free=$((eq_total - eq_used - eq_pending))

@@ -1,7 +1,7 @@
 # _fair_turns.sh: included by launch.sh after _claims.sh, _proc_groups.sh and _claim_launch.sh
-# (mtime_of); it reads the want files _claims.sh writes. Fair turns, by memory: a freed GPU, or
-# the room a job freed on a GPU that jobs share, goes first to the waiting engine that holds the
-# least of this host's GPU memory, when it could use it.
+# (mtime_of, claim_usage); it reads the want files _claims.sh writes. Fair turns, by memory: a
+# freed GPU, or the room a job freed on a GPU that jobs share, goes first to the waiting engine
+# that holds the least of this host's GPU memory, when it could use it.
 #
 # claims_fair GPUS: when another engine waits for GPUs here (its want file is fresh: written by a
 # probe within 3 of its polls + 10 s), could use GPUS (its want file says what its waiting jobs
@@ -110,20 +110,6 @@ held_mib() {
     done
 }
 
-# claim_usage PID UUID: $eq_has, what the processes of the claim held by PID use on that GPU
-claim_usage() {
-    eq_has=0
-    while IFS=', ' read -r eq_app eq_app_uuid eq_app_mib eq_x; do
-        [ "$eq_app_uuid" = "$2" ] || continue
-        case $eq_app$eq_app_mib in ''|*[!0-9]*) continue ;; esac
-        proc_groups "$eq_app" || continue
-        if [ "$eq_pgid" = "$1" ] || [ "$eq_sid" = "$1" ]; then
-            eq_has=$((eq_has + eq_app_mib))
-        fi
-    done <<APPS
-$eq_apps
-APPS
-}
 
 # room_for_them GPU: $eq_room, the memory the GPU would have free for the waiting engine if we
 # put nothing more on it (its free memory, less what claims hold and have not allocated yet,
