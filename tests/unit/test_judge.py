@@ -1,6 +1,6 @@
 """What a probe says about an attempt, and the status it leads to."""
 
-from eq_tui.api.model import JobState, JobStatus
+from eq_tui.api.model import Attempt, JobState, JobStatus
 from eq_tui.engine.tick.judge import (
     Exited,
     Lost,
@@ -162,3 +162,44 @@ def test_observations_carry_what_the_probe_said() -> None:
     # never started needs both: still launching, and no pid ever written
     assert isinstance(observe(job(JobStatus.LAUNCHING), probe(), now=5, stale_grace_s=5), Lost)
     assert isinstance(observe(job(), probe(pid=None), now=5, stale_grace_s=5), Lost)
+
+
+# ---- where the output was looked for, and an OOM on a shared GPU ---------------------------
+
+def shared_oom(escalation: int, *, attempts: int = 1, shared: bool = True) -> Verdict:
+    j = job(attempts=attempts)
+    j.mem_escalation = escalation
+    j.history.append(Attempt(n=attempts, host="a", gpus=[0], session="s", attempt_dir="d",
+                             log="l", shared=shared))
+    return verdict_for_exit(j, Exited(1, OOM, None), M, now=100, has_output_check=False)
+
+
+def test_output_missing_says_where_the_output_was_looked_for() -> None:
+    v = verdict_for_exit(job(), Exited(0, "", False), M, now=0, has_output_check=True,
+                         output_where="out/*.pt on gpu1:/runs/x")
+    assert v == Verdict(JobStatus.STUCK, "output_missing",
+                        "exit 0 but output_check out/*.pt on gpu1:/runs/x matched nothing")
+
+
+def test_an_oom_on_a_shared_gpu_asks_more_memory_then_its_gpu_alone() -> None:
+    assert shared_oom(0) == Verdict(
+        JobStatus.FAILED_OOM, "cuda_oom",
+        f"{OOM} (on a shared GPU: next attempt gets 1.5x its estimate)", retry_at=110,
+        escalate_memory=True)
+    # the second time it waits for its GPU alone, at once
+    assert shared_oom(1, attempts=2) == Verdict(
+        JobStatus.FAILED_OOM, "cuda_oom",
+        f"{OOM} (on a shared GPU: next attempt gets its GPU alone)", retry_at=100,
+        escalate_memory=True)
+    # alone, it is the job's own OOM: the plain delayed retry
+    assert shared_oom(2, attempts=2) == Verdict(JobStatus.FAILED_OOM, "cuda_oom", OOM,
+                                                retry_at=110)
+    assert shared_oom(0, shared=False) == Verdict(JobStatus.FAILED_OOM, "cuda_oom", OOM,
+                                                  retry_at=110)
+
+
+def test_an_oom_on_a_shared_gpu_at_the_last_attempt_is_stuck_without_escalating() -> None:
+    assert shared_oom(0, attempts=3) == Verdict(
+        JobStatus.STUCK, "cuda_oom",
+        f"{OOM} (on a shared GPU: next attempt gets 1.5x its estimate) "
+        "(attempt 3/3, no retries left)")

@@ -366,3 +366,84 @@ def test_a_compaction_that_fails_midway_makes_the_next_write_compact(
     store.write_changes({"updated": 4.0}, [job(2, "running")])
     assert store.compactions == compactions + 2 and store.appends == 1
     assert store.journal.stat().st_size == 0
+
+
+# ---- what the 2026-11-23 list called equivalent, and inputs tell apart ------------------------
+
+def test_a_state_file_not_written_yet_is_not_due_for_compaction(tmp_path: Path) -> None:
+    # the engine asks every tick (Persistence.due), from before its first whole write
+    store = StateFile(tmp_path, clock=Clock())
+    assert store.compaction_due() is False
+    store.load()
+    assert store.compaction_due() is False
+
+
+def test_loading_never_takes_the_generation_back(tmp_path: Path) -> None:
+    """A state file put back from an older copy (`cp queue_state.prev.json ...`) while this
+    StateFile has written newer generations: its next whole write still outnumbers every line
+    it journaled, so none of them can apply to the new state."""
+    store = StateFile(tmp_path, clock=Clock())
+    store.write_whole(state(2))
+    older = store.path.read_text()
+    store.write_whole(state(2, updated=2.0))
+    store.write_whole(state(2, updated=3.0))
+    assert raw_state(store)["generation"] == 3
+    store.path.write_text(older)
+    assert store.load() is not None
+    store.write_whole(state(2, updated=4.0))
+    assert raw_state(store)["generation"] == 4
+
+
+def _pad_to_four(tmp_path: Path, name: str, pad: int) -> StateFile:
+    """A journaling store whose state file is a multiple of 4 bytes, so a quarter is exact."""
+    for extra in range(4):
+        store = StateFile(tmp_path / f"{name}{extra}", clock=Clock())
+        store.path.parent.mkdir()
+        store.small_bytes = 0
+        store.compact_fraction = 0.25
+        store.write_whole({**state(40), "note": "y" * extra})
+        if store.path.stat().st_size % 4 == 0:
+            return store
+    raise AssertionError("unreachable: one of four sizes is a multiple of 4")
+
+
+def test_the_journal_may_hold_exactly_its_fraction_of_the_state(tmp_path: Path) -> None:
+    """Compaction comes when a line would take the journal past compact_fraction of the state
+    file's size; a line that brings it to exactly that fraction is appended."""
+    probe = _pad_to_four(tmp_path, "probe", 0)
+    probe.write_changes({}, [job(1, "running", pad="")])
+    bare = probe.journal.stat().st_size
+    quarter = probe.path.stat().st_size // 4 if probe.compactions == 1 else None
+    assert quarter is not None and bare < quarter
+    exact = _pad_to_four(tmp_path, "exact", 0)
+    assert exact.path.stat().st_size // 4 == quarter
+    exact.write_changes({}, [job(1, "running", pad="x" * (quarter - bare))])
+    assert exact.journal.stat().st_size == quarter
+    assert (exact.appends, exact.compactions) == (1, 1)
+    over = _pad_to_four(tmp_path, "over", 0)
+    over.write_changes({}, [job(1, "running", pad="x" * (quarter - bare + 1))])
+    assert (over.appends, over.compactions) == (0, 2)
+
+
+def test_a_state_file_edited_by_jq_loads_the_same_under_a_c_locale(tmp_path: Path) -> None:
+    """jq writes UTF-8 as it is (eq-tui writes ASCII escapes): under LC_ALL=C, with Python's
+    locale coercion and UTF-8 mode off, the file is still read as UTF-8, not the locale's
+    ASCII."""
+    import subprocess
+    import sys
+
+    import eq_tui
+
+    store = StateFile(tmp_path, clock=Clock())
+    store.write_whole({**state(1), "jobs": [job(0, cmd="train --name café")]})
+    store.path.write_text(store.path.read_text().replace("\\u00e9", "é"), encoding="utf-8")
+    assert "é".encode() in store.path.read_bytes()
+    code = ("import sys; from pathlib import Path; from eq_tui.runfiles.statefile import "
+            "StateFile; print(StateFile(Path(sys.argv[1])).load()['jobs'][0]['cmd'].encode())")
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0",
+           "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": "utf-8",
+           "PYTHONPATH": str(Path(eq_tui.__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == repr("train --name café".encode())
