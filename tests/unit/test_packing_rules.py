@@ -521,3 +521,57 @@ def test_without_max_parallel_set_memory_alone_caps_the_jobs_sharing_a_host() ->
     assert len(d.launches) == 16
     views = [host(used=(0, 0, 0, 0), max_parallel=8, max_parallel_given=True)]
     assert len(run(m, waiting(*(f"j{i}" for i in range(20))), views).launches) == 8
+
+
+# ---- the last attempt after shared OOMs waits for GPUs alone, and keeps them for itself -------
+
+def last_chance(host_name: str = "h", gpus: tuple[int, ...] = (0,)) -> JobState:
+    """A job whose two attempts ran out of memory on shared GPUs: its third takes GPUs alone."""
+    job = JobState(id="j", phase="main", cmd="train", status=JobStatus.FAILED_OOM, retry_at=NOW,
+                   mem_escalation=2, attempts=2)
+    job.history.append(Attempt(n=2, host=host_name, gpus=list(gpus), session="s",
+                               attempt_dir="d", log="l", estimate_mib=15 * GIB, shared=True,
+                               failure_class=FailureClass.CUDA_OOM))
+    return job
+
+
+WAITS = "alone (attempt 3 after CUDA OOMs on a shared GPU); nothing new is packed onto it"
+
+
+def test_the_last_attempt_waits_for_the_gpu_it_ran_on_and_nothing_new_is_packed_there() -> None:
+    m = manifest(spec("j", 10 * GIB), spec("a", 10 * GIB), spec("b", 10 * GIB),
+                 spec("n", 10 * GIB))
+    jobs = [running("a", "h", [0], 10 * GIB), running("b", "h", [1], 10 * GIB), last_chance(),
+            *waiting("n")]
+    d = run(m, jobs, [host(used=(10 * GIB, 10 * GIB), others=(0, 0))])
+    assert d.waiting["j"] == f"waits for h GPU 0 {WAITS}"
+    # GPU 0 had as much room as GPU 1: the new job goes to GPU 1 only because 0 is kept
+    assert placed(d) == [("n", "h", (1,), 10 * GIB)]
+    # the GPU it ran on, even when another is less crowded
+    jobs = [running("a", "h", [0], 10 * GIB), running("b", "h", [0], 10 * GIB),
+            running("n", "h", [1], 10 * GIB), last_chance()]
+    d = run(m, jobs, [host(used=(20 * GIB, 10 * GIB), others=(0, 0))])
+    assert d.waiting["j"] == f"waits for h GPU 0 {WAITS}"
+
+
+def test_the_last_attempt_whose_host_is_gone_waits_for_the_least_crowded_gpus() -> None:
+    m = manifest(spec("j", 10 * GIB), spec("a", 10 * GIB), spec("b", 10 * GIB),
+                 spec("c", 10 * GIB))
+    jobs = [running("a", "x", [0], 10 * GIB), running("b", "x", [0], 10 * GIB),
+            running("c", "y", [0], 10 * GIB), last_chance("gone")]
+    d = run(m, jobs, [host("x", used=(20 * GIB,), others=(0,)),
+                      host("y", used=(10 * GIB,), others=(0,))])
+    assert d.launches == [] and d.waiting["j"] == f"waits for y GPU 0 {WAITS}"
+
+
+def test_the_last_attempt_of_a_multi_gpu_job_waits_for_the_emptiest_gpus_of_one_host() -> None:
+    m = manifest(spec("j", 10 * GIB, gpus_per_job=2), *(spec(i, 10 * GIB) for i in "abc"))
+    jobs = [running("a", "h", [0], 10 * GIB), running("b", "h", [1], 10 * GIB),
+            running("c", "h", [1], 10 * GIB), last_chance("h")]
+    d = run(m, jobs, [host("h", used=(10 * GIB, 20 * GIB, 10 * GIB), others=(0, 0, 0))])
+    # it ran on GPU 0 only: two GPUs are needed, the two with the fewest jobs (2 has none)
+    assert d.waiting["j"] == f"waits for h GPU 2, 0 {WAITS}"
+    # no host has two GPUs: it says what it waits for
+    d = run(m, [running("a", "x", [0], 10 * GIB), last_chance("x")],
+            [host("x", used=(10 * GIB,), others=(0,))])
+    assert d.waiting["j"] == "waiting for 2 GPU(s) of one host to itself"
