@@ -575,3 +575,23 @@ def test_the_last_attempt_of_a_multi_gpu_job_waits_for_the_emptiest_gpus_of_one_
     d = run(m, [running("a", "x", [0], 10 * GIB), last_chance("x")],
             [host("x", used=(10 * GIB,), others=(0,))])
     assert d.waiting["j"] == "waiting for 2 GPU(s) of one host to itself"
+
+
+def test_a_host_at_max_parallel_is_named_only_when_a_gpu_there_could_take_a_job() -> None:
+    """The queue's reason: a GPU with room to share (even 1 MiB) or free for a job alone, on
+    a host at its max_parallel, is the limit's fault; a full GPU, or one whose size is not
+    known, is simply busy."""
+    m = manifest(spec("a", 10 * GIB), spec("n", 10 * GIB))
+    new = waiting("n")[0]
+
+    def why(gpus: tuple[GpuView, ...], estimate: int | None = 10 * GIB) -> str | None:
+        view = replace(host(max_parallel=1), gpus=gpus)
+        return run(m, [running("a", "h", [0], estimate), new], [view]).why_waiting(new)
+
+    limit, busy = "host limit max_parallel 1 reached", "no free GPU (1 of 1 busy)"
+    assert why((GpuView(0, 10 * GIB, 80 * GIB, 0),)) == limit
+    assert why((GpuView(0, 10 * GIB, 11 * GIB + 1, 0),)) == limit  # 1 MiB beyond the margin
+    assert why((GpuView(0, 10 * GIB, 11 * GIB, 0),)) == busy  # nothing beyond the margin
+    assert why((GpuView(0, 10 * GIB, None, 0),)) == busy  # size unknown
+    assert why((GpuView(0, 10 * GIB, 80 * GIB, 0), GpuView(1, 0, 80 * GIB, 0)),
+               estimate=None) == "host limit max_parallel 1 reached"
