@@ -107,6 +107,7 @@ def test_max_parallel_is_given_where_the_host_or_the_top_level_sets_it() -> None
      "'claims' must be an absolute path of letters, digits and _ . + - /"),
     ("hosts: [{name: a, rules: '/etc/my rules.yaml'}]\n", "hosts[0].rules",
      "'/etc/my rules.yaml' must be an absolute path of letters, digits and _ . + - /"),
+    ("hosts: [{name: a, claims_dir: 5}]\n", "hosts[0].claims_dir", "expected a string"),
 ])
 def test_host_mistakes_name_their_key_and_say_what_is_wrong(text: str, key_path: str,
                                                            message: str) -> None:
