@@ -8,6 +8,7 @@ from pathlib import Path
 
 from eq_tui.api.model import Attempt, JobState, JobStatus
 from eq_tui.engine.decide.crash_guard import CrashGuard
+from eq_tui.engine.decide.scheduler import PhaseLimit
 from eq_tui.engine.state.bus import Bus
 from eq_tui.engine.state.store import RunDir
 from eq_tui.manifest.model import CrashGuard as Spec
@@ -30,8 +31,9 @@ def ended(job_id: str, line: str, ran: float = 1.0, phase: str = "main",
     return job
 
 
-def running(job_id: str, began: float = 90.0, **params: str) -> JobState:
+def running(job_id: str, began: float = 90.0, phase: str = "main", **params: str) -> JobState:
     job = ended(job_id, "", **params)
+    job.phase = phase
     job.status = JobStatus.RUNNING
     job.history[-1].start = began
     job.history[-1].end = None
@@ -153,3 +155,155 @@ def test_released_and_restored(tmp_path: Path) -> None:
     off = guard(tmp_path, enabled=False)  # type: ignore[arg-type]
     crash(off, ended("a", "x"))
     assert not off.held and off.limits([], 0.0) == {}
+
+
+# ---- what a person reads: the held phase's reason, event and alert; a release --------------
+
+TODO = ("it waits for a person: fix the command, then `eq-tui retry RUN_DIR j2` (retries it "
+        "and releases the phase; r on it in the UI), or `eq-tui release RUN_DIR --phase main` "
+        "to launch the rest as they are")
+
+
+def test_a_held_phase_says_which_jobs_how_they_failed_and_what_to_do(tmp_path: Path) -> None:
+    g = guard(tmp_path, within=30.5)
+    for i in range(3):
+        crash(g, ended(f"j{i}", f"  ValueError: bad lr {i}  "))
+    reason = ("crash guard: 3 jobs of phase main (j0, j1, j2) failed the same way within 30.5s "
+              "of starting, before any progress [exit_nonzero] ValueError: bad lr 2")
+    assert g.held == {"main": reason}
+    held, alert = g.bus.run_dir.read_events()
+    assert held == {"project": "p", "at": 100.0, "phase": "main", "jobs": ["j0", "j1", "j2"],
+                    "failure_class": "exit_nonzero", "line": "ValueError: bad lr 2",
+                    "reason": reason, "todo": TODO, "type": "phase_held"}
+    assert alert == {"project": "p", "at": 100.0, "level": "error", "host": None, "job": "j2",
+                     "message": f"{reason}. Launching phase main is held; {TODO}",
+                     "type": "alert"}
+    assert g.bus.alerts == [alert]
+    assert g.limits([], 100.0) == {"main": PhaseLimit(0, reason)}
+    assert g.to_json() == {"held": {"main": reason}}
+
+
+def test_a_held_phases_line_is_cut_at_200_characters_and_an_empty_one_is_named(
+        tmp_path: Path) -> None:
+    g = guard(tmp_path)
+    for i in range(3):
+        crash(g, ended(f"j{i}", "E" * 300))
+    assert g.held["main"].endswith("[exit_nonzero] " + "E" * 200)
+    quiet = guard(tmp_path / "quiet")
+    for i in range(3):
+        crash(quiet, ended(f"j{i}", "   "))
+    assert quiet.held["main"].endswith("[exit_nonzero] (no output)")
+
+
+def test_a_release_says_who_and_the_phase_needs_new_evidence(tmp_path: Path) -> None:
+    g = guard(tmp_path)
+    assert g.release("main", "bob") is False
+    for i in range(3):
+        crash(g, ended(f"j{i}", "boom"))
+    assert g.release("main", "eq-tui release") is True
+    assert g.held == {} and g.limits([], 100.0) == {}
+    released, alert = g.bus.run_dir.read_events()[-2:]
+    assert released == {"project": "p", "at": 100.0, "phase": "main", "by": "eq-tui release",
+                        "type": "phase_released"}
+    assert (alert["level"], alert["message"]) == (
+        "info", "phase main released (eq-tui release); launching again")
+    assert g.release("main", "bob") is False
+    crash(g, ended("k0", "boom"))
+    crash(g, ended("k1", "boom"))
+    assert not g.held  # the three before the release no longer count
+
+
+def test_release_all_releases_every_held_phase(tmp_path: Path) -> None:
+    g = guard(tmp_path)
+    for phase in ("a", "b"):
+        for i in range(3):
+            crash(g, ended(f"{phase}{i}", "boom", phase=phase))
+    assert set(g.held) == {"a", "b"}
+    g.release_all("person")
+    assert g.held == {}
+    assert [e["phase"] for e in g.bus.run_dir.read_events() if e["type"] == "phase_released"] \
+        == ["a", "b"]
+
+
+# ---- the edges of judging and limiting -------------------------------------------------------
+
+def test_a_crash_with_no_start_recorded_counts_from_when_it_was_launched(tmp_path: Path) -> None:
+    g = guard(tmp_path)
+    for i in range(3):
+        job = ended(f"j{i}", "boom")
+        job.history[-1].start, job.history[-1].decided_at = None, 55.0
+        crash(g, job)
+    assert "main" in g.held
+
+
+def test_a_crash_judged_before_its_end_is_written_counts_up_to_now(tmp_path: Path) -> None:
+    g = guard(tmp_path)  # the clock reads 100: started at 50, 50 s ago
+    for i in range(3):
+        job = ended(f"j{i}", "boom")
+        job.history[-1].end = None
+        crash(g, job)
+    assert "main" in g.held
+
+
+def test_a_crash_exactly_within_seconds_after_its_start_counts(tmp_path: Path) -> None:
+    g = guard(tmp_path, within=60.0)
+    for i in range(3):
+        crash(g, ended(f"j{i}", "boom", ran=60.0))
+    assert "main" in g.held
+
+
+def test_a_failure_with_no_class_or_a_job_with_no_attempt_is_not_evidence(
+        tmp_path: Path) -> None:
+    g = guard(tmp_path)
+    for i in range(3):
+        g.judged(ended(f"j{i}", "boom"), JobStatus.STUCK, None)
+    bare = JobState(id="b", phase="main", cmd="x", status=JobStatus.STUCK, last_line="boom")
+    g.saw_output(bare, ("epoch 1/3 loss=0.5",))
+    for _ in range(3):
+        g.judged(bare, JobStatus.STUCK, "exit_nonzero")
+    assert not g.held and g.limits([], 100.0) == {}
+
+
+def test_jobs_not_from_a_grid_are_each_their_own_configuration(tmp_path: Path) -> None:
+    jobs = [ended(n, "boom") for n in ("a", "b", "c")] + [ended("g", "boom", lr="0.1")]
+    g = guard(tmp_path, jobs)
+    for job in jobs[:3]:
+        crash(g, job)
+    assert "main" in g.held
+
+
+def test_the_key_seeds_differ_in_is_the_phases_own(tmp_path: Path) -> None:
+    jobs = [ended(f"lr{lr}_s{s}", "boom", lr=lr, seed=s)
+            for lr in ("0.1", "1.0") for s in ("1", "2", "3")]
+    store = RunDir(tmp_path / "run")
+    store.create()
+    g = CrashGuard(Spec(), "p", Bus("p", store, lambda: 100.0), lambda: 100.0,
+                   group_over=lambda phase: {"main": "seed"}.get(phase, ""),
+                   phase_jobs=lambda phase: [j for j in jobs if j.phase == phase])
+    for job in jobs[3:]:  # one configuration's three seeds
+        crash(g, job)
+    assert not g.held
+
+
+def test_a_job_out_that_already_showed_progress_is_not_evidence_to_wait_for(
+        tmp_path: Path) -> None:
+    g = guard(tmp_path, after=3, within=60.0)
+    trained = running("t")
+    g.saw_output(trained, ("epoch 1/3 loss=0.5",))  # before the phase had a crash
+    g.saw_output(trained, ("epoch 2/3 loss=0.4",))  # shown once is enough
+    crash(g, ended("first", "boom"))
+    other = running("o", phase="eval")
+    unproven = running("u")
+    assert g.limits([other, trained, unproven], now=100.0)["main"] == PhaseLimit(1, (
+        "crash guard: 1 job(s) of phase main failed before any progress; waiting for the jobs "
+        "out to show progress or fail the same way"))
+    # an attempt out exactly `within` seconds may still crash the same way
+    assert g.limits([running("v", began=40.0)], now=100.0)["main"].left == 1
+
+
+def test_restored_reasons_are_the_saved_ones(tmp_path: Path) -> None:
+    g = guard(tmp_path)
+    g.restore({"held": {"main": "crash guard: as saved"}})
+    assert g.limits([], 0.0) == {"main": PhaseLimit(0, "crash guard: as saved")}
+    g.restore(None)
+    assert g.held == {"main": "crash guard: as saved"}
