@@ -1,0 +1,227 @@
+"""probe.sh's answer read in whole, and the requests written to the host scripts, byte for byte
+(tests/unit/test_fuzz.py shows garbage never raises; tests/integration runs the real scripts).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from eq_tui.errors import HostError
+from eq_tui.hosts.base import (
+    AttemptProbe,
+    AttemptRef,
+    CommandCheck,
+    GpuHealth,
+    GpuProcess,
+    GpuReading,
+    LaunchRequest,
+    PathCheck,
+    ProbeRequest,
+)
+from eq_tui.hosts.shell_protocol import (
+    launch_stdin,
+    parse_probe,
+    preflight_stdin,
+    probe_stdin,
+    script,
+    split_sections,
+    with_owners,
+    with_utilisation,
+)
+
+B = "@@eq-00112233aabbccdd"
+REQUEST = ProbeRequest(attempts=(AttemptRef("a", "eq_p_a_1", "/r/a/1", None),
+                                 AttemptRef("b", "eq_p_b_1", "/r/b/1", "out.json")))
+
+
+def answer(*sections: tuple[str, str], end: bool = True) -> str:
+    text = "motd noise\n"
+    for name, body in sections:
+        text += f"{B} {name}\n{body}"
+    return text + (f"{B} end\nafter\n" if end else "")
+
+
+WHOLE = answer(
+    ("sessions", "screen 123.eq_p_a_1\ntmux eq_p_b_1\nscreen nodot\ntmux \nother x\n"),
+    ("gpus", "0, GPU-a, H100, 1000, 81559, 50\n1, GPU-b, H100, 0, 81559, 0\n"),
+    ("gpus_rc 0", ""),
+    ("apps", "4242, GPU-a, 900\n77, GPU-b, 10\n"), ("apps_rc 0", ""),
+    ("owners", "4242 4240 4240 alice python train.py --lr 0.1\n"), ("owners_rc 0", ""),
+    ("pmon", "0 4242 C 45 3 - - - - python\n"), ("pmon_rc 0", ""),
+    ("health", "0, GPU-a, 2, No\n1, GPU-b, [N/A], Yes\nx, GPU-c, 1, no\n2, GPU-d, 1\n"),
+    ("health_rc 0", ""),
+    ("cores 16", ""),
+    ("requests",
+     "A\ta\t4240\t1\t1700000000.5\t-\t-\t2048\t-\t4240\n"
+     "A\tb\t-\t0\t-\t3\t1700000100.25\tx\t1\n"
+     "A\tshort\t1\n"
+     "O\tj1\t1\nO\tj2\t0\nP\tj3\t1\nP\tbad\nT\tb\t" + b"boom\n".hex() + "\n"
+     "L\ta\t" + b"\x1b[1mepoch 3\r".hex() + "\n"
+     "F\ta\t100\t" + b"more".hex() + "\nF\tb\tnope\tzz\n"),
+)
+
+
+def test_a_whole_probe_gives_every_fact() -> None:
+    snap = parse_probe("h", WHOLE, B, REQUEST, taken_at=5.0, rtt_s=0.25)
+    assert (snap.host, snap.ok, snap.taken_at, snap.rtt_s, snap.error) == ("h", True, 5.0, 0.25,
+                                                                          None)
+    assert snap.sessions == frozenset({"eq_p_a_1", "eq_p_b_1"})
+    assert snap.gpus == (GpuReading(0, "GPU-a", "H100", 1000, 81559, 50),
+                         GpuReading(1, "GPU-b", "H100", 0, 81559, 0))
+    assert snap.processes == (
+        GpuProcess(4242, "GPU-a", 900, "alice", "python train.py --lr 0.1", pgid=4240,
+                   sid=4240, running=True, util_pct=45),
+        GpuProcess(77, "GPU-b", 10, running=False, util_pct=0))
+    assert snap.health == (GpuHealth(0, "GPU-a", 2, False), GpuHealth(1, "GPU-b", None, True))
+    assert snap.cores == 16
+    assert snap.output_checks == {"j1": True, "j2": False}
+    assert snap.preconditions == {"j3": True}
+    assert snap.warnings == ()
+    assert snap.attempts == {
+        "a": AttemptProbe("a", True, 4240, True, 1700000000.5, None, None, 2048, None,
+                          log_tail="", last_line="epoch 3", pgid=4240, followed=b"more",
+                          followed_from=100),
+        "b": AttemptProbe("b", True, None, False, None, 3, 1700000100.25, 0, True,
+                          log_tail="boom\n", last_line="", pgid=None)}
+
+
+def test_a_probe_cut_off_or_missing_an_attempt_is_not_ok() -> None:
+    cut = parse_probe("h", answer(("sessions", ""), end=False), B, REQUEST, taken_at=5.0,
+                      rtt_s=0.1)
+    assert (cut.ok, cut.error, cut.taken_at, cut.host) == (False, "probe output was cut off",
+                                                          5.0, "h")
+    missing = parse_probe("h", answer(("requests", "A\ta\t1\t1\t-\t-\t-\t0\t-\n")), B, REQUEST,
+                          taken_at=6.0, rtt_s=0.1)
+    assert (missing.ok, missing.error, missing.taken_at) == (
+        False, "probe returned nothing for b", 6.0)
+
+
+def test_nvidia_smi_failing_or_listing_nothing_is_a_warning() -> None:
+    first = "NVIDIA-SMI has failed because it couldn't communicate " + "x" * 300
+    failed = answer(("gpus", f"\n  \n{first}\nsecond\n"), ("gpus_rc 9", ""))
+    snap = parse_probe("h", failed, B, ProbeRequest(), taken_at=0.0, rtt_s=None)
+    assert snap.warnings == (f"nvidia-smi failed (exit 9): {first[:200]}",)
+    assert snap.gpus == () and snap.ok
+    empty = answer(("gpus", ""), ("gpus_rc 9", ""))
+    assert parse_probe("h", empty, B, ProbeRequest(), taken_at=0.0,
+                       rtt_s=None).warnings == ("nvidia-smi failed (exit 9): no output",)
+    none = answer(("gpus", ""), ("gpus_rc 0", ""))
+    assert parse_probe("h", none, B, ProbeRequest(), taken_at=0.0,
+                       rtt_s=None).warnings == ("nvidia-smi listed no GPUs",)
+    no_code = answer(("gpus", "junk line\n"))
+    snap = parse_probe("h", no_code, B, ProbeRequest(), taken_at=0.0, rtt_s=None)
+    assert snap.warnings == ("nvidia-smi: unexpected line 'junk line'",)
+    no_gpus = parse_probe("h", answer(("sessions", "")), B, ProbeRequest(), taken_at=0.0,
+                          rtt_s=None)
+    assert no_gpus.warnings == () and no_gpus.cores is None
+
+
+def test_processes_need_their_section_to_have_succeeded() -> None:
+    base = (("gpus", "0, GPU-a, H100, 1000, 81559, 50\n"), ("gpus_rc 0", ""),
+            ("apps", "4242, GPU-a, 900\nbad\n"))
+    failed = parse_probe("h", answer(*base, ("apps_rc 1", "")), B, ProbeRequest(),
+                         taken_at=0.0, rtt_s=None)
+    assert failed.processes == () and failed.warnings == ()
+    snap = parse_probe("h", answer(*base, ("apps_rc 0", ""), ("pmon", "0 4242 C 45\n"),
+                                   ("pmon_rc 1", "")), B, ProbeRequest(), taken_at=0.0,
+                       rtt_s=None)
+    # no owners section: ps did not run, so nothing is known gone; pmon failed: no figure
+    assert snap.processes == (GpuProcess(4242, "GPU-a", 900),)
+    assert snap.warnings == ("nvidia-smi compute apps: unexpected line 'bad'",)
+
+
+def test_health_needs_its_section_to_have_succeeded() -> None:
+    rows = ("health", "0, GPU-a, 2, no\n")
+    for codes in ((), (("health_rc 1", ""),)):
+        snap = parse_probe("h", answer(rows, *codes), B, ProbeRequest(), taken_at=0.0,
+                           rtt_s=None)
+        assert snap.health == ()
+    snap = parse_probe("h", answer(rows, ("health_rc 0", ""), ("cores 0", "")), B,
+                       ProbeRequest(), taken_at=0.0, rtt_s=None)
+    assert snap.health == (GpuHealth(0, "GPU-a", 2, False),) and snap.cores is None
+
+
+def test_owners_give_group_session_user_and_command_or_mark_a_process_gone() -> None:
+    procs = [GpuProcess(1, "GPU-a", 10), GpuProcess(2, "GPU-a", 20), GpuProcess(3, "GPU-b", 30)]
+    lines = ["1 1 1 bob python  train.py  ", "2 9 8", "x 1 1 eve y", "3 4", " "]
+    assert with_owners(procs, lines) == [
+        GpuProcess(1, "GPU-a", 10, "bob", "python  train.py", pgid=1, sid=1, running=True),
+        GpuProcess(2, "GPU-a", 20, "", "", pgid=9, sid=8, running=True),
+        GpuProcess(3, "GPU-b", 30, running=False)]
+    assert with_owners(procs, ["4 4 4 carl"]) == [
+        GpuProcess(1, "GPU-a", 10, running=False), GpuProcess(2, "GPU-a", 20, running=False),
+        GpuProcess(3, "GPU-b", 30, running=False)]
+    assert with_owners(procs, None) == procs
+
+
+def test_a_processes_utilisation_is_its_own_on_its_gpu() -> None:
+    gpus = [GpuReading(0, "GPU-a", "X", 0, 1, 0), GpuReading(1, "GPU-b", "X", 0, 1, 0)]
+    procs = [GpuProcess(5, "GPU-a", 1), GpuProcess(5, "GPU-b", 1), GpuProcess(6, "GPU-z", 1)]
+    utils = {(0, 5): 30, (1, 5): 70, (-1, 6): 99}
+    assert [p.util_pct for p in with_utilisation(procs, gpus, utils)] == [30, 70, 99]
+    assert [p.util_pct for p in with_utilisation(procs, gpus, {})] == [0, 0, 0]
+
+
+def test_sections_take_codes_with_or_without_rc_and_stop_at_end() -> None:
+    sections = split_sections(f"{B} a\n1\n{B} a_rc x\n{B} cores 8\n2\n{B} b\n3\n{B} end\n"
+                              f"{B} c\n4\n", B)
+    assert sections.lines == {"a": ["1"], "b": ["3"]}
+    assert sections.codes == {"a_rc": None, "cores": 8} and sections.ended
+
+
+def test_a_followed_log_is_asked_from_its_offset() -> None:
+    request = ProbeRequest(attempts=(AttemptRef("k", "eq_s", "/d", "o/*.pt"),
+                                     AttemptRef("m", "eq_t", "/e", None)),
+                           follow=(("k", 4096), ("m", -5)))
+    assert probe_stdin(request) == b"A\tk\teq_s\t/d\to/*.pt\t4096\nA\tm\teq_t\t/e\t-\t0\n"
+    with pytest.raises(HostError, match=r"^output_check 'a\\tb' contains a tab or newline$"):
+        probe_stdin(ProbeRequest(attempts=(AttemptRef("k", "s", "/d", "a\tb"),)))
+    with pytest.raises(HostError, match=r"^attempt dir '/d\\n' contains a tab or newline$"):
+        probe_stdin(ProbeRequest(attempts=(AttemptRef("k", "s", "/d\n", None),)))
+    with pytest.raises(HostError, match=r"^key 'k\\r' contains a tab or newline$"):
+        probe_stdin(ProbeRequest(output_checks=(PathCheck("k\r", "x"),)))
+    with pytest.raises(HostError, match=r"^path 'x\\ty' contains a tab or newline$"):
+        probe_stdin(ProbeRequest(preconditions=(PathCheck("k", "x\ty"),)))
+
+
+def test_preflight_requests_preconditions_and_commands() -> None:
+    checks = (PathCheck("j1", "data/*.csv"), PathCheck("j2", "ckpt"))
+    commands = (CommandCheck("c1", "python", "train.py", ("j1",)),
+                CommandCheck("c2", "bash", None, ("j2",)),
+                CommandCheck("c3", "py\tthon", None, ("j3",)),
+                CommandCheck("c4", "python", "a\nb.py", ("j4",)))
+    assert preflight_stdin(checks, commands) == (
+        b"P\tj1\tdata/*.csv\nP\tj2\tckpt\nC\tc1\tpython\nS\tc1\ttrain.py\nC\tc2\tbash\n")
+    assert preflight_stdin(()) == b""
+
+
+def launch(**kwargs: object) -> LaunchRequest:
+    base: dict[str, object] = {
+        "job_id": "j", "attempt": 1, "session": "s", "attempt_dir": "/d", "cwd": None,
+        "cmd": "python train.py --lr 0.1", "gpus": (0,), "env": {}, "conda": None,
+        "conda_hook": None, "launcher": "screen"}
+    return LaunchRequest(**{**base, **kwargs})  # type: ignore[arg-type]
+
+
+def test_a_launch_request_is_its_env_quoted_then_the_command() -> None:
+    text = launch_stdin(launch(env={"TOKEN": "a b'c", "LR": "0.1"}, cwd="/w d", conda="env1",
+                               conda_hook="/opt/c/hook.sh", venv=".venv")).decode()
+    assert text == ("6\n"
+                    "export TOKEN='a b'\"'\"'c'\n"
+                    "export LR=0.1\n"
+                    "export EQ_CWD='/w d'\n"
+                    "export EQ_CONDA=env1\n"
+                    "export EQ_CONDA_HOOK=/opt/c/hook.sh\n"
+                    "export EQ_VENV=.venv\n"
+                    "python train.py --lr 0.1\nEQ_LAUNCH_END\n")
+    bare = launch_stdin(launch()).decode()
+    assert bare.startswith("4\nexport EQ_CWD=''\nexport EQ_CONDA=''\n")
+    for name in ("1X", "A-B", "", "A B"):
+        with pytest.raises(HostError, match=r"^environment variable name .* is not valid$"):
+            launch_stdin(launch(env={name: "x"}))
+
+
+def test_a_script_carries_the_pieces_it_includes() -> None:
+    text = script("launch.sh")
+    assert "# eq-tui include:" not in text
+    assert script("_launch_request.sh").strip() in text
