@@ -20,6 +20,7 @@ from eq_tui.hosts.base import (
 )
 from eq_tui.hosts.shell_protocol import (
     launch_stdin,
+    new_boundary,
     parse_probe,
     preflight_stdin,
     probe_stdin,
@@ -225,3 +226,105 @@ def test_a_script_carries_the_pieces_it_includes() -> None:
     text = script("launch.sh")
     assert "# eq-tui include:" not in text
     assert script("_launch_request.sh").strip() in text
+
+
+def test_the_lab_rules_who_we_are_the_clock_and_who_waits_come_with_the_probe() -> None:
+    text = answer(("rules_path", " /etc/eq-tui/rules.yaml \n"), ("user", " alice \n"),
+                  ("clock", " 13:05 2 \n"), ("wants", "bob 123\n\ncarl\n  \nalice 9\n"),
+                  ("rules", "keep_free: [1]\n"))
+    snap = parse_probe("h", text, B, ProbeRequest(), taken_at=0.0, rtt_s=None)
+    lab = snap.lab
+    assert lab is not None and lab.rules is not None
+    assert (lab.path, lab.user, lab.clock, lab.waiting, lab.warning) == (
+        "/etc/eq-tui/rules.yaml", "alice", (13 * 60 + 5, 2), frozenset({"bob", "carl"}), "")
+    assert dict(lab.rules.keep_free) == {1: ""} and snap.warnings == ()
+
+
+def test_lab_rules_that_are_not_rules_are_a_warning_and_none_is_no_rules() -> None:
+    text = answer(("rules_path", "/etc/r.yaml\n"), ("rules", "- 1\n"))
+    snap = parse_probe("h", text, B, ProbeRequest(), taken_at=0.0, rtt_s=None)
+    assert snap.lab is not None and snap.lab.rules is None
+    assert snap.warnings == ("lab rules /etc/r.yaml ignored, none apply until it is fixed: the "
+                             "file is not a mapping of rules",)
+    bare = parse_probe("h", answer(("user", "u\n")), B, ProbeRequest(), taken_at=0.0, rtt_s=None)
+    assert bare.lab is not None
+    assert (bare.lab.rules, bare.lab.path, bare.lab.clock, bare.lab.waiting) == (
+        None, "", None, frozenset())
+
+
+def test_claims_on_the_hosts_gpus_come_with_the_probe() -> None:
+    line = "c0.claim 0 bob proj tok j1 2 4242 1024 eq_proj_j1_2"
+    snap = parse_probe("h", answer(("claims", f"{line}\nshort line\n")), B, ProbeRequest(),
+                       taken_at=0.0, rtt_s=None)
+    assert [(c.gpu, c.user, c.job, c.attempt, c.pid, c.mib) for c in snap.claims] == [
+        (0, "bob", "j1", 2, 4242, 1024)]
+    assert parse_probe("h", answer(), B, ProbeRequest(), taken_at=0.0, rtt_s=None).claims == ()
+
+
+def test_an_attempt_is_read_only_from_an_a_line() -> None:
+    text = answer(("requests", "X\ta\t1\t1\t-\t-\t-\t0\t-\n"))
+    request = ProbeRequest(attempts=(AttemptRef("a", "eq_a", "/d", None),))
+    snap = parse_probe("h2", text, B, request, taken_at=3.0, rtt_s=None)
+    assert (snap.host, snap.ok, snap.error) == ("h2", False, "probe returned nothing for a")
+
+
+def test_garbled_follow_hex_and_health_lines_are_skipped_not_the_rest() -> None:
+    requests = ("F\ta\tnope\t41\nF\ta\t5\nF\tb\t7\t" + b"ok".hex() + "\n"
+                "T\ta\t" + "ff41".replace("41", " 41") + "\nT\tb\tzz\nL\ta\t" + "c3".upper()
+                + "\n")
+    request = ProbeRequest(attempts=(AttemptRef("a", "eq_a", "/d", None),
+                                     AttemptRef("b", "eq_b", "/d", None)))
+    facts = "A\ta\t1\t1\t-\t-\t-\t0\t-\nA\tb\t1\t1\t-\t-\t-\t0\t-\n"
+    snap = parse_probe("h", answer(("requests", facts + requests),
+                                   ("health", "x, GPU-a, 1, no\n0, GPU-b, 1, no\n"),
+                                   ("health_rc 0", "")),
+                       B, request, taken_at=0.0, rtt_s=None)
+    a, b = snap.attempts["a"], snap.attempts["b"]
+    assert (a.followed, a.followed_from, b.followed, b.followed_from) == (b"", None, b"ok", 7)
+    # invalid UTF-8 is replaced, not dropped; hex may carry spaces; non-hex is no text
+    assert (a.log_tail, b.log_tail, a.last_line) == ("\ufffdA", "", "\ufffd")
+    assert snap.health == (GpuHealth(0, "GPU-b", 1, False),)
+
+
+def test_session_lines_name_the_session_after_the_first_dot() -> None:
+    text = answer(("sessions", "screen 12.eq_p.a 1\ntmux eq.x y\n"))
+    snap = parse_probe("h", text, B, ProbeRequest(), taken_at=0.0, rtt_s=None)
+    assert snap.sessions == frozenset({"eq_p.a 1", "eq.x y"})
+
+
+def test_gpu_and_app_warnings_are_both_kept() -> None:
+    text = answer(("gpus", "0, GPU-a, H100, 1, 2, 3\nodd\n"), ("gpus_rc 0", ""),
+                  ("apps", "bad\n"), ("apps_rc 0", ""))
+    snap = parse_probe("h", text, B, ProbeRequest(), taken_at=0.0, rtt_s=None)
+    assert snap.warnings == ("nvidia-smi: unexpected line 'odd'",
+                             "nvidia-smi compute apps: unexpected line 'bad'")
+
+
+def test_an_owner_line_with_a_user_and_no_command() -> None:
+    assert with_owners([GpuProcess(2, "GPU-a", 20)], ["2 9 8 bob"]) == [
+        GpuProcess(2, "GPU-a", 20, "bob", "", pgid=9, sid=8, running=True)]
+
+
+def test_a_code_line_without_a_value_or_with_two_is_no_number() -> None:
+    sections = split_sections(f"{B} gpus_rc\n{B} apps_rc 1 2\n{B} end\n", B)
+    assert sections.codes == {"gpus_rc": None, "apps_rc": None} and sections.lines == {}
+
+
+def test_a_boundary_is_eight_random_bytes_in_hex() -> None:
+    import re
+
+    first, second = new_boundary(), new_boundary()
+    assert re.fullmatch(r"@@eq-[0-9a-f]{16}", first) and first != second
+
+
+def test_an_attempt_lines_key_and_session_are_named_when_refused() -> None:
+    with pytest.raises(HostError, match=r"^key 'a\\tb' contains a tab or newline$"):
+        probe_stdin(ProbeRequest(attempts=(AttemptRef("a\tb", "s", "/d", None),)))
+    with pytest.raises(HostError, match=r"^session 's\\n' contains a tab or newline$"):
+        probe_stdin(ProbeRequest(attempts=(AttemptRef("k", "s\n", "/d", None),)))
+
+
+def test_a_bare_launch_request_exports_empty_settings() -> None:
+    assert launch_stdin(launch(cmd="true")).decode() == (
+        "4\nexport EQ_CWD=''\nexport EQ_CONDA=''\nexport EQ_CONDA_HOOK=''\nexport EQ_VENV=''\n"
+        "true\nEQ_LAUNCH_END\n")
