@@ -23,6 +23,7 @@ def test_gpu_lines_give_every_field() -> None:
 @pytest.mark.parametrize(("cell", "value"), [
     ("12 MiB", 12), ("12MiB", 12), ("99 %", 99), ("1e3", 1000), ("7.9", 7), (" 5 ", 5),
     ("[N/A]", None), ("[Not Supported]", None), ("", None), ("nan", None), ("1e999", None),
+    ("7 XMiB", None),  # a unit it does not know
 ])
 def test_a_cell_with_units_reads_as_its_number_and_odd_ones_as_none(cell: str,
                                                                      value: int | None) -> None:
