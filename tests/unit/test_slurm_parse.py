@@ -32,7 +32,7 @@ from eq_tui.hosts.slurm_parse import (
 def files(exit_code: int | None = None, *, log_tail: str = "",
           exited_at: float | None = None) -> AttemptProbe:
     """What probe.sh found in the attempt dir (the pid there belongs to a compute node)."""
-    return AttemptProbe(key="a", session_alive=False, pid=42, pid_alive=True, started=10.0,
+    return AttemptProbe(key="a", session_alive=True, pid=42, pid_alive=True, started=10.0,
                         exit_code=exit_code, exited_at=exited_at, log_size=5,
                         output_ok=None, log_tail=log_tail, detail="stale")
 
@@ -68,6 +68,8 @@ def test_exit_code_is_the_code_or_128_plus_the_signal(text: str, code: int | Non
     ("n[a-b],m", ("n[a-b]", "m")),
     ("n[1-x]", ("n[1-x]",)),
     ("n[]", ("n[]",)),
+    ("login1,gpu[1-2]", ("login1", "gpu1", "gpu2")),
+    ("n[a-b,1-2]", ("n[a-b]", "n1", "n2")),
     ("", ()),
 ])
 def test_a_compressed_node_list_expands_to_names(text: str, names: tuple[str, ...]) -> None:
@@ -78,7 +80,8 @@ def test_a_compressed_node_list_expands_to_names(text: str, names: tuple[str, ..
 
 
 def test_squeue_lines_give_state_reason_and_nodes_per_name() -> None:
-    text = ("12|eq_a|RUNNING|None|gpu[01-02]\n"
+    text = ("garbage line\n"
+            "12|eq_a|RUNNING|None|gpu[01-02]\n"
             "13|eq_b|PENDING|Resources|\n"
             "14|eq_c|CANCELLED by 0|(null)|(null)\n"
             "15|eq_d|COMPLETING|None|n/a\n"
@@ -115,7 +118,7 @@ def test_squeue_keeps_the_newest_submission_of_a_name() -> None:
 
 @pytest.mark.parametrize(("raw", "base"), [
     ("RUNNING", "RUNNING"), ("cancelled by 1000", "CANCELLED"), ("COMPLETED+", "COMPLETED"),
-    ("  failed  ", "FAILED"), ("", ""),
+    ("  failed  ", "FAILED"), ("", ""), ("NEWSTATEX+ by 1", "NEWSTATEX"),
 ])
 def test_a_state_is_its_first_word_upper_case_without_the_plus(raw: str, base: str) -> None:
     assert parse_squeue(f"1|eq_a|{raw}|None")["eq_a"].state == base
@@ -283,3 +286,18 @@ def test_nodes_give_their_gpus_allocated_and_in_all() -> None:
     assert [n.node for n in parse_nodes(text, "debug")] == ["gpu01"]
     assert parse_nodes(text, "none") == []
     assert parse_nodes("NodeName=n1\n") == [NodeGpus("n1", "", (), 0, 0)]
+
+
+def test_the_note_keeps_the_tails_own_spacing_and_no_tail_is_the_note_alone() -> None:
+    seen = attempt_from_slurm(files(), job("FAILED", 2), log_tail="epoch 3  \n\n")
+    assert seen.log_tail == "epoch 3  \n[eq-tui] Slurm job 17 ended FAILED (exit 2)\n"
+    assert attempt_from_slurm(files(), job("TIMEOUT")).log_tail == \
+        "[eq-tui] Slurm job 17 ended TIMEOUT\n"
+
+
+def test_node_lines_are_read_past_other_lines_and_other_partitions() -> None:
+    text = ("Arch=x86_64 State=IDLE\n"
+            "NodeName=a State=IDLE Partitions=cpu Gres=gpu:1\n"
+            "NodeName=b State=IDLE Partitions=gpu Gres=gpu:2\n")
+    assert [n.node for n in parse_nodes(text, "gpu")] == ["b"]
+    assert [n.node for n in parse_nodes(text)] == ["a", "b"]
