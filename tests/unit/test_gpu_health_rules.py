@@ -177,3 +177,33 @@ def test_a_person_releases_a_quarantined_gpu(tmp_path: Path) -> None:
         "project": "p", "at": 1000.0, "level": "info", "host": "h", "job": None,
         "message": "h: GPU 0 released from quarantine", "type": "alert"}
     assert release(bed.ctx, "h", 0) == "GPU 0 of h is not quarantined"
+
+
+def test_events_carry_the_project_and_the_time(tmp_path: Path) -> None:
+    bed, _w = watch(tmp_path)
+    quarantine(bed.ctx, "h", 0, "bad")
+    release(bed.ctx, "h", 0)
+    assert [(e["project"], e["at"]) for e in quarantined_events(bed)] == [("p", 1000.0)] * 2
+
+
+def test_a_gpu_quarantined_without_a_reason_on_record_is_released_with_none(
+        tmp_path: Path) -> None:
+    bed, _w = watch(tmp_path)
+    bed.hosts["h"].quarantined.add(3)  # as restored from an older state file
+    assert release(bed.ctx, "h", 3) == "ok"
+    assert quarantined_events(bed)[-1]["reason"] == ""
+
+
+def test_a_fault_on_a_host_the_run_no_longer_has_is_still_recorded(tmp_path: Path) -> None:
+    bed, w = watch(tmp_path)
+    w.note_fault(faulted("a", [0], host="gone"))
+    assert json.loads((tmp_path / HEALTH_FILE).read_text())["hosts"]["gone"]["faults"] == {
+        "0": [1000.0]}
+
+
+def test_the_health_file_is_sorted_json(tmp_path: Path) -> None:
+    bed, w = watch(tmp_path)
+    probe(bed, w, {0: "GPU-a"})
+    assert (tmp_path / HEALTH_FILE).read_text() == (
+        '{"hosts": {"g": {"ecc": {}, "faults": {}, "listed": {}}, '
+        '"h": {"ecc": {}, "faults": {}, "listed": {"GPU-a": 0}}}}')
