@@ -221,8 +221,8 @@ def test_release_all_releases_every_held_phase(tmp_path: Path) -> None:
     assert set(g.held) == {"a", "b"}
     g.release_all("person")
     assert g.held == {}
-    assert [e["phase"] for e in g.bus.run_dir.read_events() if e["type"] == "phase_released"] \
-        == ["a", "b"]
+    assert [(e["phase"], e["by"]) for e in g.bus.run_dir.read_events()
+            if e["type"] == "phase_released"] == [("a", "person"), ("b", "person")]
 
 
 # ---- the edges of judging and limiting -------------------------------------------------------
