@@ -76,7 +76,7 @@ class Bed:
         self.book = MemoryBook(self.ctx)
 
     def probe(self, uses: dict[str, dict[int, int]], *, host: str = "h", ok: bool = True,
-              other: int = 0, unlisted: int = 0) -> None:
+              other: int = 0, unlisted: int = 0, observe: bool = True) -> None:
         """One probe of `host`: job -> GPU -> MiB its process group uses; `other` MiB on GPU 0
         held by someone else's process, `unlisted` MiB no process accounts for."""
         procs: list[GpuProcess] = []
@@ -96,7 +96,8 @@ class Bed:
                                 80 * GIB, 0) for i in (0, 1))
         self.hosts[host].snapshot = HostSnapshot(host, ok, self.clock(), gpus=gpus,
                                                  processes=tuple(procs), attempts=attempts)
-        self.book.observe([host])
+        if observe:
+            self.book.observe([host])
 
 
 def test_usage_and_peak_are_measured_per_attempt_and_the_peak_is_recorded(
@@ -346,7 +347,7 @@ def test_levelling_at_the_boundaries() -> None:
 def test_a_failed_probe_does_not_stop_the_next_hosts_measure(tmp_path: Path) -> None:
     bed = Bed(tmp_path, [spec("a", 20 * GIB)], [running("a", [0])])
     bed.hosts["g"].snapshot = HostSnapshot("g", False, 0.0)
-    bed.probe({"a": {0: GIB}})
+    bed.probe({"a": {0: GIB}}, observe=False)
     bed.book.observe(["g", "h"])
     assert bed.book.usage["a"].now == {0: GIB}
 
@@ -458,3 +459,10 @@ def test_a_job_never_measured_needs_its_gpu_alone_and_one_without_an_attempt_has
     usage = {"w": Usage(1, peak=GIB, grew_at=0.0)}
     assert MemoryPlan({}, usage, {}, LEVEL_UNKNOWN_S).levelled(fresh)
     assert not MemoryPlan({}, usage, {}, LEVEL_UNKNOWN_S - 1).levelled(fresh)
+
+
+def test_an_attempt_whose_session_never_started_holds_nothing() -> None:
+    job = running("a", [0], estimate=10 * GIB)
+    job.history[-1].launched = False
+    usage = Usage(1, now={}, peak=0)
+    assert plan_for(job, spec("a", 10 * GIB), usage).hold(job) == Hold(None, {})
