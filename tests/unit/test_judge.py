@@ -203,3 +203,22 @@ def test_an_oom_on_a_shared_gpu_at_the_last_attempt_is_stuck_without_escalating(
         JobStatus.STUCK, "cuda_oom",
         f"{OOM} (on a shared GPU: next attempt gets 1.5x its estimate) "
         "(attempt 3/3, no retries left)")
+
+
+def test_an_ask_larger_than_the_card_it_ran_on_goes_to_a_larger_card_as_an_oom() -> None:
+    """JAX's message names no card size: the size of the GPU it ran on decides."""
+    jax = ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while "
+           "trying to allocate 214748364800 bytes.")
+    j = job()
+    j.history.append(Attempt(n=1, host="a", gpus=[0], session="s", attempt_dir="d", log="l"))
+    v = verdict_for_exit(j, Exited(1, jax, None), M, now=100, has_output_check=False,
+                         gpu_totals={"a": {0: 81559}, "b": {0: 262144}})
+    assert (v.status, v.failure_class, v.retry_at, v.min_gpu_mib) == (
+        JobStatus.FAILED_OOM, "cuda_oom", 100, 200 * 1024)
+
+
+def test_a_job_past_its_limit_says_the_limit() -> None:
+    """Attempts can pass the limit (a manifest that lowered max_attempts on resume)."""
+    port = "OSError: [Errno 98] Address already in use"
+    assert exit_verdict(1, port, attempts=4).detail == \
+        f"{port} (attempt 4/3, no retries left)"

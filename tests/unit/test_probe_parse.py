@@ -269,7 +269,7 @@ def test_an_attempt_is_read_only_from_an_a_line() -> None:
 
 
 def test_garbled_follow_hex_and_health_lines_are_skipped_not_the_rest() -> None:
-    requests = ("F\ta\tnope\t41\nF\ta\t5\nF\tb\t7\t" + b"ok".hex() + "\n"
+    requests = ("F\ta\tnope\t41\nF\ta\t5\nF\tb\t7\t6f 6b\n"
                 "T\ta\t" + "ff41".replace("41", " 41") + "\nT\tb\tzz\nL\ta\t" + "c3".upper()
                 + "\n")
     request = ProbeRequest(attempts=(AttemptRef("a", "eq_a", "/d", None),
