@@ -438,6 +438,9 @@ def test_a_state_file_edited_by_jq_loads_the_same_under_a_c_locale(tmp_path: Pat
     store.write_whole({**state(1), "jobs": [job(0, cmd="train --name café")]})
     store.path.write_text(store.path.read_text().replace("\\u00e9", "é"), encoding="utf-8")
     assert "é".encode() in store.path.read_bytes()
+    # here, in a UTF-8 locale (and so that mutation testing maps this test to `load`)
+    here = StateFile(tmp_path).load()
+    assert here is not None and here["jobs"][0]["cmd"] == "train --name café"
     code = ("import sys; from pathlib import Path; from eq_tui.runfiles.statefile import "
             "StateFile; print(StateFile(Path(sys.argv[1])).load()['jobs'][0]['cmd'].encode())")
     env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0",
