@@ -30,9 +30,9 @@ from eq_tui.hosts.slurm_parse import (
 
 
 def files(exit_code: int | None = None, *, log_tail: str = "",
-          exited_at: float | None = None) -> AttemptProbe:
+          exited_at: float | None = None, alive: bool = True) -> AttemptProbe:
     """What probe.sh found in the attempt dir (the pid there belongs to a compute node)."""
-    return AttemptProbe(key="a", session_alive=True, pid=42, pid_alive=True, started=10.0,
+    return AttemptProbe(key="a", session_alive=alive, pid=42, pid_alive=True, started=10.0,
                         exit_code=exit_code, exited_at=exited_at, log_size=5,
                         output_ok=None, log_tail=log_tail, detail="stale")
 
@@ -185,7 +185,7 @@ def test_a_lookup_is_needed_only_for_an_ended_attempt_without_an_exit_record() -
 
 
 def test_a_running_job_is_alive_with_no_detail() -> None:
-    seen = attempt_from_slurm(files(), job("RUNNING"))
+    seen = attempt_from_slurm(files(alive=False), job("RUNNING"))
     assert (seen.session_alive, seen.pid_alive, seen.detail) == (True, True, "")
     assert seen.exit_code is None and seen.pid == 42
 
