@@ -195,7 +195,7 @@ def test_a_gpu_quarantined_without_a_reason_on_record_is_released_with_none(
 
 
 def test_a_fault_on_a_host_the_run_no_longer_has_is_still_recorded(tmp_path: Path) -> None:
-    bed, w = watch(tmp_path)
+    _bed, w = watch(tmp_path)
     w.note_fault(faulted("a", [0], host="gone"))
     assert json.loads((tmp_path / HEALTH_FILE).read_text())["hosts"]["gone"]["faults"] == {
         "0": [1000.0]}
