@@ -184,3 +184,57 @@ def test_every_waiting_job_not_launched_or_blocked_has_a_reason(case: dict[str, 
             assert reason, (job.id, job.status, d)
         else:
             assert reason is None
+
+
+# ---- what mutation testing found unpinned in decide() -----------------------------------------
+
+GUARD = "crash guard: 1 job(s) of phase main failed before any progress; waiting"
+
+
+def test_a_phase_with_one_launch_left_names_the_guard_only_once_it_is_used() -> None:
+    m = manifest(spec("a"), spec("b"))
+    states = jobs(m)
+    limit = {"main": PhaseLimit(1, GUARD)}
+    busy = decide_now(m, states, [host(used=(80 * GIB,))], limits=limit)
+    assert busy.launches == [] and reasons(busy, states)["a"].startswith("no free GPU")
+    room = decide_now(m, states, [host(used=(0, 0))], limits=limit)
+    assert [x.job_id for x in room.launches] == ["a"]
+    assert reasons(room, states) == {"a": None, "b": GUARD}
+
+
+def test_a_paused_queue_with_phases_says_paused() -> None:
+    m = replace(manifest(spec("a"), spec("z", phase="eval")),
+                phases=(PhaseSpec("main"), PhaseSpec("eval", depends_on=("main",))))
+    states = jobs(m)
+    d = decide_now(m, states, [host(used=(0,))], paused=True)
+    assert reasons(d, states)["a"] == "the queue is paused" == d.shared_reason()
+
+
+def test_the_shared_reason_is_the_queues_when_nothing_stops_all() -> None:
+    m = manifest(spec("a"))
+    states = jobs(m)
+    d = decide_now(m, states, [host(used=(80 * GIB,))])
+    assert d.shared_reason() == reasons(d, states)["a"] == "no free GPU (1 of 1 busy)"
+
+
+def floored(job_id: str, floor: int, priority: int = 0) -> JobState:
+    return JobState(id=job_id, phase="main", cmd="train", min_gpu_mib=floor,
+                    priority=priority)
+
+
+def test_the_largest_floor_is_placed_first_and_priority_orders_one_floor() -> None:
+    m = manifest(spec("x"), spec("y"), spec("p"))
+    big = host(used=(0,), total=80 * GIB)
+    d = decide_now(m, [floored("x", 40 * GIB), floored("y", 60 * GIB)], [big])
+    assert [x.job_id for x in d.launches] == ["y"]
+    d = decide_now(m, [floored("x", 40 * GIB), floored("p", 40 * GIB, priority=1)], [big])
+    assert [x.job_id for x in d.launches] == ["p"]
+
+
+def test_jobs_with_a_floor_alone_never_go_to_a_smaller_gpu() -> None:
+    m = manifest(spec("x"))
+    states = [floored("x", 40 * GIB)]
+    d = decide_now(m, states, [host(used=(0,), total=24 * GIB)])
+    assert d.launches == []
+    assert reasons(d, states)["x"].endswith(
+        "needs a GPU with more than 40.0 GiB (its last CUDA OOM asked that much)")
