@@ -200,6 +200,10 @@ def test_a_phase_with_one_launch_left_names_the_guard_only_once_it_is_used() -> 
     room = decide_now(m, states, [host(used=(0, 0))], limits=limit)
     assert [x.job_id for x in room.launches] == ["a"]
     assert reasons(room, states) == {"a": None, "b": GUARD}
+    # one GPU: b is not even looked at once a took it; the guard is still its reason
+    one = decide_now(m, states, [host(used=(0,))], limits=limit)
+    assert [x.job_id for x in one.launches] == ["a"]
+    assert reasons(one, states) == {"a": None, "b": GUARD}
 
 
 def test_a_paused_queue_with_phases_says_paused() -> None:
