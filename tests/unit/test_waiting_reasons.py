@@ -242,3 +242,23 @@ def test_jobs_with_a_floor_alone_never_go_to_a_smaller_gpu() -> None:
     assert d.launches == []
     assert reasons(d, states)["x"].endswith(
         "needs a GPU with more than 40.0 GiB (its last CUDA OOM asked that much)")
+
+
+def test_a_job_whose_preconditions_are_being_checked_does_not_hold_up_the_next() -> None:
+    from eq_tui.manifest.model import Precondition
+
+    m = manifest(spec("a", preconditions=(Precondition("checkpoint_exists", "ckpt"),)),
+                 spec("b"))
+    states = jobs(m)
+    d = decide_now(m, states, [host(used=(0, 0))])
+    assert [x.job_id for x in d.launches] == ["b"] and d.check_preconditions == ["a"]
+    assert reasons(d, states)["a"] == "checking preconditions"
+
+
+def test_a_job_with_a_floor_waiting_for_its_retry_time_says_so() -> None:
+    m = manifest(spec("x"))
+    job = floored("x", 40 * GIB)
+    job.retry_at = NOW + 30
+    d = decide_now(m, [job], [host(used=(0,), total=24 * GIB)])
+    why = reasons(d, [job])["x"]
+    assert why is not None and "needs a GPU with more than" not in why
