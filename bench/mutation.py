@@ -98,7 +98,12 @@ MODULES: dict[str, list[str]] = {
         *_MANIFEST,
         "tests/unit/test_json_schema.py",
     ],
-    "eq_tui/manifest/settings.py": _MANIFEST,
+    "eq_tui/manifest/settings.py": [
+        *_MANIFEST,
+        "tests/unit/manifest/test_manifest_fail_fast.py",
+        "tests/unit/manifest/test_manifest_watch.py",
+        "tests/unit/test_secrets.py",
+    ],
     "eq_tui/manifest/sharing.py": [
         "tests/unit/manifest/test_manifest_sharing.py",
         "tests/unit/manifest/test_manifest.py",
