@@ -192,3 +192,26 @@ def test_a_copy_that_would_still_hold_the_value_is_refused() -> None:
               "jobs: [{id: a, cmd: x}]\n")
     with pytest.raises(ManifestError, match="anchor"):
         copy_without_secrets(shared.encode(), "m.yaml")
+
+
+def test_a_secret_source_is_read_whole_and_its_mistakes_name_their_key() -> None:
+    from eq_tui.manifest.model import EnvVar
+
+    text = ("project: s\nhosts: [{name: h, simulate: {gpus: 1}}]\njobs: [{id: j, cmd: x}]\n"
+            "env:\n  T: {from_env: EQ_T}\n  K: {from_file: ~/k.txt}\n")
+    env = load_manifest_text(text, "m.yaml").env
+    assert env["T"] == EnvVar("", True, from_env="EQ_T", provided=False)
+    assert env["K"] == EnvVar("", True, from_file="~/k.txt", provided=False)
+    assert (env["T"].line, env["K"].line) == (5, 6)
+    base = "project: s\nhosts: [{name: h, simulate: {gpus: 1}}]\njobs: [{id: j, cmd: x}]\nenv:\n"
+    for body, key_path, message in (
+            ("  T: {from_env: 5}\n", "env.T.from_env", "expected a string"),
+            ("  T: {from_file: [x]}\n", "env.T.from_file", "expected a string"),
+            ("  T: {from_file: ''}\n", "env.T.from_file", "from_file needs a path"),
+            ("  T: {}\n", "env.T", "give exactly one of 'value', 'from_env' or 'from_file'")):
+        with pytest.raises(ManifestError) as caught:
+            load_manifest_text(base + body, "m.yaml")
+        assert caught.value.key_path == key_path, str(caught.value)
+        assert caught.value.message.startswith(message), str(caught.value)
+        if body == "  T: {}\n":
+            assert caught.value.message == message
