@@ -20,6 +20,8 @@ JOBS = "jobs: [{id: a, cmd: 'python train.py'}]\n"
     ("crash_guard: {after: 2, within: 90s}\n", CrashGuard(after=2, within=90.0)),
     ("crash_guard: {within: 2m}\n", CrashGuard(within=120.0)),
     ("crash_guard: {within: 45}\n", CrashGuard(within=45.0)),
+    ("crash_guard: {within: 1}\n", CrashGuard(within=1.0)),
+    ("crash_guard: {within: 0.5}\n", CrashGuard(within=0.5)),
 ])
 def test_crash_guard_forms(text: str, expected: CrashGuard) -> None:
     assert load_manifest_text(JOBS + text, "m.yaml").crash_guard == expected
@@ -33,6 +35,8 @@ def test_crash_guard_forms(text: str, expected: CrashGuard) -> None:
     ("crash_guard:\n  aftr: 2\n", "m.yaml:3: crash_guard.aftr: unknown key 'aftr'; did you "
      "mean 'after'?"),
     ("crash_guard: 3\n", "m.yaml:2: crash_guard: expected false, true or a mapping"),
+    ("crash_guard: {within: -5}\n", "m.yaml:2: crash_guard.within: must be at least 0, got -5"),
+    ("crash_guard: {within: [5]}\n", "m.yaml:2: crash_guard.within: expected a number"),
     ("venv: [a]\n", "m.yaml:2: venv: expected a string, got a list"),
 ])
 def test_crash_guard_and_venv_errors_name_file_line_and_key(text: str, message: str) -> None:
