@@ -13,10 +13,13 @@ from eq_tui.hosts.gpu_csv import parse_apps, parse_gpus, parse_pmon
 
 
 def test_gpu_lines_give_every_field() -> None:
-    gpus, warnings = parse_gpus(" 0, GPU-aa, NVIDIA H100 80GB HBM3, 1024, 81559, 37 \n\n"
-                                "1,GPU-bb,Sim,0,24576,0\n")
-    assert gpus == [GpuReading(0, "GPU-aa", "NVIDIA H100 80GB HBM3", 1024, 81559, 37),
-                    GpuReading(1, "GPU-bb", "Sim", 0, 24576, 0)]
+    gpus, warnings = parse_gpus(" 0, GPU-aa, NVIDIA H100 80GB HBM3, 1024, 81559, 37, 112.5 W\n\n"
+                                "1,GPU-bb,Sim,0,24576,0,[N/A]\n"
+                                "2,GPU-cc,Old,5,24576,9\n")  # an older probe: no power.draw
+    assert gpus == [GpuReading(0, "GPU-aa", "NVIDIA H100 80GB HBM3", 1024, 81559, 37,
+                               power_w=112.5),
+                    GpuReading(1, "GPU-bb", "Sim", 0, 24576, 0, power_w=None),
+                    GpuReading(2, "GPU-cc", "Old", 5, 24576, 9, power_w=None)]
     assert warnings == []
 
 
@@ -33,10 +36,10 @@ def test_a_cell_with_units_reads_as_its_number_and_odd_ones_as_none(cell: str,
 
 def test_a_gpu_line_with_the_wrong_field_count_is_a_warning_with_the_line() -> None:
     long = "0, GPU-a, " + "x" * 200
-    gpus, warnings = parse_gpus("0, GPU-a, X, 1, 2\n0, GPU-a, X, 1, 2, 3, 4\n" + long)
+    gpus, warnings = parse_gpus("0, GPU-a, X, 1, 2\n0, GPU-a, X, 1, 2, 3, 4, 5\n" + long)
     assert gpus == []
     assert warnings == ["nvidia-smi: unexpected line '0, GPU-a, X, 1, 2'",
-                        "nvidia-smi: unexpected line '0, GPU-a, X, 1, 2, 3, 4'",
+                        "nvidia-smi: unexpected line '0, GPU-a, X, 1, 2, 3, 4, 5'",
                         f"nvidia-smi: unexpected line {long[:120]!r}"]
 
 
@@ -83,3 +86,13 @@ def test_pmon_skips_headers_short_lines_and_lines_without_numbers() -> None:
             "3 15 C - -\n"
             "4 16 G 2\n")
     assert parse_pmon(text) == {(0, 12): 40, (3, 15): 0, (4, 16): 2}
+
+
+@pytest.mark.parametrize(("cell", "watts"), [
+    ("112.5 W", 112.5), ("112.5W", 112.5), (" 0 ", 0.0), ("0.4", 0.4), ("[N/A]", None),
+    ("[Not Supported]", None), ("-5", None), ("inf", None), ("nan", None), ("", None),
+])
+def test_power_draw_reads_as_watts_and_odd_ones_as_unknown(cell: str,
+                                                            watts: float | None) -> None:
+    gpus, warnings = parse_gpus(f"0, GPU-a, X, 10, 20, 30, {cell}")
+    assert gpus[0].power_w == watts and warnings == []

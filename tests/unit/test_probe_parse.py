@@ -231,12 +231,13 @@ def test_a_script_carries_the_pieces_it_includes() -> None:
 def test_the_lab_rules_who_we_are_the_clock_and_who_waits_come_with_the_probe() -> None:
     text = answer(("rules_path", " /etc/eq-tui/rules.yaml \n"), ("user", " alice \n"),
                   ("clock", " 13:05 2 \n"), ("wants", "bob 123\n\ncarl\n  \nalice 9\n"),
-                  ("rules", "keep_free: [1]\n"))
+                  ("rules", "keep_free: [1]\n"), ("rules_sum", "3141592653 15 -\n"))
     snap = parse_probe("h", text, B, ProbeRequest(), taken_at=0.0, rtt_s=None)
     lab = snap.lab
     assert lab is not None and lab.rules is not None
     assert (lab.path, lab.user, lab.clock, lab.waiting, lab.warning) == (
         "/etc/eq-tui/rules.yaml", "alice", (13 * 60 + 5, 2), frozenset({"bob", "carl"}), "")
+    assert lab.checksum == "3141592653.15"  # what a launch carries, to see the file changed
     assert dict(lab.rules.keep_free) == {1: ""} and snap.warnings == ()
 
 
