@@ -58,6 +58,12 @@ async def test_a_detached_run_ends_calmly_in_the_attached_ui(tmp_path: Path) -> 
                 assert not any("unavailable" in line
                                for line in app.log_pane.log_widget.lines)
             assert await app.tail("t/a", 1) == await app.tail("t/a", None)
+            # the Log widget measures new lines in a thread worker that calls back into the
+            # app: leaving while one runs fails it (Textual's NoActiveAppError)
+            log = app.log_pane.log_widget
+            await eventually(pilot, lambda: not [w for w in app.workers
+                                                 if w.node is log and not w.is_finished],
+                             what="the log pane's width workers done")
     finally:
         await client.close()
         await run.stop()

@@ -76,9 +76,10 @@ def cost_lines(jobs: Sequence[JobState]) -> list[str]:
         return []
     energy_line = f"- energy: {energy_text(joules)}"
     if unknown:
-        energy_line = (f"- energy: unknown for {unknown} jobs (no power reading: a Slurm "
-                       f"GPU, a card without one, a CPU-only job); {energy_text(joules)} for "
-                       "the others")
+        why = "no power reading: a Slurm GPU, a card without one, a CPU-only job"
+        energy_line = (f"- energy: unknown ({why})" if unknown == len(jobs) else
+                       f"- energy: unknown for {unknown} of {len(jobs)} jobs ({why}); "
+                       f"{energy_text(joules)} for the others")
     return ["", "## Cost", "", f"- GPU-hours: {hours:.3g} (time x GPUs; a shared GPU by "
             "the share each job held)", energy_line]
 
