@@ -51,12 +51,15 @@ class Sample:
 
 @dataclass(frozen=True)
 class Owner:
-    """Whose a GPU process is, from its environment; `started` from /proc (epoch seconds)."""
+    """Whose a GPU process is, from its environment; `started` from /proc (epoch seconds) and
+    `session`, its session id (a process that made its own, as a leaked `setsid` child does,
+    has its pid there)."""
 
     project: str
     job: str
     attempt: int
     started: float | None
+    session: int | None = None
 
 
 def started_at(stat: str) -> float:
@@ -79,7 +82,7 @@ def process_owner(pid: int) -> Owner | None:
     if "EQ_JOB_ID" not in env:
         return None
     return Owner(env.get("EQ_PROJECT", ""), env["EQ_JOB_ID"], int(env.get("EQ_ATTEMPT", "0")),
-                 started_at(stat))
+                 started_at(stat), int(stat.rsplit(")", 1)[1].split()[3]))
 
 
 def smi(command: list[str], args: list[str], env: dict[str, str] | None) -> list[list[str]]:
@@ -186,6 +189,11 @@ class Sampler:
     def pids_of(self, project: str, job: str | None = None) -> set[int]:
         return {pid for pid, owner in list(self.owners.items()) if owner is not None
                 and owner.project == project and (job is None or owner.job == job)}
+
+    def own_session(self, pid: int) -> bool:
+        """Did the process lead a session of its own (left by its job with `setsid`)?"""
+        owner = self.owners.get(pid)
+        return owner is not None and owner.session == pid
 
 
 # -- the jobs: torch on a real GPU, fake-train on a simulated one --------------------------

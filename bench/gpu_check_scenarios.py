@@ -286,7 +286,11 @@ def leak(bench: Bench) -> Section:
     attempts = run.attempts("leak")
     end = attempts[-1].get("end") if attempts else None
     pids = bench.sampler.pids_of(run.project, "leak")
-    children = {p for p in pids if end and any(t > end + 0.5 for t in present(samples, {p}))}
+    # the child: the job's process in a session of its own (the job itself runs in its
+    # launcher's); it outlived its job when a reading after the job's end still lists it (eq-tui
+    # may end it within a few readings)
+    children = {p for p in pids if bench.sampler.own_session(p)
+                and end and any(t > end for t in present(samples, {p}))}
     freed = first_absent(samples, children, end) if children and end else None
     alert = next((e for e in run.of_type("alert", "leak") if "leftover" in e["message"]), None)
     cleanup = attempts[-1].get("cleanup", "") if attempts else ""
