@@ -467,3 +467,40 @@ async def test_launches_as_the_last_tmux_session_ends_all_start(bed: Bed) -> Non
     for ref in refs:
         assert (await bed.finished(ref)).exit_code == 0
         assert Path(ref.attempt_dir, "start").read_text().strip()  # its wrapper ran, once
+
+
+async def test_the_probe_that_sees_an_exit_brings_the_metric_files(bed: Bed) -> None:
+    """The files named for an attempt come with the probe once it has exited, never while it
+    runs: in its dir (`%/` on the wire), relative to the cwd, absolute, missing (None), one
+    over the 1 MiB bound (its first line and its last MiB), one whose name begins with `%`."""
+    (bed.tmp / "%odd.json").write_text('{"odd": 1}\n')
+    (bed.tmp / "rel.csv").write_text("epoch,loss\n1,0.5\n")
+    big = bed.tmp / "big.log"
+    big.write_text("header\n" + "x" * (1 << 20) + "\nloss=0.1\n")
+    ref = await bed.launch(bed.request(
+        "m", 'printf \'{"val_acc": 0.9}\' > "$EQ_ATTEMPT_DIR/metrics.json"; '
+             'echo "acc=0.9"; read -r _ < /dev/null; sleep 0.5',
+        env={"EQ_ATTEMPT_DIR": str(bed.tmp / "logs" / "m" / "a1")}))
+    attempt_dir = ref.attempt_dir
+    paths = (f"{attempt_dir}/metrics.json", f"{attempt_dir}/log", "rel.csv", str(big),
+             f"{attempt_dir}/missing.json", "%odd.json")
+    request = ProbeRequest(attempts=(ref,), cwd=str(bed.tmp), exit_reads=(("m", paths),))
+    running = (await bed.host.probe(request)).attempts["m"]
+    assert running.exit_code is None and running.exit_files is None
+
+    async def exited() -> bool:
+        return (await bed.host.probe(request)).attempts["m"].exit_code is not None
+
+    await wait_until(exited, 10, "m to exit")
+    files = (await bed.host.probe(request)).attempts["m"].exit_files
+    assert files is not None and len(files) == len(paths)
+    assert files[0] == '{"val_acc": 0.9}'
+    assert files[1] is not None and "acc=0.9" in files[1]
+    assert files[2] == "epoch,loss\n1,0.5\n"
+    assert files[3] is not None and files[3].startswith("header\n\nxx")  # as read_metrics.sh
+    assert files[3].endswith("x\nloss=0.1\n") and len(files[3]) == len("header\n\n") + (1 << 20)
+    assert files[4] is None
+    assert files[5] == '{"odd": 1}\n'
+    # an attempt not asked for brings nothing
+    plain = (await bed.host.probe(ProbeRequest(attempts=(ref,), cwd=str(bed.tmp))))
+    assert plain.attempts["m"].exit_files is None

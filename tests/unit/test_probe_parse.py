@@ -329,3 +329,42 @@ def test_a_bare_launch_request_exports_empty_settings() -> None:
     assert launch_stdin(launch(cmd="true")).decode() == (
         "4\nexport EQ_CWD=''\nexport EQ_CONDA=''\nexport EQ_CONDA_HOOK=''\nexport EQ_VENV=''\n"
         "true\nEQ_LAUNCH_END\n")
+
+
+def test_exit_reads_ride_on_the_attempt_line_after_its_offset() -> None:
+    request = ProbeRequest(
+        attempts=(AttemptRef("k", "eq_s", "/d/a1", None), AttemptRef("m", "eq_t", "/e", None),
+                  AttemptRef("n", "eq_u", "/f", None)),
+        follow=(("m", 10),),
+        exit_reads=(("k", ("/d/a1/metrics.json", "/d/a1/log", "out/m.csv", "%x", "/d/a1/s/x")),
+                    ("m", ("/e/log",)), ("n", ())))
+    assert probe_stdin(request) == (
+        b"A\tk\teq_s\t/d/a1\t-\t-\t%/metrics.json\t%/log\tout/m.csv\t./%x\t/d/a1/s/x\n"
+        b"A\tm\teq_t\t/e\t-\t10\t%/log\n"
+        b"A\tn\teq_u\t/f\t-\n")
+    with pytest.raises(HostError, match=r"^metrics path 'a\\tb' contains a tab or newline$"):
+        probe_stdin(ProbeRequest(attempts=(AttemptRef("k", "s", "/d", None),),
+                                 exit_reads=(("k", ("a\tb",)),)))
+
+
+def test_exit_files_come_back_per_attempt_in_the_order_asked() -> None:
+    request = ProbeRequest(attempts=(AttemptRef("a", "eq_p_a_1", "/r/a/1", None),
+                                     AttemptRef("b", "eq_p_b_1", "/r/b/1", None)),
+                           exit_reads=(("a", ("/r/a/1/m.json", "/r/a/1/log", "gone")),
+                                       ("b", ("/r/b/1/log",))))
+    text = answer(
+        ("requests", "A\ta\t-\t0\t-\t0\t1.5\t10\t-\nA\tb\t7\t1\t1.0\t-\t-\t3\t-\n"),
+        ("exit_files", f"{B}.r a\n{B}.f 1 11\nline one\n{B}.x\n\n{B}.f 0 2\n{{}}\n"
+                       f"{B}.f 9 1\nz\n\n{B}.r stranger\n{B}.f 0 1\ny\n\n"))
+    snap = parse_probe("h", text, B, request, taken_at=0.0, rtt_s=None)
+    assert snap.ok
+    # a line that merely begins like the boundary is the file's own text
+    assert snap.attempts["a"].exit_files == ("{}", f"line one\n{B}.x\n", None)
+    assert snap.attempts["b"].exit_files is None  # still running: nothing read
+
+
+def test_the_probe_bounds_an_exit_file_as_read_metrics_does() -> None:
+    from eq_tui.results.collect import MAX_FILE_BYTES
+
+    assert f'read_file "$b.f $i" "$f" {MAX_FILE_BYTES}' in script("probe.sh")
+    assert 'read_file "$b file $i" "$f" "$max"' in script("read_metrics.sh")
