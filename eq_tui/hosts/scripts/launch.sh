@@ -72,13 +72,14 @@ cat > "$dir/run.sh" <<'WRAPPER'
 # command's own exit code (not tee's) written atomically to `exit`.
 dir=$1
 # eq-tui include: _claims.sh
-# the launch's claims pass to this wrapper: it names itself before it reads its environment,
-# and the launch, which stays until then, rewrites them to name it (claims_own) once the job
-# has its environment, so they never name a process that is gone while the attempt runs, and
-# the job's start waits for no process of theirs
-echo $$ > "$dir/wrapper"
+# the launch's claims are this wrapper's from before it reads its environment (the launch
+# waits for that), so they never name a process that is gone while the attempt runs
 eq_claims=
-[ ! -s "$dir/claims" ] || read -r eq_claims < "$dir/claims"
+if [ -s "$dir/claims" ]; then
+    read -r eq_claims < "$dir/claims"
+    # shellcheck disable=SC2086
+    claims_own $$ $eq_claims
+fi
 . "$dir/env.fifo"  # the launch removes the fifo once this has read it
 # eq-tui include: _attempt_records.sh
 # eq-tui include: _conda.sh
@@ -178,21 +179,4 @@ while kill -0 "$writer" 2>/dev/null; do
     waited=$((waited + 1))
 done
 wait "$writer"
-status=$?
 rm -f "$dir/env.fifo"
-if [ -n "$taken" ]; then
-    wrapper=
-    [ ! -r "$dir/wrapper" ] || read -r wrapper < "$dir/wrapper"
-    # a job that ended at once may have gone (or dropped its claims) before they named it:
-    # they go now rather than wait, void, for a probe
-    # shellcheck disable=SC2086 # claim paths: no blanks
-    case $wrapper in
-        ''|*[!0-9]*) ;;
-        *) if claims_own "$wrapper" $taken; then
-               [ ! -e "$dir/exit" ] || claims_drop "$wrapper" $taken
-           else
-               claims_drop $$ $taken
-           fi ;;
-    esac
-fi
-exit "$status"
