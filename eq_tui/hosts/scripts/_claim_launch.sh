@@ -130,7 +130,7 @@ READINGS
 }
 
 # claims_take GPUS MIB JOB ATTEMPT SESSION: this launch's claims (held by this process until
-# it hands them to the wrapper); their paths in $taken
+# the wrapper takes them over); their paths in $taken
 claims_take() {
     proc_start $$
     taken=
