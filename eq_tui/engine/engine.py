@@ -94,7 +94,7 @@ class Engine:
         self.observation.follow = self.early_stop.offsets
         self.leftovers = Leftovers(self.ctx, self.lock)
         self.commands = Commands(self)
-        self.harvest = Harvest(self.ctx, self.lock, self.observation.exit_files)
+        self.harvest = Harvest(self.ctx, self.lock)
         self.persistence.summary_tail = self.harvest.summary_table
         # watch=False leaves only the periodic probe (how today's polling scripts work: the
         # benchmarks compare against it)

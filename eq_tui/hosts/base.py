@@ -87,9 +87,6 @@ class AttemptProbe:
     # the log from the offset the request asked to follow (up to FOLLOW_BYTES), while it runs
     followed: bytes = b""
     followed_from: int | None = None  # that offset; None: not followed this time
-    # once it has exited, the files the request named for it (ProbeRequest.exit_reads), in
-    # that order: each one's text, None where it was not there; None: not read by this probe
-    exit_files: tuple[str | None, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -120,9 +117,6 @@ class ProbeRequest:
     want: str | None = None  # whether this engine waits for GPUs there (claims.want_arg)
     # attempts whose log is read from an offset (early stopping reads the reports in it)
     follow: tuple[tuple[str, int], ...] = ()
-    # files to read once an attempt has exited (its metrics, shell_protocol.exit_read_fields):
-    # they ride on the probe that sees the exit
-    exit_reads: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ from eq_tui.hosts.base import (
     ProbeRequest,
 )
 from eq_tui.hosts.claims import parse_claims
-from eq_tui.hosts.exit_reads import exit_read_fields, parse_exit_files
 from eq_tui.hosts.gpu_csv import parse_apps, parse_gpus, parse_pmon
 from eq_tui.hosts.lab_rules import HostLab, parse_lab
 from eq_tui.hosts.logclean import clean_line
@@ -66,17 +65,12 @@ def probe_stdin(request: ProbeRequest) -> bytes:
     """probe.sh's requests: `A` attempt lines, `O` output checks, `P` preconditions."""
     lines = []
     follow = dict(request.follow)
-    reads = dict(request.exit_reads)
     for ref in request.attempts:
         fields = ["A", check_field(ref.key, "key"), check_field(ref.session, "session"),
                   check_field(ref.attempt_dir, "attempt dir"),
                   check_field(ref.output_check or "-", "output_check")]
         if ref.key in follow:
             fields.append(str(max(0, int(follow[ref.key]))))
-        if reads.get(ref.key):
-            if ref.key not in follow:
-                fields.append("-")
-            fields += exit_read_fields(ref.attempt_dir, reads[ref.key])
         lines.append("\t".join(fields))
     for kind, checks in (("O", request.output_checks), ("P", request.preconditions)):
         lines += [_check_line(kind, check) for check in checks]
@@ -224,8 +218,6 @@ def parse_probe(host: str, text: str, boundary: str, request: ProbeRequest, *,
     tails = hex_lines(requests, "T")
     followed = _followed(requests)
     last_lines = {key: clean_line(text) for key, text in hex_lines(requests, "L").items()}
-    exit_files = parse_exit_files(sections.lines.get("exit_files", []), boundary,
-                                  {key: len(paths) for key, paths in request.exit_reads})
     attempts: dict[str, AttemptProbe] = {}
     for ref in request.attempts:
         fact = facts.get(ref.key)
@@ -245,8 +237,7 @@ def parse_probe(host: str, text: str, boundary: str, request: ProbeRequest, *,
             log_tail=tails.get(ref.key, ""), last_line=last_lines.get(ref.key, ""),
             pgid=_int(pgid) if pgid != "-" else None,
             followed=followed.get(ref.key, (None, b""))[1],
-            followed_from=followed.get(ref.key, (None, b""))[0],
-            exit_files=exit_files.get(ref.key))
+            followed_from=followed.get(ref.key, (None, b""))[0])
     return HostSnapshot(host=host, ok=True, taken_at=taken_at, rtt_s=rtt_s, gpus=tuple(gpus),
                         processes=tuple(processes), sessions=frozenset(sessions),
                         attempts=attempts, output_checks=checks["O"],

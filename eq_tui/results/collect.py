@@ -1,7 +1,6 @@
-"""Reading a finished attempt's metrics on its host: the probe that sees its exit brings every
-file named (each bounded in size) and the log's tail (`ProbeRequest.exit_reads`); where it did
-not (an attempt killed, an exit seen before a restart, a Slurm host), one command over the
-host's existing connection reads them (read_metrics.sh). The texts are parsed here.
+"""Reading a finished attempt's metrics on its host: one command over the host's existing
+connection reads every file named (each bounded in size) and the log's tail; the texts are
+parsed here.
 
 Where: the files of the job's `metrics:` (paths relative to its cwd, launch-time variables
 filled in), or, without one, the conventional files in the attempt dir ($EQ_ATTEMPT_DIR:
@@ -13,11 +12,9 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from eq_tui.hosts.runner import CommandRunner
-from eq_tui.hosts.shell_protocol import script
 from eq_tui.manifest.launchvars import substitute
 from eq_tui.manifest.model import MetricsSpec
 from eq_tui.results.parse import (
@@ -32,6 +29,33 @@ from eq_tui.results.parse import (
 MAX_FILE_BYTES = 1 << 20  # per file: a metrics file is small; a log's last MiB is enough
 CONVENTIONAL = (("json", "metrics.json"), ("jsonl", "results.jsonl"), ("csv", "metrics.csv"),
                 ("wandb", "wandb-summary.json"))
+
+# read_files.sh MAX BOUNDARY CWD PATH...: each readable file as a section `BOUNDARY file I SIZE`
+# (I: its position among the paths), bounded: a bigger file sends its first line (a CSV header)
+# and its last MAX bytes.
+READ_FILES = r"""# read_metrics.sh MAX BOUNDARY CWD PATH...
+set -u
+max=$1 b=$2 cwd=$3
+shift 3
+if [ -n "$cwd" ] && [ "$cwd" != "-" ]; then cd "$cwd" 2>/dev/null || :; fi
+i=0
+for f in "$@"; do
+    case $f in "~/"*) f="$HOME/${f#\~/}" ;; esac
+    if [ -f "$f" ] && [ -r "$f" ]; then
+        size=$(wc -c < "$f" 2>/dev/null | tr -d ' ')
+        echo "$b file $i ${size:-0}"
+        if [ "${size:-0}" -gt "$max" ]; then
+            head -n 1 "$f" | head -c 65536; echo; tail -c "$max" "$f"
+        else
+            cat "$f"
+        fi
+        echo
+    fi
+    i=$((i + 1))
+done
+echo "$b end"
+"""
+
 
 @dataclass(frozen=True)
 class Wanted:
@@ -92,24 +116,16 @@ async def collect(runner: CommandRunner, wanted: list[Wanted], *, cwd: str | Non
     if not wanted:
         return Collected({}, ())
     boundary = f"@@eq-results-{secrets.token_hex(8)}"
-    result = await runner.run(script("read_metrics.sh"),
-                              [str(MAX_FILE_BYTES), boundary, cwd or "-",
-                               *(w.path for w in wanted)], timeout=timeout)
+    result = await runner.run(READ_FILES, [str(MAX_FILE_BYTES), boundary, cwd or "-",
+                                           *(w.path for w in wanted)], timeout=timeout)
     sections = split_sections(result.stdout.decode("utf-8", errors="replace"), boundary)
-    return parse_texts(wanted, [sections.get(i) for i in range(len(wanted))], pattern)
-
-
-def parse_texts(wanted: list[Wanted], texts: Sequence[str | None],
-                pattern: str | None = None) -> Collected:
-    """The metrics of the files read (`texts[i]` is `wanted[i]`'s, None where it was not
-    there), merged in order of precedence."""
     compiled = re.compile(pattern) if pattern else None
     parsed: list[Metrics] = []
     sources: list[str] = []
-    for item, text in zip(wanted, texts, strict=True):
-        if text is None:
+    for i, item in enumerate(wanted):
+        if i not in sections:
             continue
-        metrics = parse_file(item.kind, text, compiled)
+        metrics = parse_file(item.kind, sections[i], compiled)
         if metrics:
             parsed.append(metrics)
             sources.append(item.path)

@@ -19,11 +19,10 @@ from typing import Any
 from eq_tui.api.events import Event, JobStateChanged, QueueFinished
 from eq_tui.api.model import Attempt, JobState, JobStatus
 from eq_tui.engine.context import RunContext
-from eq_tui.engine.tick.exit_files import ExitFiles, wanted_for
 from eq_tui.errors import HostError
 from eq_tui.manifest.model import Manifest
 from eq_tui.results import hooks
-from eq_tui.results.collect import collect, parse_texts
+from eq_tui.results.collect import collect, wanted_files
 from eq_tui.results.cost import cost_record
 from eq_tui.results.group import group
 from eq_tui.results.parse import Metrics
@@ -38,11 +37,9 @@ CLOSE_WAIT_S = 600.0  # at shutdown: collections and hooks still running get thi
 
 
 class Harvest:
-    def __init__(self, ctx: RunContext, lock: asyncio.Lock,
-                 exit_files: ExitFiles | None = None) -> None:
+    def __init__(self, ctx: RunContext, lock: asyncio.Lock) -> None:
         self.ctx = ctx
         self.lock = lock
-        self.exit_files = exit_files if exit_files is not None else ExitFiles()
         self.collected: dict[str, Record] = {}  # job id -> its last collected record
         self._tasks: set[asyncio.Task[None]] = set()
         self._limits: dict[str, asyncio.Semaphore] = {}
@@ -125,21 +122,18 @@ class Harvest:
         spec = ctx.ledger.specs.get(job.id)
         if record is None or runner is None:
             return  # a host with no shell (the tests' in-memory host): nothing to read
-        wanted = wanted_for(ctx, job.id, current.attempt_dir, current.n)
-        pattern = spec.metrics.pattern if spec and spec.metrics else None
-        brought = self.exit_files.take(current.attempt_dir, wanted)
-        if brought is not None:  # the probe that saw the exit read them
-            found = parse_texts(wanted, brought, pattern)
-        else:
-            limit = self._limits.setdefault(current.host, asyncio.Semaphore(PER_HOST))
-            try:
-                async with limit:
-                    found = await collect(runner, wanted, cwd=ctx.cwd_for(current.host),
-                                          pattern=pattern)
-            except (HostError, OSError, TimeoutError) as exc:
-                ctx.bus.alert("warning", f"{job.id}: metrics not read: {exc}",
-                              host=current.host, job=job.id)
-                return
+        wanted = wanted_files(spec.metrics if spec else None, attempt_dir=current.attempt_dir,
+                              run_dir=ctx.run_dir_value(), job_id=job.id, attempt=current.n)
+        limit = self._limits.setdefault(current.host, asyncio.Semaphore(PER_HOST))
+        try:
+            async with limit:
+                found = await collect(runner, wanted, cwd=ctx.cwd_for(current.host),
+                                      pattern=spec.metrics.pattern
+                                      if spec and spec.metrics else None)
+        except (HostError, OSError, TimeoutError) as exc:
+            ctx.bus.alert("warning", f"{job.id}: metrics not read: {exc}", host=current.host,
+                          job=job.id)
+            return
         async with self.lock:
             self._apply(job, current.n, found.metrics, found.sources)
 

@@ -16,7 +16,6 @@ from eq_tui.engine.decide.lab_rules import rule_reasons, with_rules
 from eq_tui.engine.decide.scheduler import GpuView, HostView
 from eq_tui.engine.state.host_record import HostRecord
 from eq_tui.engine.tick.claims import with_claims
-from eq_tui.engine.tick.exit_files import ExitFiles, exit_reads
 from eq_tui.engine.tick.memory import MemoryBook
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import AttemptRef, HostSnapshot, PathCheck, ProbeRequest
@@ -35,7 +34,6 @@ class Observation:
         self.memory = memory  # what each job holds on its GPUs, for the views
         self.want_health = want_health  # whether a host's probe reads GPU health this time
         self.released_at = released_at  # (host, gpu) -> when our job left it (pacing's)
-        self.exit_files = ExitFiles()  # what probes read of attempts that ended (harvest's)
         self.precondition_results: dict[str, bool] = {}
         self.want_preconditions: set[str] = set()
         # the logs to read from an offset this probe (early stopping's); None: none ever
@@ -63,8 +61,7 @@ class Observation:
                             health=self.want_health(host) if self.want_health else False,
                             cores=ctx.hosts[host].cores is None,
                             want=self.wants(host) if self.wants else None,
-                            follow=self.follow(attempts) if self.follow is not None else (),
-                            exit_reads=exit_reads(ctx, attempts))
+                            follow=self.follow(attempts) if self.follow is not None else ())
 
     async def _probe_one(self, name: str, request: ProbeRequest) -> HostSnapshot:
         try:
@@ -88,7 +85,6 @@ class Observation:
         holders = ctx.ledger.held_gpus()
         checked: set[str] = set()
         for name, snap in zip(list(requests), results, strict=True):
-            self.exit_files.take_in(requests[name], snap)
             ctx.hosts[name].snapshot = snap
             ctx.hosts[name].note_gpus(snap)
             if snap.cores:

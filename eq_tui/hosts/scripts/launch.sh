@@ -16,7 +16,7 @@ if [ "$#" -ge 11 ]; then
     claim_mib=$1 claim_known=$2 rules_arg=${3:--} rules_sum=${4:-?} rules_max=${5:--}
 fi
 
-mkdir -p "${dir%/*}" 2>/dev/null
+mkdir -p "$(dirname "$dir")" 2>/dev/null
 if ! mkdir "$dir" 2>/dev/null; then
     echo "eq-tui: attempt dir $dir already exists or cannot be created; not launching" >&2
     exit 3
@@ -80,7 +80,8 @@ if [ -s "$dir/claims" ]; then
     # shellcheck disable=SC2086
     claims_own $$ $eq_claims
 fi
-. "$dir/env.fifo"  # the launch removes the fifo once this has read it
+. "$dir/env.fifo"
+rm -f "$dir/env.fifo"
 # eq-tui include: _attempt_records.sh
 # eq-tui include: _conda.sh
 # eq-tui include: _proc_groups.sh
@@ -98,19 +99,9 @@ echo "$eq_pgid" > "$dir/pgid"
         [ -f "$EQ_VENV/bin/activate" ] || fail "virtualenv $EQ_VENV has no bin/activate"
         . "$EQ_VENV/bin/activate"
     fi
-    # read by the shell itself: every process before the job's own start is a wait for a
-    # CPU on a busy host
-    command_text=
-    if [ -r "$dir/cmd" ]; then
-        while IFS= read -r eq_line || [ -n "$eq_line" ]; do
-            command_text="$command_text$eq_line
-"
-        done < "$dir/cmd"
+    if ! command_text=$(cat "$dir/cmd") || [ -z "$command_text" ]; then
+        fail "cannot read the command from $dir/cmd"
     fi
-    case $command_text in
-        *[![:space:]]*) ;;
-        *) fail "cannot read the command from $dir/cmd" ;;
-    esac
     # the start is stamped just after the fork: the job does not wait for `date`
     sh -c "$command_text" &
     echo $! > "$dir/pid"
@@ -179,4 +170,3 @@ while kill -0 "$writer" 2>/dev/null; do
     waited=$((waited + 1))
 done
 wait "$writer"
-rm -f "$dir/env.fifo"

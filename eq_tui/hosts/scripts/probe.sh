@@ -12,14 +12,8 @@
 # cksum in `rules_sum`), and the host's clock (`HH:MM WEEKDAY`, a `clock` section) when they
 # keep GPUs for interactive hours (lab_rules.py).
 # One round trip per host per tick. stdin, one request a line, tab-separated ('-' = none):
-#   A key session attempt_dir output_glob [offset [FILE...]]   a watched attempt; with an
-#                   offset (a number, or '-'), the log from there while it runs (up to 64 KiB,
-#                   `F`); with FILEs (tab-separated: relative to CWD, '~/...', absolute, or
-#                   '%/NAME' in the attempt dir), once it has exited those of them that are
-#                   readable, in an `exit_files` section after the requests: per attempt a
-#                   line `BOUNDARY.r KEY`, then per file `BOUNDARY.f I SIZE` and its text
-#                   (_read_file.sh, at most 1 MiB): the metrics ride on the probe that sees
-#                   the exit, with no round trip of their own
+#   A key session attempt_dir output_glob [offset]   a watched attempt; with an offset, the
+#                                             log from there while it runs (up to 64 KiB, `F`)
 #   O key glob                                an output check (already done?)
 #   P key glob                                a precondition
 # Output: sections that start with a `BOUNDARY name` line. Sessions are listed before any exit
@@ -230,8 +224,7 @@ is_zombie() {
     case $(ps -o stat= -p "$1" 2>/dev/null </dev/null) in *Z*) return 0 ;; esac
     return 1
 }
-reads=
-while IFS="$tab" read -r kind key a b2 c follow files; do
+while IFS="$tab" read -r kind key a b2 c follow; do
     case $kind in
         A)
             dir=$b2 glob=$c
@@ -261,8 +254,6 @@ while IFS="$tab" read -r kind key a b2 c follow files; do
             echo "A${tab}${key}${tab}${pid:--}${tab}${alive}${tab}${start:--}${tab}${code:--}${tab}${exited_at:--}${tab}${size:-0}${tab}${out}${tab}${pgid}"
             if [ -n "$code" ]; then
                 echo "T${tab}${key}${tab}$(tail -c 4096 "$dir/log" 2>/dev/null | hex)"
-                [ -z "$files" ] || reads="$reads$key$tab$dir$tab$files
-"
             else
                 echo "L${tab}${key}${tab}$(last_line_hex "$dir/log")"
                 case $follow in
@@ -281,28 +272,4 @@ while IFS="$tab" read -r kind key a b2 c follow files; do
 done <<REQUESTS
 $requests
 REQUESTS
-
-# eq-tui include: _read_file.sh
-if [ -n "$reads" ]; then
-    echo "$b exit_files"
-    while IFS="$tab" read -r key dir files; do
-        [ -n "$key" ] || continue
-        echo "$b.r $key"
-        old_ifs=$IFS
-        IFS=$tab
-        # shellcheck disable=SC2086 # tab-separated paths; globbing is off (set -f)
-        set -- $files
-        IFS=$old_ifs
-        i=0
-        for f; do
-            case $f in %/*) f="$dir/${f#%/}" ;; esac
-            if [ "$relative_ok" = 1 ] || case $f in /*|"~/"*) true ;; *) false ;; esac; then
-                read_file "$b.f $i" "$f" 1048576
-            fi
-            i=$((i + 1))
-        done
-    done <<READS
-$reads
-READS
-fi
 echo "$b end"
