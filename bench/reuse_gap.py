@@ -290,6 +290,8 @@ def run_sweep(config: SweepConfig) -> dict[str, Any]:
         "ticks": engine.pacing.ticks, "full_ticks": engine.pacing.full_ticks,
         "watch_wakeups": engine.pacing.watch_wakeups,
         "launches_on_watch_reading": engine.pacing.launches_on_watch_reading,
+        # placed in the tick that judged the exit, waiting on the host for the memory to go
+        "launches_waiting_for_drain": engine.launcher.drains.placed,
         # server-side count of probe commands (each host's sshd logs them) per probe the
         # engine made of that host: exactly 1.0 means one round trip per host per tick
         "probe_commands_per_host_tick": max(
@@ -315,7 +317,8 @@ def describe(result: dict[str, Any]) -> str:
             f"{result['zero_overhead_makespan_s']:.1f} s zero-overhead "
             f"({(result['makespan_ratio'] - 1) * 100:+.1f} %); exit→judged median "
             f"{result['exit_to_judged_median_s']:.2f} s, decision→start median "
-            f"{result['decision_to_start_median_s']:.2f} s")
+            f"{result['decision_to_start_median_s']:.2f} s (a launch placed while its GPU "
+            f"drained waits there: {result.get('launches_waiting_for_drain', 0)} did)")
 
 
 def main() -> None:

@@ -87,7 +87,7 @@ class Engine:
                                        Wants(self.ctx, lambda: self.pacing.poll).arg)
         self.reconciler = Reconciler(self.ctx, self.gpu_health.note_fault)
         self.persistence = Persistence(self.ctx)
-        self.launcher = Launcher(self.ctx, self.lock, self.persistence.persist)
+        self.launcher = Launcher(self.ctx, self.lock, self.persistence.persist, self.pacing)
         self.stall = StallWatch(self.ctx, self.launcher.stop_session,
                                 self.reconciler.apply_verdict)
         self.early_stop = EarlyStop(self.ctx, self.launcher.stop_session)
@@ -287,8 +287,9 @@ class Engine:
             self.gpu_health.check(probed)
             self.observation.apply_output_scan()
             self.reconciler.unblock_recovered()
+            drains = self.launcher.drains.gpus(probed, background_launches)
             decision = decide(self.manifest, list(self.jobs.values()),
-                              self.observation.host_views(probed, readings or {}),
+                              self.observation.host_views(probed, readings or {}, drains),
                               now=self.ctx.clock(),
                               paused=self.ctx.paused or self.ctx.awaiting_command(),
                               preconditions=self.observation.precondition_results,

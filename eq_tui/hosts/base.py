@@ -155,6 +155,19 @@ class LaunchRequest:
     launcher: LauncherName
     venv: str | None = None
     claim: ClaimTicket | None = None  # take claims on its GPUs first (claims.py)
+    drain: DrainWait | None = None  # wait on the host for GPUs still draining first
+
+
+@dataclass(frozen=True)
+class DrainWait:
+    """A launch decided while its GPUs' last job of ours was still releasing its memory: the
+    launch script waits until each of `gpus` reads below `below_mib`, looking every `every_s`
+    seconds, at most `rounds` times more; then it is refused (nothing started, nothing spent)."""
+
+    gpus: tuple[int, ...]
+    below_mib: int
+    rounds: int
+    every_s: float
 
 
 @dataclass(frozen=True)

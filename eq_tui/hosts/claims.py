@@ -25,7 +25,8 @@ CLAIMS_DIR_PATTERN = re.compile(r"/[A-Za-z0-9_.+/-]*")
 
 
 class ClaimRefused(HostError):
-    """The launch was refused by the host's claims: nothing started, nothing was spent."""
+    """The launch was refused by the host's claims (or its GPUs did not drain in time):
+    nothing started, nothing was spent."""
 
 
 @dataclass(frozen=True)

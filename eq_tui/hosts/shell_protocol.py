@@ -101,8 +101,9 @@ def _check_line(kind: str, check: PathCheck) -> str:
 
 
 def launch_stdin(request: LaunchRequest) -> bytes:
-    """The request as launch.sh and slurm_submit.sh read it (_launch_request.sh): the number
-    of env lines, `export NAME='value'` lines, the command text, the end marker."""
+    """The request as launch.sh and slurm_submit.sh read it (_launch_request.sh): launch.sh's
+    drain wait when there is one (`D GPUS BELOW_MIB ROUNDS EVERY_S`), the number of env lines,
+    `export NAME='value'` lines, the command text, the end marker."""
     env = dict(request.env)
     env["EQ_CWD"] = request.cwd or ""
     env["EQ_CONDA"] = request.conda or ""
@@ -114,7 +115,10 @@ def launch_stdin(request: LaunchRequest) -> bytes:
             raise HostError(f"environment variable name {name!r} is not valid")
         exports.append(f"export {name}={shlex.quote(value)}\n")
     text = "".join(exports)
-    return f"{text.count(chr(10))}\n{text}{request.cmd}\nEQ_LAUNCH_END\n".encode()
+    drain = request.drain
+    head = "" if drain is None else (f"D {','.join(map(str, drain.gpus))} {int(drain.below_mib)} "
+                                     f"{int(drain.rounds)} {drain.every_s:g}\n")
+    return f"{head}{text.count(chr(10))}\n{text}{request.cmd}\nEQ_LAUNCH_END\n".encode()
 
 
 # ---- answers -------------------------------------------------------------------------------

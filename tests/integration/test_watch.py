@@ -210,8 +210,10 @@ async def test_with_a_long_poll_freed_gpus_still_get_their_next_job_from_the_wat
     engine = run.engine
     assert engine.pacing.full_ticks == 1  # only the first tick was a poll
     assert engine.pacing.watch_wakeups >= 6
-    # hand-overs on a GPU the watcher read as released, without waiting for a probe
-    assert engine.pacing.launches_on_watch_reading >= 1
+    # hand-overs without waiting for a poll: on a GPU the watcher read as released, or placed
+    # in the tick of the exit the watcher reported, the launch waiting on the host for the
+    # memory (drain_launch.py)
+    assert engine.pacing.launches_on_watch_reading + engine.launcher.drains.placed >= 4
     assert engine.watchers.started >= 1
     runs = run.runs("sim")
     assert find_overlaps(runs, include_linger=True) == []

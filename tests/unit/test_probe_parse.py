@@ -11,6 +11,7 @@ from eq_tui.hosts.base import (
     AttemptProbe,
     AttemptRef,
     CommandCheck,
+    DrainWait,
     GpuHealth,
     GpuProcess,
     GpuReading,
@@ -220,6 +221,15 @@ def test_a_launch_request_is_its_env_quoted_then_the_command() -> None:
     for name in ("1X", "A-B", "", "A B"):
         with pytest.raises(HostError, match=r"^environment variable name .* is not valid$"):
             launch_stdin(launch(env={name: "x"}))
+
+
+def test_a_drain_wait_travels_first_on_a_launch_requests_stdin() -> None:
+    """launch.sh's first line, when the launch waits for its GPUs' memory (_drain_wait.sh)."""
+    plain = launch_stdin(launch(gpus=(2, 3)))
+    waiting = launch_stdin(launch(gpus=(2, 3), drain=DrainWait((2, 3), 500, 100, 0.1)))
+    assert waiting == b"D 2,3 500 100 0.1\n" + plain
+    assert launch_stdin(launch(drain=DrainWait((1,), 1024, 40, 0.25))).startswith(
+        b"D 1 1024 40 0.25\n4\nexport EQ_CWD=''\n")
 
 
 def test_a_script_carries_the_pieces_it_includes() -> None:

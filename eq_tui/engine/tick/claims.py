@@ -66,13 +66,14 @@ def with_claims(gpus: tuple[GpuView, ...], snap: HostSnapshot | None, project: s
 
 
 def undo_refused(ctx: RunContext, job: JobState, why: str) -> None:
-    """The host's claims refused the launch of the job's current attempt: nothing started, so
-    the attempt is dropped (no attempt spent, no failure) and the job waits to be placed again."""
+    """The host refused the launch of the job's current attempt (its claims, or GPUs that did
+    not drain in time: drain_launch.py): nothing started, so the attempt is dropped (no
+    attempt spent, no failure) and the job waits to be placed again."""
     current = job.current
     if current is None or job.status != JobStatus.LAUNCHING:
         return
     current.launched = False  # it never held its GPUs: nothing to release
-    job.reason = f"launch refused by the host's claims: {why}"
+    job.reason = f"launch refused by the host: {why}"
     ctx.ledger.set_status(job, JobStatus.PENDING, detail=f"launch refused: {why}")
     job.history.pop()
     ctx.ledger.uncount_attempt(job)

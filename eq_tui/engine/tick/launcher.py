@@ -12,7 +12,9 @@ from eq_tui.engine.context import RunContext, shell_path
 from eq_tui.engine.decide.scheduler import Launch
 from eq_tui.engine.state.naming import attempt_dir, session_name
 from eq_tui.engine.tick.claims import ticket, undo_refused
+from eq_tui.engine.tick.drain_launch import DrainLaunches
 from eq_tui.engine.tick.judge import LAUNCH_GRACE_S
+from eq_tui.engine.tick.tick_timing import Pacing
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import LaunchRequest
 from eq_tui.hosts.claims import ClaimRefused
@@ -23,10 +25,12 @@ PERSIST_TASK = "eq-tui: persist after launches"
 
 
 class Launcher:
-    def __init__(self, ctx: RunContext, lock: asyncio.Lock, persist: Callable[[], None]) -> None:
+    def __init__(self, ctx: RunContext, lock: asyncio.Lock, persist: Callable[[], None],
+                 pacing: Pacing) -> None:
         self.ctx = ctx
         self._lock = lock
         self._persist = persist
+        self.drains = DrainLaunches(ctx, pacing)  # launches that wait for a GPU to drain
         self.tasks: set[asyncio.Task[None]] = set()
         # sessions whose background launch has not returned yet: a probe asked meanwhile may
         # look before the session exists, so its "nothing there" proves nothing
@@ -57,14 +61,20 @@ class Launcher:
             ctx.ledger.begin_attempt(job, n=n, host=launch.host, gpus=list(launch.gpus),
                                      session=session, attempt_dir=directory, decided_at=now,
                                      estimate_mib=launch.mem_mib)
-            planned.append((job, self.request(job, n, session, directory, cmd, launch.host,
-                                              launch.gpus)))
+            request = self.request(job, n, session, directory, cmd, launch.host, launch.gpus)
+            if request.drain is not None:
+                job.reason = (f"waits on {launch.host} for the memory of GPU "
+                              f"{','.join(map(str, request.drain.gpus))} to be released "
+                              f"(the job before it has just ended)")
+            planned.append((job, request))
         if not planned:
             return
         self._persist()  # `launching` is on disk before any session starts
         if background:
             for job, request in planned:
                 self.in_flight.add(request.session)
+                if request.drain is not None:
+                    self.drains.started(request.session, job.host or "", request.drain)
                 task = asyncio.create_task(self._launch_in_background(job, request, now))
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
@@ -87,6 +97,7 @@ class Launcher:
             result = exc
         finally:
             self.in_flight.discard(request.session)
+            self.drains.ended(request.session, in_vain=isinstance(result, ClaimRefused))
         async with self._lock:
             current = job.current
             if result is None and (current is None or current.session != request.session
@@ -116,6 +127,8 @@ class Launcher:
                 current.decided_at = (current.decided_at or decided) - LAUNCH_GRACE_S + 5.0
             ledger.changed(job)
             return
+        if request.drain is not None:
+            job.reason = None  # its GPUs drained: it no longer waits
         if job.status != JobStatus.LAUNCHING:
             return  # the probe saw it running first
         current = job.current
@@ -141,7 +154,8 @@ class Launcher:
                              cwd=self.ctx.cwd_for(host), cmd=cmd, gpus=gpus, env=env,
                              conda=manifest.conda, conda_hook=manifest.conda_hook,
                              launcher=manifest.launcher, venv=manifest.venv,
-                             claim=ticket(self.ctx, job, host, gpus))
+                             claim=ticket(self.ctx, job, host, gpus),
+                             drain=self.drains.wait_for(host, gpus))
 
     async def stop_session(self, job: JobState, reason: str = "") -> None:
         """Stop the current attempt's session (a kill or a requeue by a person; `reason` is

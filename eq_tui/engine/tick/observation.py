@@ -169,11 +169,11 @@ class Observation:
             if snap is not None and snap.ok:
                 self._publish_host(name, snap, holders, now)
 
-    def host_views(self, probed: set[str] | None,
-                   readings: Readings | None = None) -> list[HostView]:
+    def host_views(self, probed: set[str] | None, readings: Readings | None = None,
+                   draining: Mapping[str, frozenset[int]] | None = None) -> list[HostView]:
         others = self.memory.others if self.memory is not None else None
         return host_views(self.ctx.hosts, probed, readings, others,
-                          me=(self.ctx.project, self.ctx.token))
+                          me=(self.ctx.project, self.ctx.token), draining=draining)
 
     # ---- what the first probes found -------------------------------------------------------
 
@@ -209,11 +209,13 @@ def _all_met(job_id: str, count: int, snaps: Iterable[HostSnapshot]) -> bool:
 def host_views(hosts: Mapping[str, HostRecord], probed: set[str] | None,
                readings: Readings | None = None,
                others: Mapping[str, Mapping[int, int]] | None = None, *,
-               me: tuple[str, str] | None = None) -> list[HostView]:
+               me: tuple[str, str] | None = None,
+               draining: Mapping[str, frozenset[int]] | None = None) -> list[HostView]:
     """What decide() may use. With `probed`, a host not probed this tick takes no launch,
     except on the GPUs in `readings` (a watcher's fresh reading; its others count as
     unknown). `others`: host -> GPU -> memory of processes not our jobs' (last probe).
-    `me` (project, token): other engines' claims count as held (claims.py)."""
+    `me` (project, token): other engines' claims count as held (claims.py). `draining`: the
+    GPUs a job of ours just left that a launch may wait on (drain_launch.py) count as empty."""
     views = []
     for name, record in hosts.items():
         foreign = (others or {}).get(name, {})
@@ -224,8 +226,10 @@ def host_views(hosts: Mapping[str, HostRecord], probed: set[str] | None,
         if snap is None:
             gpus: tuple[GpuView, ...] = ()
         elif probed is None or name in probed or fresh is None:
-            gpus = tuple(GpuView(g.index, g.memory_used_mib, g.memory_total_mib,
-                                 foreign.get(g.index)) for g in snap.gpus)
+            drained = (draining or {}).get(name, frozenset())
+            gpus = tuple(GpuView(g.index, 0, g.memory_total_mib, 0) if g.index in drained
+                         else GpuView(g.index, g.memory_used_mib, g.memory_total_mib,
+                                      foreign.get(g.index)) for g in snap.gpus)
         else:
             gpus = tuple(GpuView(g.index, fresh.get(g.index), g.memory_total_mib,
                                  foreign.get(g.index)) for g in snap.gpus)

@@ -6,7 +6,8 @@
 # With the claim arguments (_claims.sh, _claim_launch.sh) the attempt first takes its GPUs'
 # claims: exit 10 when another engine's claims say they are not free for it, when it is
 # another engine's fair turn (_fair_turns.sh), or when the lab's rules no longer allow it
-# (_rules_launch.sh): nothing started, nothing left behind.
+# (_rules_launch.sh): nothing started, nothing left behind. A launch placed while its GPUs
+# still drain waits for their memory first (_drain_wait.sh); exit 10 when it was not released.
 set -u
 launcher=$1 session=$2 dir=$3
 claim_gpus=-
@@ -39,32 +40,8 @@ if [ "$launcher" = tmux ]; then
     envtext="$(export -p)
 $envtext"
 fi
-# eq-tui include: _proc_groups.sh
-# eq-tui include: _claims.sh
-# eq-tui include: _claim_launch.sh
-# eq-tui include: _fair_turns.sh
-# eq-tui include: _rules_launch.sh
-taken=
-if [ "$claim_gpus" != - ]; then
-    claims_at "$claims_arg"
-    locked=0
-    claims_lock && locked=1
-    rules_check "$rules_arg" "$rules_sum" "$rules_max" "$claim_gpus"
-    [ -n "$refused" ] || claims_check "$claim_gpus" "$claim_mib" "$claim_known"
-    [ -n "$refused" ] || claims_fair "$claim_gpus"
-    [ -n "$refused" ] || claims_take "$claim_gpus" "$claim_mib" "$claim_job" "$claim_attempt" \
-                                     "$session"
-    [ "$locked" = 0 ] || claims_unlock
-    if [ -n "$refused" ]; then
-        rmdir "$dir" 2>/dev/null
-        echo "eq-tui: claim refused: $refused" >&2
-        exit 10
-    fi
-    # a launch that fails from here on leaves no claim behind (one the wrapper took is its own)
-    # shellcheck disable=SC2086
-    trap '[ "$?" = 0 ] || claims_drop $$ $taken' EXIT
-    echo "$taken" > "$dir/claims"
-fi
+# the attempt's files first: a launch that waits for its GPUs to drain (below) has only its
+# claims and its session left to start once they have
 printf '%s' "$cmd" > "$dir/cmd" || fail_write cmd
 
 cat > "$dir/run.sh" <<'WRAPPER'
@@ -115,6 +92,40 @@ WRAPPER
 [ -s "$dir/run.sh" ] || fail_write run.sh
 
 mkfifo -m 600 "$dir/env.fifo" || exit 5
+# refuse WHY: nothing started; the attempt dir is gone again (a later attempt may use it)
+refuse() {
+    rm -f "$dir/cmd" "$dir/run.sh" "$dir/env.fifo"
+    rmdir "$dir" 2>/dev/null
+    echo "eq-tui: claim refused: $1" >&2
+    exit 10
+}
+# eq-tui include: _drain_wait.sh
+if [ "$drain_gpus" != - ]; then
+    drain_wait
+    [ -z "$refused" ] || refuse "$refused"
+fi
+# eq-tui include: _proc_groups.sh
+# eq-tui include: _claims.sh
+# eq-tui include: _claim_launch.sh
+# eq-tui include: _fair_turns.sh
+# eq-tui include: _rules_launch.sh
+taken=
+if [ "$claim_gpus" != - ]; then
+    claims_at "$claims_arg"
+    locked=0
+    claims_lock && locked=1
+    rules_check "$rules_arg" "$rules_sum" "$rules_max" "$claim_gpus"
+    [ -n "$refused" ] || claims_check "$claim_gpus" "$claim_mib" "$claim_known"
+    [ -n "$refused" ] || claims_fair "$claim_gpus"
+    [ -n "$refused" ] || claims_take "$claim_gpus" "$claim_mib" "$claim_job" "$claim_attempt" \
+                                     "$session"
+    [ "$locked" = 0 ] || claims_unlock
+    [ -z "$refused" ] || refuse "$refused"
+    # a launch that fails from here on leaves no claim behind (one the wrapper took is its own)
+    # shellcheck disable=SC2086
+    trap '[ "$?" = 0 ] || claims_drop $$ $taken' EXIT
+    echo "$taken" > "$dir/claims"
+fi
 quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 session_exists() {
     case $launcher in

@@ -1,0 +1,160 @@
+"""A launch placed while its GPU's last job of ours still releases its memory waits on the host
+(launch.sh, _drain_wait.sh) and starts the job as the memory goes, never before; a GPU whose
+memory is not released in time refuses the launch (nothing started, no attempt spent). Judged
+from the simulated GPUs' own records: when each fake job started, ended and let its memory go."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eq_tui.hosts.base import DrainWait, LaunchRequest
+from eq_tui.hosts.claims import ClaimRefused
+from eq_tui.hosts.local import LocalRunner
+from eq_tui.hosts.shell_host import ShellHost
+from eq_tui.hosts.shell_protocol import launch_stdin, script
+from eq_tui.sim.state import find_overlaps, hold_memory, init_sim_state, read_runs, sim_bin_dir
+from tests.support.engine_run import job, make_manifest, run_to_end, sim_hosts
+from tests.support.polling import wait_until
+
+pytestmark = pytest.mark.integration
+SLOW_RELEASE = "fake-train --epochs 1 --epoch-seconds 0.1 --mem 3000 --linger {linger}"
+
+
+@dataclass
+class Bed:
+    host: ShellHost
+    tmp: Path
+    env: dict[str, str]
+    state: Path
+
+    def request(self, name: str, cmd: str, drain: DrainWait | None) -> LaunchRequest:
+        return LaunchRequest(job_id=name, attempt=1, session=f"eqd_{name}_a1",
+                             attempt_dir=str(self.tmp / "logs" / name / "a1"), cwd=str(self.tmp),
+                             cmd=cmd, gpus=(0,), env={"CUDA_VISIBLE_DEVICES": "0"}, conda=None,
+                             conda_hook=None, launcher="screen", drain=drain)
+
+    def train(self, *args: str) -> None:
+        """A fake job run by hand on GPU 0 (its memory lingers as the simulator says)."""
+        subprocess.run(["fake-train", *args], env={**self.env, "CUDA_VISIBLE_DEVICES": "0",
+                                                   "EQ_JOB_ID": "before"},
+                       check=True, capture_output=True, timeout=60)
+
+    def sessions(self) -> str:
+        return subprocess.run(["screen", "-ls"], env=self.env, capture_output=True,
+                              text=True).stdout
+
+
+@pytest.fixture
+async def bed() -> AsyncIterator[Bed]:
+    tmp = Path(tempfile.mkdtemp(prefix="eqdr-"))  # short: screen's socket path stays short
+    (tmp / "screen").mkdir(mode=0o700)
+    state = init_sim_state(tmp / "sim", host="d", gpus=1, memory_mib=8000)
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "STY")}
+    env.update(PATH=f"{sim_bin_dir()}{os.pathsep}{env['PATH']}", EQ_SIM_STATE=str(state),
+               SCREENDIR=str(tmp / "screen"))
+    yield Bed(ShellHost("d", LocalRunner(env), session_prefix="eqd_"), tmp, env, Path(state))
+    subprocess.run(["screen", "-wipe"], env=env, capture_output=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def written(path: Path) -> bool:
+    return path.exists() and path.read_text().strip() != ""
+
+
+def drain(rounds: int) -> DrainWait:
+    return DrainWait(gpus=(0,), below_mib=500, rounds=rounds, every_s=0.1)
+
+
+async def test_a_launch_waits_on_the_host_until_its_gpu_drains(bed: Bed) -> None:
+    bed.train("--epochs", "1", "--epoch-seconds", "0.05", "--mem", "3000", "--linger", "1.5")
+    [ended] = [r for r in read_runs(bed.state) if r["event"] == "end"]
+    stamp = bed.tmp / "started"
+    await bed.host.launch(bed.request("next", f"date +%s.%N > {stamp}", drain(100)))
+    await wait_until(lambda: written(stamp), timeout=30, what="the job's start")
+    started = float(stamp.read_text())
+    assert started >= float(ended["linger_until"])  # the host's clock: never before the release
+
+
+async def test_a_gpu_that_does_not_drain_in_time_refuses_the_launch_and_leaves_nothing(
+        bed: Bed) -> None:
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        hold_memory(bed.state, holder.pid, 0, 3000)
+        stamp = bed.tmp / "started"
+        with pytest.raises(ClaimRefused, match=r"was not released in time \(GPU 0 holds 3"):
+            await bed.host.launch(bed.request("late", f"date > {stamp}", drain(3)))
+        assert not (bed.tmp / "logs" / "late" / "a1").exists()
+        assert "eqd_late_a1" not in bed.sessions() and not stamp.exists()
+        # the same launch with no drain to wait for is the engine's word, as always
+        await bed.host.launch(bed.request("late", f"date > {stamp}", None))
+        await wait_until(lambda: written(stamp), timeout=30, what="the job's start")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.parametrize("line", ["D 0 500 x 0.1", "D - 500 3 0.1", "D 0,1 5e2 3 0.1",
+                                  "D 0 500 3 0.1;touch"])
+def test_a_malformed_drain_line_starts_nothing(bed: Bed, line: str) -> None:
+    request = bed.request("bad", f"date > {bed.tmp / 'started'}", None)
+    stdin = line.encode() + b"\n" + launch_stdin(request)
+    done = subprocess.run(["sh", "-c", script("launch.sh"), "launch.sh", "screen",
+                           request.session, request.attempt_dir], input=stdin,
+                          capture_output=True, env=bed.env, timeout=30)
+    assert done.returncode == 9, done.stderr
+    assert b"cut off" in done.stderr and not Path(request.attempt_dir).exists()
+
+
+def runs_of(run: Any, name: str) -> list[dict[str, Any]]:
+    return [r for r in run.runs() if r.get("job") == name]
+
+
+async def test_the_next_job_is_placed_while_the_gpu_drains_and_starts_as_it_goes(
+        tmp_path: Path) -> None:
+    manifest = make_manifest(tmp_path, [job("first", SLOW_RELEASE.format(linger=2.0)),
+                                        job("second", SLOW_RELEASE.format(linger=0))],
+                             hosts=sim_hosts(("sim", 1)))
+    code, run = await run_to_end(manifest, tmp_path / "run")
+    assert code == 0
+    [first_end] = [r for r in runs_of(run, "first") if r["event"] == "end"]
+    [second_start] = [r for r in runs_of(run, "second") if r["event"] == "start"]
+    released = float(first_end["linger_until"])
+    assert float(second_start.get("exec_t", second_start["t"])) >= released
+    assert find_overlaps(run.runs(), include_linger=True) == []
+    # the engine placed it before the memory went: the launch waited on the host
+    decided = next(e.at for e in run.events if getattr(e, "job", None) == "second"
+                   and e.type == "job_state_changed" and e.new == "launching")
+    assert decided < released
+    assert run.engine.launcher.drains.placed == 1
+    assert len(run.job("second")["history"]) == 1
+
+
+async def test_a_drain_wait_in_vain_spends_no_attempt_and_is_not_tried_again_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory lingers 3 s; a launch waits at most 0.3 s on the host: refused, the job
+    waits with no attempt spent, and goes once the watcher reads the GPU free (no second wait
+    on that GPU for the same release)."""
+    monkeypatch.setattr("eq_tui.engine.tick.drain_launch.DRAIN_WAIT_S", 0.3)
+    manifest = make_manifest(tmp_path, [job("first", SLOW_RELEASE.format(linger=3.0)),
+                                        job("second", SLOW_RELEASE.format(linger=0))],
+                             hosts=sim_hosts(("sim", 1)))
+    code, run = await run_to_end(manifest, tmp_path / "run")
+    assert code == 0
+    [first_end] = [r for r in runs_of(run, "first") if r["event"] == "end"]
+    starts = [r for r in runs_of(run, "second") if r["event"] == "start"]
+    assert len(starts) == 1
+    assert float(starts[0].get("exec_t", starts[0]["t"])) >= float(first_end["linger_until"])
+    assert run.engine.launcher.drains.placed == 1
+    assert len(run.job("second")["history"]) == 1
+    refused = [e for e in run.events if getattr(e, "job", None) == "second"
+               and e.type == "job_state_changed" and e.old == "launching" and e.new == "pending"]
+    assert len(refused) == 1 and "was not released in time" in refused[0].detail
