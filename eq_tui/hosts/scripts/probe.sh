@@ -26,7 +26,7 @@ cwd=$1 prefix=$2 query_gpus=$3 b=$4 cores=${5:-0} claims_arg=${6:-} want=${7:--}
 rules_arg=${8:-}
 health=0
 if [ "$query_gpus" = 2 ]; then query_gpus=1 health=1; fi
-tab=$(printf '\t')
+tab='	'  # a literal tab: no subshell for it on every probe
 
 relative_ok=1
 if [ -n "$cwd" ] && [ "$cwd" != "-" ]; then cd "$cwd" 2>/dev/null || relative_ok=0; fi
@@ -105,7 +105,17 @@ if [ "$query_gpus" = 1 ]; then
     # who holds each GPU process: pid, process group, session (which attempt it belongs to),
     # user, command. A process of one of our attempts is known from /proc/PID/stat, read by the
     # shell itself; one ps (user and command) only for the others: someone else's, a leftover
-    pids=$(printf '%s\n' "$apps" | sed -n 's/^[[:space:]]*\([0-9][0-9]*\),.*/\1/p' | paste -sd, -)
+    # the pids (each line's first field), read by the shell itself: no sed and paste per probe
+    pids=
+    while IFS= read -r eq_line; do
+        case $eq_line in *,*) ;; *) continue ;; esac
+        eq_p=${eq_line%%,*}
+        eq_p=${eq_p#"${eq_p%%[![:space:]]*}"}
+        case $eq_p in ''|*[!0-9]*) continue ;; esac
+        pids="$pids${pids:+,}$eq_p"
+    done <<APPS
+$apps
+APPS
     if [ "$apps_rc" = 0 ] && [ -n "$pids" ]; then
         echo "$b owners"
         others=
@@ -132,7 +142,15 @@ if [ "$query_gpus" = 1 ]; then
     fi
     # a GPU that several processes share: its utilisation says nothing of any one of them, so
     # each process's own (one sample, ~55 ms on an H100; only then, never on a card alone)
-    shared=$(printf '%s\n' "$apps" | cut -d, -f2 | sort | uniq -d)
+    shared=
+    eq_seen=$tab
+    while IFS=, read -r eq_p eq_uuid eq_rest; do
+        [ -n "$eq_uuid" ] || continue
+        case $eq_seen in *"$tab$eq_uuid$tab"*) shared=1 ;; esac
+        eq_seen="$eq_seen$eq_uuid$tab"
+    done <<APPS
+$apps
+APPS
     if [ "$apps_rc" = 0 ] && [ -n "$shared" ]; then
         echo "$b pmon"
         nvidia-smi pmon -c 1 -s u 2>&1 </dev/null
