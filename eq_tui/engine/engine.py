@@ -204,9 +204,9 @@ class Engine:
         return self.exit_code if self.finished and self.exit_code is not None else 130
 
     async def _tick_serving_releases(self, only: set[str] | None, readings: Readings) -> None:
-        """A tick; while its probes are out (a full tick over many hosts takes a while), a GPU
-        a watcher reads as released gets its next job at once from a light tick that probes
-        nothing and launches only on that reading."""
+        """A tick; while its probes are out (a full tick over many hosts takes a while), an exit
+        a watcher reports is judged, and a GPU it reads as released served, by a tick of their
+        own that probes just the exits' hosts (its newer probe wins: Observation.apply)."""
         wake = self.pacing.wake_event
         tick = asyncio.create_task(self.tick(only=only, readings=readings,
                                              background_launches=True))
@@ -220,9 +220,9 @@ class Engine:
                 if tick.done() or self._stop.is_set():
                     break
                 wake.clear()
-                released = self.pacing.take_watch_readings(set())
-                if released:
-                    await self.tick(only=set(), readings=released, background_launches=True)
+                exits, released = self.pacing.take_exits(), self.pacing.take_watch_readings(set())
+                if exits or released:
+                    await self.tick(only=exits, readings=released, background_launches=True)
             await tick
         finally:
             if not tick.done():
@@ -278,7 +278,7 @@ class Engine:
         # its next job from a light tick (see run) instead of waiting for every host's answer.
         results = await self.observation.probe(requests)
         async with self.lock:
-            self.observation.apply(requests, results)
+            self.observation.apply(requests, results, probed)
             await self.reconciler.judge(probed, requests, starting)
             self.memory.observe(probed)  # after judging: an attempt that ended settles now
             await self.stall.check(probed)

@@ -315,3 +315,92 @@ async def test_a_probe_that_looked_before_a_session_started_does_not_lose_its_jo
     assert state.attempts == 1 and len(state.history) == 1
     assert sum(1 for r in run.runs("sim") if r.get("event") == "start") == 1
     await run.stop()
+
+
+class HeldProbe:
+    """A real simulated host whose probes wait while `held` (a slow host that keeps a full
+    tick's probes out)."""
+
+    def __init__(self, host: Any) -> None:
+        self.host = host
+        self.held = False
+        self.waiting = 0  # probes waiting now
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.host, name)
+
+    async def probe(self, request: ProbeRequest) -> Any:
+        if self.held:
+            self.waiting += 1
+            try:
+                await self.release.wait()
+            finally:
+                self.waiting -= 1
+        return await self.host.probe(request)
+
+
+@pytest.mark.integration
+async def test_an_exit_is_judged_while_a_slow_hosts_probe_keeps_the_full_tick_out(
+        tmp_path: Path) -> None:
+    """A full tick waits for every host's answer. An exit a watcher reports meanwhile is judged
+    by a tick of its own that probes just its host, not after the slow host answers."""
+    from eq_tui.api.model import JobStatus
+    from eq_tui.engine.engine import Engine
+    from eq_tui.hosts.factory import make_hosts
+
+    manifest = make_manifest(tmp_path, [
+        job("long", "fake-train --epochs 300 --epoch-seconds 0.2 --mem 1000"),
+        job("quick", "fake-train --epochs 6 --epoch-seconds 0.5 --mem 1000")],
+        hosts=sim_hosts(("a", 1), ("b", 1)))
+    run_dir = tmp_path / "run"
+    hosts = {name: HeldProbe(host) for name, host in make_hosts(manifest, run_dir).items()}
+    engine = Engine(manifest, run_dir, hosts, poll=0.5)  # type: ignore[arg-type]
+    await engine.start()
+    task = asyncio.create_task(engine.run())
+    try:
+        deadline = time.monotonic() + 30
+        while not all(j.status == JobStatus.RUNNING for j in engine.jobs.values()):
+            assert time.monotonic() < deadline and not task.done()
+            await asyncio.sleep(0.05)
+        slow = hosts[engine.jobs["long"].host or ""]
+        slow.held = True
+        while engine.jobs["quick"].status == JobStatus.RUNNING:
+            assert time.monotonic() < deadline + 30 and not task.done()
+            await asyncio.sleep(0.05)
+        assert engine.jobs["quick"].status == JobStatus.COMPLETED
+        assert slow.waiting >= 1  # the full tick's probe of the slow host is still out
+    finally:
+        for host in hosts.values():
+            host.release.set()
+        await engine.command("kill", ["long"])
+        await engine.stop()
+        await task
+
+
+@pytest.mark.integration
+async def test_a_probe_older_than_the_hosts_snapshot_is_not_taken_in(tmp_path: Path) -> None:
+    """Two ticks' probes of one host can come back out of order: the older one is dropped, its
+    host leaves the tick's probed set, and the newer snapshot stays."""
+    import dataclasses
+
+    manifest = make_manifest(tmp_path, [job("j", "fake-train --epochs 300 --epoch-seconds 0.2")],
+                             hosts=sim_hosts(("a", 1)))
+    run = await start_engine(manifest, tmp_path / "run")
+    engine = run.engine
+    try:
+        await run.wait_for(lambda: engine.ctx.hosts["a"].snapshot is not None)
+        async with engine.lock:  # between two ticks' takes
+            newer = engine.ctx.hosts["a"].snapshot
+            assert newer is not None
+            older = dataclasses.replace(newer, taken_at=newer.taken_at - 1.0, gpus=())
+            probed = {"a"}
+            engine.observation.apply({"a": ProbeRequest()}, [older], probed)
+            assert probed == set() and engine.ctx.hosts["a"].snapshot is newer
+            later = dataclasses.replace(newer, taken_at=newer.taken_at + 0.001)
+            probed = {"a"}
+            engine.observation.apply({"a": ProbeRequest()}, [later], probed)
+            assert probed == {"a"} and engine.ctx.hosts["a"].snapshot is later
+    finally:
+        await engine.command("kill", ["j"])
+        await run.stop()

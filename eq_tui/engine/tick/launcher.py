@@ -63,7 +63,7 @@ class Launcher:
                                      estimate_mib=launch.mem_mib)
             request = self.request(job, n, session, directory, cmd, launch.host, launch.gpus)
             if request.drain is not None:
-                job.reason = (f"waits on {launch.host} for the memory of GPU "
+                job.reason = (f"launch waits on {launch.host} for the memory of GPU "
                               f"{','.join(map(str, request.drain.gpus))} to be released "
                               f"(the job before it has just ended)")
             planned.append((job, request))

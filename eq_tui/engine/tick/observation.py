@@ -78,13 +78,20 @@ class Observation:
         return await asyncio.gather(*(self._probe_one(name, request)
                                       for name, request in requests.items()))
 
-    def apply(self, requests: dict[str, ProbeRequest], results: list[HostSnapshot]) -> None:
-        """Take in this tick's probes: snapshots, links, GPU views, precondition results."""
+    def apply(self, requests: dict[str, ProbeRequest], results: list[HostSnapshot],
+              probed: set[str] | None = None) -> None:
+        """Take in this tick's probes: snapshots, links, GPU views, precondition results. A
+        probe older than the host's snapshot (an exit's tick ran while this one's probes were
+        out) is dropped, and its host leaves `probed`: the newer one was judged already."""
         ctx = self.ctx
         now = ctx.clock()
         holders = ctx.ledger.held_gpus()
         checked: set[str] = set()
         for name, snap in zip(list(requests), results, strict=True):
+            known = ctx.hosts[name].snapshot
+            if probed is not None and known is not None and snap.taken_at < known.taken_at:
+                probed.discard(name)
+                continue
             ctx.hosts[name].snapshot = snap
             ctx.hosts[name].note_gpus(snap)
             if snap.cores:

@@ -96,6 +96,11 @@ class Pacing:
         self._watch_readings = {}
         return readings if not self.ctx.paused else {}
 
+    def take_exits(self) -> set[str]:
+        """The hosts a watcher reported an exit on since the last tick began (probed now)."""
+        due, self._due_hosts = self._due_hosts, set()
+        return due
+
     def more_due(self) -> bool:
         """An exit or a release came in while the last tick ran."""
         return bool(self._due_hosts or self._watch_readings)
