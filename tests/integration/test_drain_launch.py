@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +158,24 @@ async def test_a_drain_wait_in_vain_spends_no_attempt_and_is_not_tried_again_the
     refused = [e for e in run.events if getattr(e, "job", None) == "second"
                and e.type == "job_state_changed" and e.old == "launching" and e.new == "pending"]
     assert len(refused) == 1 and "was not released in time" in refused[0].detail
+
+
+def test_no_drain_wait_on_a_host_another_engine_uses() -> None:
+    """Another engine's claim on any GPU of the host, or another user's engine waiting there:
+    a freed GPU is left to the fair turns (their want files, _fair_turns.sh), as before."""
+    from eq_tui.engine.tick.drain_launch import shared_with_others
+    from eq_tui.hosts.base import HostSnapshot
+    from eq_tui.hosts.claims import GpuClaim
+    from eq_tui.hosts.lab_rules import HostLab
+
+    def claim(project: str, token: str) -> GpuClaim:
+        return GpuClaim(name=f"c.1.u.{project}", gpu=1, user="u", project=project, token=token,
+                        job="j", attempt=1, pid=1, mib=None, session="s")
+
+    alone = HostSnapshot(host="h", ok=True, taken_at=0.0, claims=(claim("me", "t1"),),
+                         lab=HostLab(user="u"))
+    assert not shared_with_others(alone, "me", "t1")
+    assert shared_with_others(replace(alone, claims=(claim("other", "t2"),)), "me", "t1")
+    assert shared_with_others(replace(alone, claims=(claim("me", "t0"),)), "me", "t1")
+    assert shared_with_others(replace(alone, lab=HostLab(user="u", waiting=frozenset({"v"}))),
+                              "me", "t1")

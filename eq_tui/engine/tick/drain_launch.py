@@ -10,12 +10,15 @@ free threshold: the job starts as the memory goes, and never before.
 Only on a GPU whose memory is all going: no process of someone else's runs there (every one
 listed is gone or one of our attempts') and no other engine claims it, so that it reads empty
 once drained (another's job beside it would keep it above the threshold: no wait could end).
-Only on hosts whose GPUs a watcher reads (without one, the periodic probe's drain polling stays
-as it is), only for launches that run beside the next tick (a launch the tick awaits would hold
-it), at most MAX_PER_HOST at once on a host (each waits on a channel of the host's connection),
-and not again on a GPU whose memory was not released in time, until a job of ours leaves it
-again. A launch that waited in vain is refused like one the claims refused: nothing started, no
-attempt spent, the job placed again on what the next probe shows.
+Only on a host no other engine uses now (none of its claims there, no other user's engine
+waiting there): where one does, a freed GPU is the fair turns' to give (_fair_turns.sh) the
+moment it reads free, as before. Only on hosts whose GPUs a watcher reads (without one, the
+periodic probe's drain polling stays as it is), only for launches that run beside the next tick
+(a launch the tick awaits would hold it), at most MAX_PER_HOST at once on a host (each waits on
+a channel of the host's connection), and not again on a GPU whose memory was not released in
+time, until a job of ours leaves it again. A launch that waited in vain is refused like one the
+claims refused: nothing started, no attempt spent, the job placed again on what the next probe
+shows.
 """
 
 from __future__ import annotations
@@ -55,11 +58,12 @@ class DrainLaunches:
             if (probed is not None and host not in probed) or not watchers.covers_gpus(host):
                 continue
             snap = self.ctx.hosts[host].snapshot
+            if snap is None or shared_with_others(snap, self.ctx.project, self.ctx.token):
+                continue
             room = MAX_PER_HOST - sum(1 for waiting, _ in self._waiting.values() if waiting == host)
             ready = [gpu for gpu in gpus
                      if self._in_vain.get((host, gpu)) != released.get((host, gpu))
-                     and snap is not None and all_going(snap, gpu, self.ctx.project,
-                                                        self.ctx.token)]
+                     and all_going(snap, gpu, self.ctx.project, self.ctx.token)]
             if room > 0 and ready:
                 self.plan[host] = frozenset(ready[:room])
         return self.plan
@@ -95,3 +99,9 @@ def all_going(snap: HostSnapshot, gpu: int, project: str, token: str) -> bool:
     return uuid is not None and all(
         process.running is False or process.pgid in ours or process.sid in ours
         for process in snap.processes if process.gpu_uuid == uuid)
+
+
+def shared_with_others(snap: HostSnapshot, project: str, token: str) -> bool:
+    """Whether another engine holds a claim on the host or another user's engine waits there."""
+    waiting = snap.lab is not None and bool(snap.lab.waiting)
+    return waiting or bool(others(snap.claims, project, token))
