@@ -118,16 +118,23 @@ def runs_of(run: Any, name: str) -> list[dict[str, Any]]:
     return [r for r in run.runs() if r.get("job") == name]
 
 
-async def test_the_next_job_is_placed_while_the_gpu_drains_and_starts_as_it_goes(
-        tmp_path: Path) -> None:
-    manifest = make_manifest(tmp_path, [job("first", SLOW_RELEASE.format(linger=2.0)),
+async def first_then_second(tmp_path: Path, *, linger: float
+                            ) -> tuple[Any, float, list[dict[str, Any]]]:
+    """Two jobs on one simulated GPU, the first's memory lingering `linger` s after it ends:
+    the run, when the first's memory went, and the second's start records (the hosts')."""
+    manifest = make_manifest(tmp_path, [job("first", SLOW_RELEASE.format(linger=linger)),
                                         job("second", SLOW_RELEASE.format(linger=0))],
                              hosts=sim_hosts(("sim", 1)))
     code, run = await run_to_end(manifest, tmp_path / "run")
     assert code == 0
     [first_end] = [r for r in runs_of(run, "first") if r["event"] == "end"]
-    [second_start] = [r for r in runs_of(run, "second") if r["event"] == "start"]
-    released = float(first_end["linger_until"])
+    starts = [r for r in runs_of(run, "second") if r["event"] == "start"]
+    return run, float(first_end["linger_until"]), starts
+
+
+async def test_the_next_job_is_placed_while_the_gpu_drains_and_starts_as_it_goes(
+        tmp_path: Path) -> None:
+    run, released, [second_start] = await first_then_second(tmp_path, linger=2.0)
     assert float(second_start.get("exec_t", second_start["t"])) >= released
     assert find_overlaps(run.runs(), include_linger=True) == []
     # the engine placed it before the memory went: the launch waited on the host
@@ -144,15 +151,9 @@ async def test_a_drain_wait_in_vain_spends_no_attempt_and_is_not_tried_again_the
     waits with no attempt spent, and goes once the watcher reads the GPU free (no second wait
     on that GPU for the same release)."""
     monkeypatch.setattr("eq_tui.engine.tick.drain_launch.DRAIN_WAIT_S", 0.3)
-    manifest = make_manifest(tmp_path, [job("first", SLOW_RELEASE.format(linger=3.0)),
-                                        job("second", SLOW_RELEASE.format(linger=0))],
-                             hosts=sim_hosts(("sim", 1)))
-    code, run = await run_to_end(manifest, tmp_path / "run")
-    assert code == 0
-    [first_end] = [r for r in runs_of(run, "first") if r["event"] == "end"]
-    starts = [r for r in runs_of(run, "second") if r["event"] == "start"]
+    run, released, starts = await first_then_second(tmp_path, linger=3.0)
     assert len(starts) == 1
-    assert float(starts[0].get("exec_t", starts[0]["t"])) >= float(first_end["linger_until"])
+    assert float(starts[0].get("exec_t", starts[0]["t"])) >= released
     assert run.engine.launcher.drains.placed == 1
     assert len(run.job("second")["history"]) == 1
     refused = [e for e in run.events if getattr(e, "job", None) == "second"
