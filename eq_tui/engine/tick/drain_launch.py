@@ -8,8 +8,8 @@ and its launch waits on the host (launch.sh, _drain_wait.sh) until the memory re
 free threshold: the job starts as the memory goes, and never before.
 
 Only on a GPU whose memory is all going: no process of someone else's runs there (every one
-listed is gone or one of our attempts') and no other engine claims it, so that it reads empty
-once drained (another's job beside it would keep it above the threshold: no wait could end).
+listed is gone or one of our attempts'), so that it reads empty once drained (another's job
+beside it would keep it above the threshold: no wait could end).
 Only on a host no other engine uses now (none of its claims there, no other user's engine
 waiting there): where one does, a freed GPU is the fair turns' to give (_fair_turns.sh) the
 moment it reads free, as before. Only on hosts whose GPUs a watcher reads (without one, the
@@ -63,7 +63,7 @@ class DrainLaunches:
             room = MAX_PER_HOST - sum(1 for waiting, _ in self._waiting.values() if waiting == host)
             ready = [gpu for gpu in gpus
                      if self._in_vain.get((host, gpu)) != released.get((host, gpu))
-                     and all_going(snap, gpu, self.ctx.project, self.ctx.token)]
+                     and all_going(snap, gpu)]
             if room > 0 and ready:
                 self.plan[host] = frozenset(ready[:room])
         return self.plan
@@ -89,11 +89,10 @@ class DrainLaunches:
                 self._in_vain[(host, gpu)] = self.pacing.released_at.get((host, gpu), 0.0)
 
 
-def all_going(snap: HostSnapshot, gpu: int, project: str, token: str) -> bool:
-    """Whether everything the GPU holds is ours and going: no other engine's claim on it, and
-    each process the probe listed there gone or in one of our attempts' process groups."""
-    if any(claim.gpu == gpu for claim in others(snap.claims, project, token)):
-        return False
+def all_going(snap: HostSnapshot, gpu: int) -> bool:
+    """Whether everything the GPU holds is ours and going: each process the probe listed there
+    gone or in one of our attempts' process groups (other engines' claims keep the whole host
+    out first: shared_with_others)."""
     uuid = next((reading.uuid for reading in snap.gpus if reading.index == gpu), None)
     ours = {probe.pgid for probe in snap.attempts.values() if probe.pgid is not None}
     return uuid is not None and all(
