@@ -304,7 +304,9 @@ def test_the_fuzz_property_rejects_a_loader_bug(monkeypatch: pytest.MonkeyPatch)
     ("\njobs: [{id: a, cmd: x}]\ncwd: \x07\n", "m.yaml",
      "m.yaml:3: invalid YAML: unacceptable character #x0007"),
     ("[" * 100_000 + "]" * 100_000, "m.json", "m.json: the manifest nests too deeply"),
-])
+], ids=lambda value: value[:60] if isinstance(value, str) else None)  # short node ids: pytest
+# puts the running test's id in PYTEST_CURRENT_TEST, and an id of 200,000 characters makes every
+# subprocess started meanwhile (a session fixture's teardown) fail with "Argument list too long"
 def test_parse_errors_say_where_and_what(text: str, source: str, rendered: str) -> None:
     with pytest.raises(ManifestError) as caught:
         load_manifest_text(text, source)
