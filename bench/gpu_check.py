@@ -1,7 +1,7 @@
 """A real-GPU check the project keeps: small real CUDA jobs through eq-tui, and what
 nvidia-smi itself saw beside what eq-tui recorded.
 
-    python bench/gpu_check.py [--quick] [--gpu 0] [--json PATH] [--keep]
+    python bench/gpu_check.py [--quick] [--gpu 0] [--json PATH] [--keep] [--via-smi]
     .venv/bin/python bench/gpu_check.py --sim [--quick]      # the same harness, simulated GPU
 
 Seven `eq-tui MANIFEST --no-ui` runs, one after another, on one GPU of this machine (host
@@ -22,7 +22,10 @@ After the runs the card's process list must hold nothing of ours. Prints a table
 bench/results/gpu_check-<time>.json (card, driver, torch, eq-tui commit, every figure). Exits 0
 when every check passed, 1 when one failed, 2 when there is no NVIDIA GPU or no torch (or the
 GPU is busy). `--sim` runs the same harness on eq-tui's simulated GPU with fake-train jobs: it
-exercises the harness, its figures are the simulator's, not a GPU's. See docs/gpu_check.md.
+exercises the harness, its figures are the simulator's, not a GPU's. `--via-smi` hides NVML
+from eq-tui, so it reads the card as it reads an SSH host's: nvidia-smi in the probe (pmon for
+each job's own activity) and in the watcher, and the next whole-card job placed while the last
+one's memory drains waits for it on the host. See docs/gpu_check.md.
 """
 
 from __future__ import annotations
@@ -146,6 +149,17 @@ def leftovers(sampler: Sampler, jobs: Jobs, run_dirs: list[Path]) -> list[dict[s
     return found
 
 
+def hide_nvml_from_eq_tui(work: Path) -> None:
+    """A `pynvml` that cannot be imported, first on the PYTHONPATH eq-tui and its jobs get (not
+    this process's): eq-tui then takes the host for one without NVML and reads the card with
+    nvidia-smi in its probe and its watcher, the path every SSH host takes."""
+    shim = work / "no-nvml"
+    shim.mkdir()
+    (shim / "pynvml.py").write_text('raise ImportError("hidden by gpu_check --via-smi")\n')
+    path = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = f"{shim}{os.pathsep}{path}" if path else str(shim)
+
+
 def table(sections: list[Section], found: list[dict[str, Any]]) -> str:
     rows = [(s.name, *row) for s in sections for row in s.rows]
     rows.append(("after", "our processes on the GPU once the runs ended", str(len(found)), "-",
@@ -207,6 +221,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help="write the figures here (default bench/results/gpu_check-<time>"
                              ".json)")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (run dirs, logs)")
+    parser.add_argument("--via-smi", action="store_true",
+                        help="hide NVML from eq-tui: it reads the card with nvidia-smi, as it "
+                             "does on an SSH host (probe, pmon, watcher, the drain wait)")
     parser.add_argument("--only", default=",".join(RUNS),
                         help=f"a comma-separated subset of {', '.join(RUNS)}")
     args = parser.parse_args(argv)
@@ -231,6 +248,9 @@ def main(argv: list[str]) -> int:
     jobs: Jobs = SimJobs() if args.sim else TorchJobs(args.gpu)
     config = Config(quick=args.quick)
     work = Path(tempfile.mkdtemp(prefix="eq-gpu-check-"))
+    machine["eq_tui_reads_gpu_with"] = "nvidia-smi" if args.via_smi or args.sim else "NVML"
+    if args.via_smi:
+        hide_nvml_from_eq_tui(work)
     print(f"{machine['card']} ({machine['memory_total_mib']} MiB), driver {machine['driver']},"
           f" torch {machine['torch']}; work dir {work}", flush=True)
     try:
@@ -240,6 +260,7 @@ def main(argv: list[str]) -> int:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     label = "SIMULATED GPU: simulator figures, not GPU figures" if args.sim else "real GPU"
+    label += f", eq-tui reads it with {machine['eq_tui_reads_gpu_with']}"
     print(f"\n{machine['card']}, driver {machine['driver']}, torch {machine['torch']}, eq-tui "
           f"{result['machine']['eq_tui_commit']} ({label}{', QUICK' if args.quick else ''})")
     print(table(sections, found))

@@ -390,12 +390,24 @@ def handovers(bench: Bench, run: Run, names: list[str]) -> list[dict[str, Any]]:
         shown = min(present(samples, new), default=None)
         started = min((o.started for p in new if (o := bench.sampler.owners.get(p))
                        and o.started), default=None)
-        eq_start = (run.attempts(after) or [{}])[0].get("start")
+        attempt = (run.attempts(after) or [{}])[0]
+        eq_start = attempt.get("start")
+        reached = reached_host(attempt)
         found.append({
             "released": released, "exec_gap_s": gap(released, started),
             "visible_gap_s": gap(released, shown), "eq_start_gap_s": gap(released, eq_start),
-            "double_booked": bool(started and last and started < last)})
+            "double_booked": bool(started and last and started < last),
+            "launch_on_host_s": gap(released, reached)})
     return found
+
+
+def reached_host(attempt: dict[str, Any]) -> float | None:
+    """When the launch was on the host: launch.sh writes the attempt's `cmd` before anything
+    else, and before a drain wait (a launch placed while the last job's memory drained)."""
+    try:
+        return (Path(attempt["attempt_dir"]) / "cmd").stat().st_mtime
+    except (KeyError, OSError):
+        return None
 
 
 def spread(values: list[float | None]) -> str:
@@ -423,6 +435,10 @@ def sequential(bench: Bench, count: int = 3) -> Section:
                 spread([h["visible_gap_s"] for h in found]))
     section.row("  ... -> next attempt's start record", "-",
                 spread([h["eq_start_gap_s"] for h in found]))
+    early = [h["launch_on_host_s"] for h in found if h["launch_on_host_s"] is not None]
+    section.figures["launches_on_host_before_release"] = sum(1 for v in early if v < 0)
+    section.row("  launches on the host before the release (drain wait)",
+                f"{sum(1 for v in early if v < 0)} of {len(found)}", "-")
     doubled = sum(1 for h in found if h["double_booked"])
     section.row("next job started while the last one still held memory", doubled, "-",
                 ("sequential: no double booking", doubled == 0 and len(found) == count - 1
@@ -433,7 +449,7 @@ def sequential(bench: Bench, count: int = 3) -> Section:
 def energy(bench: Bench) -> Section:
     from bench.gpu_check_energy import energy as run_energy
 
-    return run_energy(bench)  # type: ignore[no-any-return]
+    return run_energy(bench)
 
 
 RUNS: dict[str, Callable[[Bench], Section]] = {
