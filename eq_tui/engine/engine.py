@@ -347,18 +347,18 @@ class Engine:
                 ledger.changed(job)
 
     def _watch_requests(self) -> dict[str, WatchRequest]:
-        """Per host: the attempts whose exit we wait for and the GPUs whose memory we wait to
-        see released (only worth watching while a job could use them)."""
-        attempts = {host: [WatchedAttempt(ref.key, ref.attempt_dir,
-                                          tuple(self.jobs[ref.key].gpus))
+        """Per host: the attempts whose exit we wait for (their GPUs after it, if no drain wait
+        reads them) and the GPUs whose memory we wait to see go, while a job could use them."""
+        due = not self.ctx.paused and self.ctx.ledger.any_job_due(self.ctx.clock())
+        follow = {h for h in self.hosts if due and self.launcher.drains.watch_after_exit(h)}
+        attempts = {host: [WatchedAttempt(ref.key, ref.attempt_dir, tuple(self.jobs[ref.key].gpus)
+                                          if host in follow else ())
                            for ref in refs if ref.key in self.jobs]
                     for host, refs in self.ctx.ledger.attempts_by_host().items()}
-        due = not self.ctx.paused and self.ctx.ledger.any_job_due(self.ctx.clock())
         draining = self.pacing.draining() if due else {}
-        threshold = self.manifest.gpu_free_threshold_mib
         return {host: WatchRequest(attempts=tuple(attempts.get(host, ())),
                                    draining=tuple(sorted(draining.get(host, ()))),
-                                   threshold_mib=threshold)
+                                   threshold_mib=self.manifest.gpu_free_threshold_mib)
                 for host in self.hosts}
 
     def persist_if_unsaved(self) -> None:

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 from eq_tui.hosts.base import DrainWait, LaunchRequest
 from eq_tui.hosts.claims import ClaimRefused
+from eq_tui.hosts.factory import sim_state_dir
 from eq_tui.hosts.local import LocalRunner
 from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.hosts.shell_protocol import launch_stdin, script
@@ -118,14 +120,14 @@ def runs_of(run: Any, name: str) -> list[dict[str, Any]]:
     return [r for r in run.runs() if r.get("job") == name]
 
 
-async def first_then_second(tmp_path: Path, *, linger: float
+async def first_then_second(tmp_path: Path, *, linger: float, gpus: int = 1, poll: float = 0.2
                             ) -> tuple[Any, float, list[dict[str, Any]]]:
-    """Two jobs on one simulated GPU, the first's memory lingering `linger` s after it ends:
+    """Two jobs on simulated GPU 0, the first's memory lingering `linger` s after it ends:
     the run, when the first's memory went, and the second's start records (the hosts')."""
     manifest = make_manifest(tmp_path, [job("first", SLOW_RELEASE.format(linger=linger)),
                                         job("second", SLOW_RELEASE.format(linger=0))],
-                             hosts=sim_hosts(("sim", 1)))
-    code, run = await run_to_end(manifest, tmp_path / "run")
+                             hosts=sim_hosts(("sim", gpus)))
+    code, run = await run_to_end(manifest, tmp_path / "run", poll=poll)
     assert code == 0
     [first_end] = [r for r in runs_of(run, "first") if r["event"] == "end"]
     starts = [r for r in runs_of(run, "second") if r["event"] == "start"]
@@ -159,6 +161,53 @@ async def test_a_drain_wait_in_vain_spends_no_attempt_and_is_not_tried_again_the
     refused = [e for e in run.events if getattr(e, "job", None) == "second"
                and e.type == "job_state_changed" and e.old == "launching" and e.new == "pending"]
     assert len(refused) == 1 and "was not released in time" in refused[0].detail
+
+
+def nvidia_smi_askers(calls: Path) -> Counter[str]:
+    """Which host scripts ran the simulated nvidia-smi, and how often (EQ_SIM_CALLS)."""
+    text = calls.read_text() if calls.exists() else ""
+    return Counter(line.split()[0] for line in text.splitlines() if line.strip())
+
+
+async def test_the_watcher_leaves_a_gpu_to_the_launch_that_waits_for_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launch placed on the draining GPU reads its memory on the host; the watcher does not
+    read it as well after the exit (it did, every 0.1 s until the memory went, on every exit of
+    a sweep). Counted from the simulated nvidia-smi's own record of who ran it."""
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("EQ_SIM_CALLS", str(calls))
+    # a poll longer than the run: the watcher, not a probe, sees the exit
+    run, released, [second_start] = await first_then_second(tmp_path, linger=2.0, poll=30.0)
+    assert float(second_start.get("exec_t", second_start["t"])) >= released
+    assert run.engine.launcher.drains.placed == 1
+    askers = nvidia_smi_askers(calls)
+    assert askers["launch.sh"] >= 2  # the wait read it until the memory went
+    assert askers["watch.sh"] == 0
+
+
+async def test_where_another_engine_uses_the_host_the_watcher_still_reads_the_freed_gpu(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another engine holds GPU 1 (its claim): no drain wait on this host, so the watcher reads
+    GPU 0 until the first job's memory goes, and the second starts after that, as before."""
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("EQ_SIM_CALLS", str(calls))
+    holder = subprocess.Popen(["sleep", "300"])
+    try:
+        claims = sim_state_dir(tmp_path / "run", "sim") / "claims"
+        claims.mkdir(parents=True)
+        (claims / "c.1.bob.q.beef01.theirs.a1").write_text(
+            f"eqclaim1 1 bob q beef01 theirs 1 {holder.pid} - - eq_q_beef01_theirs_a1\n")
+        run, released, [second_start] = await first_then_second(tmp_path, linger=2.0, gpus=2,
+                                                                poll=30.0)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert float(second_start.get("exec_t", second_start["t"])) >= released
+    assert run.engine.launcher.drains.placed == 0
+    starts = [r for r in run.runs() if r["event"] == "start"]
+    assert [int((r.get("gpus") or [r["gpu"]])[0]) for r in starts] == [0, 0]
+    askers = nvidia_smi_askers(calls)
+    assert askers["watch.sh"] >= 2 and askers["launch.sh"] == 0
 
 
 def test_no_drain_wait_on_a_host_another_engine_uses() -> None:

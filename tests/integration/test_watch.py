@@ -169,6 +169,9 @@ async def test_an_unchanged_request_keeps_its_watcher_and_an_empty_one_stops_it(
     watchers.sync({"h": request})  # ended "done" with nothing new to watch: not restarted
     await settle()
     assert len(host.requests) == 1
+    # it still covers the host's GPUs: the next sync starts it again for what is asked then
+    # (a drain wait placed in the tick of its last attempt's exit relies on that)
+    assert not watchers.watching("h") and watchers.covers_gpus("h")
     watchers.sync({"h": WatchRequest()})
     await settle()
     assert not watchers.watching("h")

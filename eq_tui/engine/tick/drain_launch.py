@@ -68,6 +68,14 @@ class DrainLaunches:
                 self.plan[host] = frozenset(ready[:room])
         return self.plan
 
+    def watch_after_exit(self, host: str) -> bool:
+        """Whether the host's watcher, seeing an attempt exit, should read its GPUs until their
+        memory goes. Not where a launch placed there waits for that itself (it would read the
+        same nvidia-smi ten times a second beside it, on every exit of a sweep); a GPU that no
+        such launch took comes back as the watcher's `draining` after the exit's tick."""
+        snap = self.ctx.hosts[host].snapshot if host in self.ctx.hosts else None
+        return snap is None or shared_with_others(snap, self.ctx.project, self.ctx.token)
+
     def wait_for(self, host: str, gpus: tuple[int, ...]) -> DrainWait | None:
         """What a launch on these GPUs waits for on the host (None: nothing drains there)."""
         draining = tuple(gpu for gpu in gpus if gpu in self.plan.get(host, ()))

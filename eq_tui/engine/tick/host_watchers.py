@@ -43,8 +43,13 @@ class HostWatchers:
         self.started = 0  # watchers started (tests/integration/test_watch.py reads it)
 
     def covers_gpus(self, host: str) -> bool:
-        """Whether a GPU release on this host will be reported as it happens."""
-        return self.watching(host) and self._hosts[host].watches_gpus
+        """Whether a GPU release on this host will be reported as it happens: its watcher reads
+        GPUs and has not failed. One that ended with nothing left to watch (its last attempt
+        exited, none of its GPUs asked for) counts: the sync after this tick starts it again
+        with whatever is asked for then."""
+        watcher = self._running.get(host)
+        return (watcher is not None and watcher.failed_at is None
+                and self._hosts[host].watches_gpus)
 
     def watching(self, host: str) -> bool:
         """A watcher runs on this host now (started, not ended, not failed)."""

@@ -1,6 +1,7 @@
 # watch.sh INTERVAL THRESHOLD_MIB QUERY_GPUS LIFETIME_S [DRAIN_INTERVAL]
 # stdin (read to EOF before watching):
-#   A key attempt_dir gpus    an attempt to watch for its exit record (gpus: comma list or -)
+#   A key attempt_dir gpus    an attempt to watch for its exit record; gpus (a comma list, or
+#                             - for none) are watched for their release once it exits
 #   G gpu                     a GPU whose memory we wait to see released
 # Output, one line per fact, as it happens:
 #   R                         ready (requests read)
