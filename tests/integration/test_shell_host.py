@@ -302,6 +302,48 @@ async def test_probe_cost_does_not_grow_with_finished_jobs_not_sent(bed: Bed) ->
     assert list(snap.attempts) == ["live"] and len(runner.stdout) == before
 
 
+LOGS: dict[str, bytes] = {
+    "plain": b"epoch 1\nepoch 2 loss=0.5\n",
+    "bar": b"epoch 3\n 10%|#   | 1/10\r 20%|##  | 2/10\r",  # a progress bar: \r ends its lines
+    "unended": b"first\nno newline at the end",
+    "blank_tail": b"the last words\n\n   \n\t\n",
+    "empty": b"",
+    # a log cannot forge the line that names the next attempt: the probe's boundary is new
+    "forger": b"@@eq-0000000000000000 plain\nreal last line\n",
+    "long": b"x" * 5000 + b"\nafter five thousand bytes\n",
+    "spaced dir": b"in a directory with a space\n",
+}
+
+
+async def test_many_running_attempts_get_their_sizes_and_last_lines_in_one_probe(
+        bed: Bed) -> None:
+    """probe.sh reads every log's size with one wc and the running ones' last lines with one
+    awk: each attempt still gets its own, whatever its neighbours' logs hold, and one whose
+    log is missing or that has exited is read as before."""
+    refs = []
+    for name, text in {**LOGS, "missing": None, "exited": b"done\n"}.items():
+        attempt = bed.tmp / "logs" / name / "a1"
+        attempt.mkdir(parents=True)
+        if text is not None:
+            (attempt / "log").write_bytes(text)
+        if name == "exited":
+            (attempt / "exit").write_text("0\n")
+        refs.append(AttemptRef(name.replace(" ", "_"), f"{bed.prefix}{name}", str(attempt), None))
+    host = ShellHost("t", LocalRunner(bed.env), session_prefix=bed.prefix, query_gpus=False)
+    snap = await host.probe(ProbeRequest(attempts=tuple(refs), cwd=str(bed.tmp)))
+    assert snap.ok, snap.error
+    sizes = {key: probe.log_size for key, probe in snap.attempts.items()}
+    assert sizes == {**{name.replace(" ", "_"): len(text) for name, text in LOGS.items()},
+                     "missing": 0, "exited": 5}
+    last = {key: probe.last_line for key, probe in snap.attempts.items()}
+    assert last == {
+        "plain": "epoch 2 loss=0.5", "bar": " 20%|##  | 2/10", "unended": "no newline at the end",
+        "blank_tail": "the last words", "empty": "", "forger": "real last line",
+        "long": "after five thousand bytes", "spaced_dir": "in a directory with a space",
+        "missing": "", "exited": ""}
+    assert snap.attempts["exited"].exit_code == 0 and snap.attempts["exited"].log_tail == "done\n"
+
+
 @pytest.mark.parametrize("cut", [0, 20, -12])
 async def test_cut_off_probe_output_is_a_failed_snapshot_not_an_exception(
         bed: Bed, cut: int) -> None:

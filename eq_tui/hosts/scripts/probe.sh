@@ -40,22 +40,27 @@ first_line() {
     eval "$1="
     if [ -r "$2" ]; then IFS= read -r "$1" < "$2" || :; fi
 }
-# last_line_hex FILE: the last non-blank line (a carriage return also ends a line, as progress
-# bars use it) of the file's last 2 KiB, hex-encoded with its newline; nothing if none
-last_line_hex() {
-    tail -c 2048 "$1" 2>/dev/null | LC_ALL=C awk '
-        BEGIN { for (i = 1; i < 256; i++) code[sprintf("%c", i)] = i }
+# last_lines_hex: for each `BOUNDARY KEY` line of stdin, an `L<TAB>KEY<TAB>HEX` line: the last
+# non-blank line (a carriage return also ends a line, as progress bars use it) of the text
+# after it, hex-encoded with its newline (nothing if none)
+last_lines_hex() {
+    LC_ALL=C awk -v b="$b" '
+        BEGIN { for (i = 1; i < 256; i++) code[sprintf("%c", i)] = i; mark = b " " }
+        function flush(    text, out, i) {
+            if (key == "") return
+            out = ""
+            if (last != "") {
+                text = last "\n"
+                for (i = 1; i <= length(text); i++) out = out sprintf("%02x", code[substr(text, i, 1)])
+            }
+            print "L\t" key "\t" out
+        }
+        index($0, mark) == 1 { flush(); key = substr($0, length(mark) + 1); last = ""; next }
         {
             n = split($0, parts, "\r")
             for (i = 1; i <= n; i++) if (parts[i] !~ /^[ \t\v\f]*$/) last = parts[i]
         }
-        END {
-            if (last == "") exit
-            text = last "\n"
-            out = ""
-            for (i = 1; i <= length(text); i++) out = out sprintf("%02x", code[substr(text, i, 1)])
-            print out
-        }'
+        END { flush() }'
 }
 
 echo "$b sessions"
@@ -242,6 +247,26 @@ is_zombie() {
     case $(ps -o stat= -p "$1" 2>/dev/null </dev/null) in *Z*) return 0 ;; esac
     return 1
 }
+# every attempt's log size from one wc, and the running ones' last lines from one awk (below):
+# a process or three per attempt per tick add up over many hosts
+nl='
+'
+set --
+while IFS="$tab" read -r kind key a b2 c follow; do
+    [ "$kind" = A ] && set -- "$@" "$b2/log"
+done <<REQUESTS
+$requests
+REQUESTS
+sizes=$nl
+if [ "$#" -gt 0 ]; then
+    counted=$(wc -c -- "$@" 2>/dev/null </dev/null)
+    while read -r eq_n eq_name; do
+        sizes="$sizes$eq_name$tab$eq_n$nl"
+    done <<COUNTED
+$counted
+COUNTED
+fi
+running=
 while IFS="$tab" read -r kind key a b2 c follow; do
     case $kind in
         A)
@@ -255,8 +280,12 @@ while IFS="$tab" read -r kind key a b2 c follow; do
             esac
             first_line start "$dir/start"
             first_line code "$dir/exit"
-            size=$(wc -c < "$dir/log" 2>/dev/null)
-            size=${size##* }
+            size=
+            case $sizes in
+                *"$nl$dir/log$tab"*)
+                    size=${sizes#*"$nl$dir/log$tab"}
+                    size=${size%%"$nl"*} ;;
+            esac
             exited_at=-
             out=-
             if [ -n "$code" ]; then
@@ -273,7 +302,7 @@ while IFS="$tab" read -r kind key a b2 c follow; do
             if [ -n "$code" ]; then
                 echo "T${tab}${key}${tab}$(tail -c 4096 "$dir/log" 2>/dev/null | hex)"
             else
-                echo "L${tab}${key}${tab}$(last_line_hex "$dir/log")"
+                running="$running$key$tab$dir/log$nl"
                 case $follow in
                     ''|*[!0-9]*) ;;
                     *) if [ "${size:-0}" -gt "$follow" ] 2>/dev/null; then
@@ -290,4 +319,16 @@ while IFS="$tab" read -r kind key a b2 c follow; do
 done <<REQUESTS
 $requests
 REQUESTS
+# each running attempt's last line (`L`): its log's last 2 KiB after a line naming it, which
+# starts with this probe's boundary (no log can have written that before the probe began)
+if [ -n "$running" ]; then
+    while IFS="$tab" read -r key log; do
+        [ -n "$key" ] || continue
+        printf '%s %s\n' "$b" "$key"
+        tail -c 2048 "$log" 2>/dev/null </dev/null
+        echo
+    done <<RUNNING | last_lines_hex
+$running
+RUNNING
+fi
 echo "$b end"
