@@ -41,6 +41,7 @@ from eq_tui.engine.tick.leftover_memory import Leftovers
 from eq_tui.engine.tick.memory import MemoryBook
 from eq_tui.engine.tick.observation import Observation, Readings
 from eq_tui.engine.tick.reconcile import Reconciler
+from eq_tui.engine.tick.side_by_side import ticks_side_by_side
 from eq_tui.engine.tick.stall import StallWatch
 from eq_tui.engine.tick.tick_timing import Pacing
 from eq_tui.engine.tick.wants import Wants
@@ -193,7 +194,7 @@ class Engine:
                 only = self.pacing.hosts_due()
                 readings = self.pacing.take_watch_readings(only)
                 if only is None or only or readings:
-                    await self._tick_serving_releases(only, readings)
+                    await ticks_side_by_side(self.tick, self.pacing, self._stop, only, readings)
                 if self.finished and self.exit_when_done:
                     break
                 with contextlib.suppress(TimeoutError):
@@ -202,35 +203,6 @@ class Engine:
         finally:
             await self._shutdown()
         return self.exit_code if self.finished and self.exit_code is not None else 130
-
-    async def _tick_serving_releases(self, only: set[str] | None, readings: Readings) -> None:
-        """A tick; while its probes are out (a full tick over many hosts takes a while), an exit
-        a watcher reports is judged, and a GPU it reads as released served, by a tick of their
-        own that probes just the exits' hosts (its newer probe wins: Observation.apply)."""
-        wake = self.pacing.wake_event
-        tick = asyncio.create_task(self.tick(only=only, readings=readings,
-                                             background_launches=True))
-        try:
-            while not tick.done():
-                woken = asyncio.create_task(wake.wait())
-                try:
-                    await asyncio.wait({tick, woken}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    woken.cancel()
-                if tick.done() or self._stop.is_set():
-                    break
-                wake.clear()
-                exits, released = self.pacing.take_exits(), self.pacing.take_watch_readings(set())
-                if exits or released:
-                    await self.tick(only=exits, readings=released, background_launches=True)
-            await tick
-        finally:
-            if not tick.done():
-                tick.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await tick
-        if self.pacing.more_due():
-            wake.set()  # woken meanwhile for an exit: the next tick probes that host
 
     async def stop(self) -> None:
         self.request_stop()

@@ -382,6 +382,51 @@ async def test_an_exit_is_judged_while_a_slow_hosts_probe_keeps_the_full_tick_ou
 
 
 @pytest.mark.integration
+async def test_an_exit_is_judged_while_two_other_exits_probes_are_out(tmp_path: Path) -> None:
+    """Exit ticks run side by side: with the probes of two hosts whose jobs have exited held
+    out, a third host's exit is still judged (before, the second exit's tick was awaited and
+    every later exit waited for it)."""
+    from eq_tui.api.model import JobStatus
+    from eq_tui.engine.engine import Engine
+    from eq_tui.hosts.factory import make_hosts
+
+    manifest = make_manifest(tmp_path, [
+        job(f"j{name}", f"fake-train --epochs {epochs} --epoch-seconds 0.5 --mem 1000")
+        for name, epochs in (("a", 4), ("b", 8), ("c", 12))],
+        hosts=sim_hosts(("a", 1), ("b", 1), ("c", 1)))
+    run_dir = tmp_path / "run"
+    hosts = {name: HeldProbe(host) for name, host in make_hosts(manifest, run_dir).items()}
+    engine = Engine(manifest, run_dir, hosts, poll=120.0)  # type: ignore[arg-type]
+    await engine.start()
+    task = asyncio.create_task(engine.run())
+    try:
+        deadline = time.monotonic() + 30
+        while not all(j.status == JobStatus.RUNNING for j in engine.jobs.values()):
+            assert time.monotonic() < deadline and not task.done()
+            await asyncio.sleep(0.05)
+        first, second = (hosts[engine.jobs[key].host or ""] for key in ("ja", "jb"))
+        first.held = second.held = True
+        while engine.jobs["jc"].status == JobStatus.RUNNING:
+            assert time.monotonic() < deadline and not task.done(), (first.waiting,
+                                                                     second.waiting)
+            await asyncio.sleep(0.05)
+        assert engine.jobs["jc"].status == JobStatus.COMPLETED
+        # the other two exits' ticks are still out: their jobs not judged yet
+        assert first.waiting >= 1 and second.waiting >= 1
+        assert engine.jobs["ja"].status == engine.jobs["jb"].status == JobStatus.RUNNING
+        for host in hosts.values():
+            host.release.set()
+        while not all(j.status == JobStatus.COMPLETED for j in engine.jobs.values()):
+            assert time.monotonic() < deadline + 30 and not task.done()
+            await asyncio.sleep(0.05)
+    finally:
+        for host in hosts.values():
+            host.release.set()
+        await engine.stop()
+        await task
+
+
+@pytest.mark.integration
 async def test_a_probe_older_than_the_hosts_snapshot_is_not_taken_in(tmp_path: Path) -> None:
     """Two ticks' probes of one host can come back out of order: the older one is dropped, its
     host leaves the tick's probed set, and the newer snapshot stays."""
