@@ -343,29 +343,39 @@ class HeldProbe:
         return await self.host.probe(request)
 
 
+async def all_running_on_held_hosts(manifest: Any, run_dir: Path, *, poll: float
+                                    ) -> tuple[Any, dict[str, HeldProbe], asyncio.Task[int]]:
+    """An engine on the manifest's simulated hosts, each wrapped in a HeldProbe, running until
+    every job is: the engine, the hosts and its run task."""
+    from eq_tui.api.model import JobStatus
+    from eq_tui.engine.engine import Engine
+    from eq_tui.hosts.factory import make_hosts
+
+    hosts = {name: HeldProbe(host) for name, host in make_hosts(manifest, run_dir).items()}
+    engine = Engine(manifest, run_dir, hosts, poll=poll)  # type: ignore[arg-type]
+    await engine.start()
+    task = asyncio.create_task(engine.run())
+    deadline = time.monotonic() + 30
+    while not all(j.status == JobStatus.RUNNING for j in engine.jobs.values()):
+        assert time.monotonic() < deadline and not task.done()
+        await asyncio.sleep(0.05)
+    return engine, hosts, task
+
+
 @pytest.mark.integration
 async def test_an_exit_is_judged_while_a_slow_hosts_probe_keeps_the_full_tick_out(
         tmp_path: Path) -> None:
     """A full tick waits for every host's answer. An exit a watcher reports meanwhile is judged
     by a tick of its own that probes just its host, not after the slow host answers."""
     from eq_tui.api.model import JobStatus
-    from eq_tui.engine.engine import Engine
-    from eq_tui.hosts.factory import make_hosts
 
     manifest = make_manifest(tmp_path, [
         job("long", "fake-train --epochs 300 --epoch-seconds 0.2 --mem 1000"),
         job("quick", "fake-train --epochs 6 --epoch-seconds 0.5 --mem 1000")],
         hosts=sim_hosts(("a", 1), ("b", 1)))
-    run_dir = tmp_path / "run"
-    hosts = {name: HeldProbe(host) for name, host in make_hosts(manifest, run_dir).items()}
-    engine = Engine(manifest, run_dir, hosts, poll=0.5)  # type: ignore[arg-type]
-    await engine.start()
-    task = asyncio.create_task(engine.run())
+    engine, hosts, task = await all_running_on_held_hosts(manifest, tmp_path / "run", poll=0.5)
     try:
         deadline = time.monotonic() + 30
-        while not all(j.status == JobStatus.RUNNING for j in engine.jobs.values()):
-            assert time.monotonic() < deadline and not task.done()
-            await asyncio.sleep(0.05)
         slow = hosts[engine.jobs["long"].host or ""]
         slow.held = True
         while engine.jobs["quick"].status == JobStatus.RUNNING:
@@ -387,23 +397,15 @@ async def test_an_exit_is_judged_while_two_other_exits_probes_are_out(tmp_path: 
     out, a third host's exit is still judged (before, the second exit's tick was awaited and
     every later exit waited for it)."""
     from eq_tui.api.model import JobStatus
-    from eq_tui.engine.engine import Engine
-    from eq_tui.hosts.factory import make_hosts
 
     manifest = make_manifest(tmp_path, [
         job(f"j{name}", f"fake-train --epochs {epochs} --epoch-seconds 0.5 --mem 1000")
         for name, epochs in (("a", 4), ("b", 8), ("c", 12))],
         hosts=sim_hosts(("a", 1), ("b", 1), ("c", 1)))
-    run_dir = tmp_path / "run"
-    hosts = {name: HeldProbe(host) for name, host in make_hosts(manifest, run_dir).items()}
-    engine = Engine(manifest, run_dir, hosts, poll=120.0)  # type: ignore[arg-type]
-    await engine.start()
-    task = asyncio.create_task(engine.run())
+    engine, hosts, task = await all_running_on_held_hosts(manifest, tmp_path / "run",
+                                                          poll=120.0)
     try:
         deadline = time.monotonic() + 30
-        while not all(j.status == JobStatus.RUNNING for j in engine.jobs.values()):
-            assert time.monotonic() < deadline and not task.done()
-            await asyncio.sleep(0.05)
         first, second = (hosts[engine.jobs[key].host or ""] for key in ("ja", "jb"))
         first.held = second.held = True
         while engine.jobs["jc"].status == JobStatus.RUNNING:
