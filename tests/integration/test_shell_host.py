@@ -35,7 +35,7 @@ from eq_tui.hosts.logclean import clean_line, clean_text
 from eq_tui.hosts.nvml import NvmlReader
 from eq_tui.hosts.runner import CommandResult
 from eq_tui.hosts.shell_host import ShellHost
-from eq_tui.sim.state import init_sim_state, sim_bin_dir
+from eq_tui.sim.state import init_sim_state, set_foreign, sim_bin_dir
 from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.integration
@@ -466,6 +466,48 @@ def test_local_host_falls_back_to_nvidia_smi_without_a_driver(tmp_path: Path) ->
         assert host.gpu_reader is None and host.query_gpus
     else:
         assert host.gpu_reader is not None and not host.query_gpus
+
+
+async def test_the_probe_asks_ps_only_about_gpu_processes_that_are_there(
+        tmp_path: Path, sockets: Path) -> None:
+    """Who holds a GPU process that is not one of our attempts' comes from one ps, asked only
+    about the processes that exist: not about an ended job whose memory the driver still
+    frees (a ps in every probe of a busy host, for nothing), nor about a pid from another pid
+    namespace (a container's nvidia-smi lists the host's). Both are still reported, with no
+    owner; a live outsider gets its user and command."""
+    calls = tmp_path / "ps-calls"
+    tools = fake_tool(tmp_path / "tools", "ps",
+                      f'echo "$*" >> {calls}\nexec {shutil.which("ps")} "$@"\n')
+    env = environment(tmp_path, sockets, path_first=[tools])
+    set_foreign(env["EQ_SIM_STATE"], [{"gpu": 1, "mib": 300}])
+    prefix = f"eqt_{secrets.token_hex(3)}_"
+    host = ShellHost("t", LocalRunner(env), log_dir=str(tmp_path / "logs"), session_prefix=prefix)
+    bed = Bed(host, tmp_path, env, prefix)
+    ended = await bed.launch(bed.request(
+        "ended", "fake-train --epochs 1 --epoch-seconds 0.05 --mem 1200 --linger 600"))
+    await bed.finished(ended)
+    outsider = subprocess.Popen(
+        ["fake-train", "--epochs", "600", "--epoch-seconds", "0.5", "--mem", "700"],
+        env={**env, "CUDA_VISIBLE_DEVICES": "1"}, stdout=subprocess.DEVNULL)
+    try:
+        found: list[HostSnapshot] = []
+
+        async def all_three() -> bool:
+            snap = await host.probe(ProbeRequest(attempts=(ended,), cwd=str(tmp_path)))
+            found[:] = [snap]
+            return len(snap.processes) == 3
+
+        await wait_until(all_three, what="the lingering, the foreign and the live process")
+        by_mib = {p.used_mib: p for p in found[0].processes}
+        assert by_mib[700].pid == outsider.pid and by_mib[700].running
+        assert "fake-train" in by_mib[700].command
+        assert not by_mib[1200].running and not by_mib[300].running
+        asked = calls.read_text().split()
+        assert asked.count("-p") == 1 and asked[asked.index("-p") + 1] == str(outsider.pid)
+    finally:
+        outsider.kill()
+        outsider.wait()
+        await host.kill(ended.session, ended.attempt_dir, "screen")
 
 
 @pytest.mark.parametrize("launcher", ["screen", "tmux"])

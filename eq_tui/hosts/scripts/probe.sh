@@ -109,7 +109,10 @@ if [ "$query_gpus" = 1 ]; then
     echo "$b apps_rc $apps_rc"
     # who holds each GPU process: pid, process group, session (which attempt it belongs to),
     # user, command. A process of one of our attempts is known from /proc/PID/stat, read by the
-    # shell itself; one ps (user and command) only for the others: someone else's, a leftover
+    # shell itself; one ps (user and command) only for the others that are there: someone
+    # else's, a leftover. A pid with no /proc entry is gone, or in another pid namespace (a
+    # container's nvidia-smi lists the host's pids): ps could say nothing of it either, and a
+    # ps per probe for the memory an ended job leaves while the driver frees it adds up
     # the pids (each line's first field), read by the shell itself: no sed and paste per probe
     pids=
     while IFS= read -r eq_line; do
@@ -128,12 +131,11 @@ APPS
             IFS=,
             for p in $pids; do
                 IFS=' '
-                if proc_groups "$p" &&
-                   { case $ours in *" $eq_pgid "*|*" $eq_sid "*) true ;; *) false ;; esac; }
-                then
-                    echo "$p $eq_pgid $eq_sid"
-                else
-                    others="$others${others:+,}$p"
+                if proc_groups "$p"; then
+                    case $ours in
+                        *" $eq_pgid "*|*" $eq_sid "*) echo "$p $eq_pgid $eq_sid" ;;
+                        *) others="$others${others:+,}$p" ;;
+                    esac
                 fi
                 IFS=,
             done
