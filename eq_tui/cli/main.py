@@ -6,51 +6,71 @@ MANIFEST...` (run.py)."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, cast
 
-from eq_tui.cli import (
-    attach,
-    completion,
-    init,
-    notify_test,
-    queue_send,
-    queue_verbs,
-    results,
-    run,
-    schema,
-    status,
-    stop,
-)
+from eq_tui.cli.queue_verb_names import VERBS as QUEUE_VERBS
 from eq_tui.errors import EqTuiError
+
+
+class _Parser(Protocol):
+    def __call__(self, verb: str) -> argparse.ArgumentParser: ...
+
+
+class _Runner(Protocol):
+    def __call__(self, verb: str, argv: list[str]) -> int: ...
 
 
 @dataclass(frozen=True)
 class Verb:
-    parser: Callable[[str], argparse.ArgumentParser]  # its options, for --help and completion
-    run: Callable[[str, list[str]], int]  # parses its own arguments; the exit code
+    """Where a verb's parser (its options, for --help and completion) and its runner (parses its
+    own arguments; the exit code) are: `module:function` in eq_tui.cli, imported when used, so
+    `eq-tui --help` and each verb load only their own modules (the UI's client, the results'
+    tables and the remote links cost a `--help` 150 ms when every verb was imported first)."""
+
+    parser_at: str
+    run_at: str
+
+    def parser(self, verb: str) -> argparse.ArgumentParser:
+        return cast(_Parser, _function(self.parser_at))(verb)
+
+    def run(self, verb: str, argv: list[str]) -> int:
+        return cast(_Runner, _function(self.run_at))(verb, argv)
 
 
-def _completion(verb: str, argv: list[str]) -> int:
+def _function(where: str) -> object:
+    module, _, name = where.partition(":")
+    return getattr(importlib.import_module(f"eq_tui.cli.{module}"), name)
+
+
+def completion_run(verb: str, argv: list[str]) -> int:
+    from eq_tui.cli import completion
+
     return completion.run(verb, argv, parsers())
 
 
+def _verb(module: str) -> Verb:
+    return Verb(f"{module}:parser", f"{module}:run")
+
+
 VERBS: dict[str, Verb] = {
-    "status": Verb(status.parser, status.run),
-    "stop": Verb(stop.parser, stop.run),
-    "attach": Verb(attach.parser, attach.run),
-    "results": Verb(results.parser, results.run),
-    "init": Verb(init.parser, init.run),
-    "schema": Verb(schema.parser, schema.run),
-    "completion": Verb(completion.parser, _completion),
-    "notify-test": Verb(notify_test.parser, notify_test.run),
+    "status": _verb("status"),
+    "stop": _verb("stop"),
+    "attach": _verb("attach"),
+    "results": _verb("results"),
+    "init": _verb("init"),
+    "schema": _verb("schema"),
+    "completion": Verb("completion:parser", "main:completion_run"),
+    "notify-test": _verb("notify_test"),
     # acting on a running queue through its control socket: parsed in queue_verbs, sent in
     # queue_send
-    **{verb: Verb(queue_verbs.parser, queue_send.run) for verb in queue_verbs.VERBS},
+    **{verb: Verb("queue_verbs:parser", "queue_send:run") for verb in QUEUE_VERBS},
 }
-MAIN = Verb(run.parser, run.run)  # eq-tui MANIFEST... (with --dry-run, --detach, --no-ui)
+MAIN = _verb("run")  # eq-tui MANIFEST... (with --dry-run, --detach, --no-ui)
 
 
 def parsers() -> dict[str, argparse.ArgumentParser]:

@@ -27,11 +27,9 @@ from eq_tui.cli.parsing import (
     new_parser,
     ssh_config_path,
 )
+from eq_tui.cli.queue_verb_names import JOB_VERBS
 from eq_tui.errors import UsageError
 
-JOB_VERBS = ("kill", "retry", "requeue", "hold", "release")
-QUEUE_VERBS = ("pause", "resume")
-VERBS = (*JOB_VERBS, *QUEUE_VERBS, "priority", "edit", "clone", "add", "reload")
 WHAT = {
     "kill": "Kill jobs: stop their sessions; they stay killed until retried.",
     "retry": "Retry stuck, killed or blocked jobs (a fresh count of attempts), or an OOM-delayed "

@@ -5,7 +5,6 @@ module that builds and runs an Engine."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import shutil
 import sys
 from pathlib import Path
@@ -146,6 +145,8 @@ def _check_options(options: argparse.Namespace) -> None:
 def _run(options: argparse.Namespace) -> int:
     _check_options(options)
     ssh_config = ssh_config_path(options.ssh_config or None)
+    import asyncio  # here, not at the top: `eq-tui --help` needs none of it (40 ms)
+
     from eq_tui.engine.state.store import archive_run_dir
     from eq_tui.manifest.loader import load_manifest
     from eq_tui.manifest.secrets import handed_over, load_for_run
@@ -236,6 +237,8 @@ async def _after_start(engine: Any, options: argparse.Namespace, *, multi: bool)
 
 async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: list[Path],
                        ssh_config: str | None) -> int:
+    import asyncio
+
     from eq_tui.engine.commands.control_server import serve_control
     from eq_tui.engine.engine import Engine
     from eq_tui.hosts.factory import make_hosts

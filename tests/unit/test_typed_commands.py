@@ -21,7 +21,7 @@ from eq_tui.api.commands import (
     SetPriority,
     from_wire,
 )
-from eq_tui.cli.queue_verbs import VERBS
+from eq_tui.cli.queue_verb_names import VERBS
 
 EXAMPLES = [
     Kill(("a", "b"), by="me"), SetPriority(("a",), delta=-1), SetPriority(("a",), priority=5),
