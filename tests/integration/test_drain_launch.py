@@ -23,6 +23,7 @@ from eq_tui.hosts.factory import sim_state_dir
 from eq_tui.hosts.local import LocalRunner
 from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.hosts.shell_protocol import launch_stdin, script
+from eq_tui.manifest.model import HostSpec, SimulateSpec
 from eq_tui.sim.state import find_overlaps, hold_memory, init_sim_state, read_runs, sim_bin_dir
 from tests.support.engine_run import job, make_manifest, run_to_end, sim_hosts
 from tests.support.polling import wait_until
@@ -208,6 +209,33 @@ async def test_where_another_engine_uses_the_host_the_watcher_still_reads_the_fr
     assert [int((r.get("gpus") or [r["gpu"]])[0]) for r in starts] == [0, 0]
     askers = nvidia_smi_askers(calls)
     assert askers["watch.sh"] >= 2 and askers["launch.sh"] == 0
+
+
+async def test_beside_a_packed_job_still_running_the_next_waits_for_room_not_a_drain(
+        tmp_path: Path) -> None:
+    """Packing meets the drain wait: two 10 GB jobs share a 24 GiB GPU and the short one's
+    memory lingers 2 s after it ends. The GPU will not read empty (the long one runs on), so
+    no launch waits on the host for it; the third starts once the short one's memory is gone,
+    never beside it (it would run out of memory: the simulator's records say whether it did)."""
+    hosts = (HostSpec(name="sim", max_parallel=16,
+                      simulate=SimulateSpec(gpus=1, memory_mib=24576)),)
+    packed = "fake-train --epochs 4 --epoch-seconds {seconds} --mem 10000 --linger {linger}"
+    jobs = [job("long", packed.format(seconds=1.5, linger=0), mem_mib=10000),
+            job("short", packed.format(seconds=0.1, linger=2.0), mem_mib=10000),
+            job("third", packed.format(seconds=0.1, linger=0), mem_mib=10000)]
+    code, run = await run_to_end(make_manifest(tmp_path, jobs, hosts=hosts), tmp_path / "run")
+    assert code == 0
+    assert [r for r in run.runs() if r["event"] == "oom"] == []
+    [short_end] = [r for r in runs_of(run, "short") if r["event"] == "end"]
+    [long_start] = [r for r in runs_of(run, "long") if r["event"] == "start"]
+    [long_end] = [r for r in runs_of(run, "long") if r["event"] == "end"]
+    [third_start] = [r for r in runs_of(run, "third") if r["event"] == "start"]
+    started = float(third_start.get("exec_t", third_start["t"]))
+    assert started >= float(short_end["linger_until"])
+    # it went beside the long one (room, not an empty GPU), and nothing waited on the host
+    assert float(long_start["t"]) < started < float(long_end["t"])
+    assert run.engine.launcher.drains.placed == 0
+    assert len(run.job("third")["history"]) == 1
 
 
 def test_no_drain_wait_on_a_host_another_engine_uses() -> None:
