@@ -229,6 +229,13 @@ def test_the_plan_is_none_unless_some_job_is_placed_by_memory(tmp_path: Path) ->
     plan = bed.book.plan()
     assert plan is not None and plan.now == 1000.0 and set(plan.specs) == {"a", "b"}
     assert plan.usage is bed.book.usage and plan.family_peak is bed.book.family_peak
+    # no job takes no GPU: the scheduler need not sort the queue into GPU and CPU jobs, until
+    # one is added (a job added at run time changes the specs' version as well)
+    assert not plan.cpu_jobs
+    bed.ledger.specs["c"] = spec("c", None, gpus_per_job=0)
+    bed.ledger.specs_version += 1
+    later = bed.book.plan()
+    assert later is not None and later.cpu_jobs
 
 
 def test_memory_placement_is_on_for_a_size_or_a_job_without_gpus() -> None:

@@ -37,6 +37,11 @@ NO_CAP = 1 << 30  # job slots of a host whose max_parallel was not set: memory d
 class MemoryNeeds(Protocol):
     """What the packer asks of this tick's memory picture (tick/memory.py's MemoryPlan)."""
 
+    @property
+    def cpu_jobs(self) -> bool:
+        """Whether some job takes no GPU (its own queue); False spares a pass over the queue."""
+        ...
+
     def hold(self, job: JobState) -> Hold: ...
 
     def need(self, job: JobState, spec: JobSpec) -> Need: ...

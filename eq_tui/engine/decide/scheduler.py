@@ -252,9 +252,25 @@ def _seats(manifest: Manifest, hosts: Sequence[HostView], waiting: list[JobState
         seats = [(waiting, OnePerGpu(hosts, quiet, active))]
     else:  # CPU-only jobs never wait behind GPU jobs: they have a queue of their own
         placer = MemoryPlacer(manifest, hosts, active, memory, specs)
-        seats = [([job for job in waiting if _gpus_of(job, specs) != 0], placer.gpu_seat),
-                 ([job for job in waiting if _gpus_of(job, specs) == 0], placer.cpu_seat)]
+        if memory.cpu_jobs:
+            gpu_jobs, cpu_jobs = _gpu_and_cpu_jobs(waiting, specs)
+            seats = [(gpu_jobs, placer.gpu_seat), (cpu_jobs, placer.cpu_seat)]
+        else:
+            seats = [(waiting, placer.gpu_seat)]
     return [(queue, seat) for queue, seat in seats if queue]
+
+
+def _gpu_and_cpu_jobs(waiting: list[JobState], specs: Mapping[str, JobSpec]
+                      ) -> tuple[list[JobState], list[JobState]]:
+    """The waiting jobs that take GPUs (and those whose spec is gone), and those that take
+    none, in queue order: one pass (a pass per queue with a call per job was two thirds of a
+    decision over 10,000 jobs placed by memory)."""
+    gpu_jobs: list[JobState] = []
+    cpu_jobs: list[JobState] = []
+    for job in waiting:
+        spec = specs.get(job.id)
+        (cpu_jobs if spec is not None and spec.gpus_per_job == 0 else gpu_jobs).append(job)
+    return gpu_jobs, cpu_jobs
 
 
 def _launch_floored(floored: list[JobState], hosts: Sequence[HostView], seats: Seats,

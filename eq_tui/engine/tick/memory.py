@@ -119,6 +119,7 @@ class MemoryBook:
         self._families_read = False
         self._uses_key = -1
         self._uses = False
+        self._cpu_jobs = False
         self.cost = CostBook(ctx)  # what each attempt cost, metered from the same probes
 
     # ---- measuring -------------------------------------------------------------------------
@@ -213,9 +214,11 @@ class MemoryBook:
         if self._uses_key != ledger.specs_version:
             self._uses_key = ledger.specs_version
             self._uses = uses_memory_placement(ledger.specs.values())
+            self._cpu_jobs = any(spec.gpus_per_job == 0 for spec in ledger.specs.values())
         if not self._uses:
             return None
-        return MemoryPlan(ledger.specs, self.usage, self.family_peak, self.ctx.clock())
+        return MemoryPlan(ledger.specs, self.usage, self.family_peak, self.ctx.clock(),
+                          cpu_jobs=self._cpu_jobs)
 
 
 @dataclass(frozen=True)
@@ -227,6 +230,7 @@ class MemoryPlan:
     usage: Mapping[str, Usage]
     family_peak: Mapping[str, int]
     now: float
+    cpu_jobs: bool = True  # some job takes no GPU (False: no waiting job need be looked at for it)
 
     def levelled(self, job: JobState) -> bool:
         current = job.current
