@@ -71,6 +71,8 @@ TARGETS = (
     Target("scale", "decide_ms.1000.median", "decision per tick, 1,000 jobs (median)", None,
            "ms"),
     Target("scale", "decide_ms.100.median", "decision per tick, 100 jobs (median)", None, "ms"),
+    Target("scale", "decide_packed_ms.median",
+           "decision per tick, 10,000 jobs placed by memory (median)", 10.0, "ms"),
     Target("scale", "engine.rss_mb", "engine resident memory, 10,000 jobs", 150.0, "MB"),
     Target("ui", "tick_5000_jobs_50_changed_ms", "UI tick, 5,000 jobs (50 changed)", 30.0,
            "ms"),
