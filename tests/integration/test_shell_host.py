@@ -291,7 +291,12 @@ async def test_probe_cost_does_not_grow_with_finished_jobs_not_sent(bed: Bed) ->
     host = ShellHost("t", runner, session_prefix=bed.prefix, query_gpus=False)
     live = await bed.launch(bed.request("live", "sleep 60"))
     request = ProbeRequest(attempts=(live,), cwd=str(bed.tmp))
-    assert (await host.probe(request)).attempts["live"].session_alive
+
+    async def started() -> bool:  # its records complete: the next probe answers the same
+        probe = (await host.probe(request)).attempts["live"]
+        return probe.session_alive and probe.started is not None and probe.pid is not None
+
+    await wait_until(started, what="the live attempt's start records")
     before = len(runner.stdout)
     for i in range(200):
         done = bed.tmp / "logs" / f"old{i}" / "a1"

@@ -57,13 +57,15 @@ if [ -s "$dir/claims" ]; then
     # shellcheck disable=SC2086
     claims_own $$ $eq_claims
 fi
+# the process group before the environment is read: once the launch has handed that over (and
+# returned), the attempt's group is on disk for the probe and for kill.sh
+# eq-tui include: _proc_groups.sh
+proc_groups $$
+echo "$eq_pgid" > "$dir/pgid"
 . "$dir/env.fifo"
 rm -f "$dir/env.fifo"
 # eq-tui include: _attempt_records.sh
 # eq-tui include: _conda.sh
-# eq-tui include: _proc_groups.sh
-proc_groups $$
-echo "$eq_pgid" > "$dir/pgid"
 {
     if [ -n "${EQ_CWD:-}" ] && ! cd "$EQ_CWD"; then
         fail "working directory $EQ_CWD does not exist on $(hostname)"
@@ -159,25 +161,42 @@ if [ "$status" -ne 0 ]; then
     echo "eq-tui: $launcher could not start session $session (exit $status)" >&2
     exit 6
 fi
-give_up() {
-    kill "$writer" 2>/dev/null
-    rm -f "$dir/env.fifo"
-    echo "eq-tui: $1" >&2
-    exit 7
-}
-
-# The wrapper opens the fifo as soon as it runs: that is the proof the session started.
+# The wrapper opens the fifo as soon as it runs: that is the proof the session started. The
+# launch waits for that blocked, not polling: a `sleep 0.1` loop ran a process every tenth of a
+# second per launch just when a sweep's first wave starts every session at once. A watchdog
+# looks once a second, and only at a wrapper that is slow to start.
 ( printf '%s' "$envtext" > "$dir/env.fifo" ) &
 writer=$!
-waited=0
-while kill -0 "$writer" 2>/dev/null; do
-    [ "$waited" -ge 200 ] && give_up "session $session did not start its wrapper within 20 s"
-    # a session that is gone while the environment is still unread died before its wrapper ran
-    if [ "$waited" -ge 10 ] && [ $((waited % 5)) -eq 0 ] && ! session_exists &&
-       [ -p "$dir/env.fifo" ] && [ ! -e "$dir/pgid" ] && kill -0 "$writer" 2>/dev/null; then
-        give_up "session $session ended before its wrapper started"
-    fi
-    sleep 0.1 2>/dev/null || sleep 1
-    waited=$((waited + 1))
-done
+why="$dir/.launch-failed"
+(
+    looked=0
+    while sleep 1; do
+        kill -0 "$writer" 2>/dev/null || exit 0
+        looked=$((looked + 1))
+        # a session that is gone while the environment is still unread died before its
+        # wrapper ran
+        if [ "$looked" -ge 20 ]; then
+            echo "session $session did not start its wrapper within 20 s" > "$why"
+        elif ! session_exists && [ -p "$dir/env.fifo" ] && [ ! -e "$dir/pgid" ]; then
+            echo "session $session ended before its wrapper started" > "$why"
+        else
+            continue
+        fi
+        kill "$writer" 2>/dev/null
+        exit 0
+    done
+) </dev/null >/dev/null 2>&1 &
+watchdog=$!
 wait "$writer"
+wrote=$?
+kill "$watchdog" 2>/dev/null
+if [ "$wrote" -ne 0 ]; then
+    rm -f "$dir/env.fifo"
+    if [ -s "$why" ]; then
+        echo "eq-tui: $(cat "$why")" >&2
+        rm -f "$why"
+    else
+        echo "eq-tui: the environment could not be handed to session $session" >&2
+    fi
+    exit 7
+fi
