@@ -25,7 +25,7 @@ from typing import Any
 
 from eq_tui.api.model import Attempt, JobState, JobStatus
 from eq_tui.engine.decide.scheduler import GpuView, HostView, decide
-from eq_tui.engine.tick.memory import MemoryPlan
+from eq_tui.engine.tick.memory import MemoryPlan, any_without_gpu
 from eq_tui.manifest.model import JobSpec, Manifest
 
 HOSTS, GPUS = 16, 8
@@ -68,8 +68,8 @@ def measure_decide(n_jobs: int, repeat: int, *, busy: bool = False,
                    prioritised: bool = False, packed: bool = False) -> dict[str, float]:
     manifest, jobs, hosts = scenario(n_jobs, busy=busy, prioritised=prioritised, packed=packed)
     specs = manifest.job_specs
-    memory = MemoryPlan(specs, {}, {}, 0.0, cpu_jobs=any(
-        spec.gpus_per_job == 0 for spec in specs.values())) if packed else None
+    memory = MemoryPlan(specs, {}, {}, 0.0, cpu_jobs=any_without_gpu(
+        specs.values())) if packed else None
     samples = []
     for _ in range(repeat):
         start = time.perf_counter()

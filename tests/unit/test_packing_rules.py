@@ -14,6 +14,7 @@ from eq_tui.engine.tick.memory import (
     LEVEL_UNKNOWN_S,
     MemoryPlan,
     Usage,
+    any_without_gpu,
     learned_estimate,
     others_by_gpu,
     usage_by_group,
@@ -56,7 +57,8 @@ def running(job_id: str, host_name: str, gpus: list[int], estimate: int | None,
 def run(m: Manifest, jobs: list[JobState], hosts: list[HostView], *,
         usage: dict[str, Usage] | None = None,
         family_peak: dict[str, int] | None = None) -> Decision:
-    plan = MemoryPlan(m.job_specs, usage or {}, family_peak or {}, NOW)
+    plan = MemoryPlan(m.job_specs, usage or {}, family_peak or {}, NOW,
+                      cpu_jobs=any_without_gpu(m.job_specs.values()))
     return decide(m, jobs, hosts, now=NOW, paused=False, preconditions={}, memory=plan)
 
 
@@ -282,13 +284,13 @@ def test_a_job_levels_off_soon_near_its_estimate_late_far_below_it() -> None:
     d = run(m, [near, low, *waiting("c", "d")], [view], usage=usage)
     assert [x.job_id for x in d.launches] == ["c", "d"]
     usage["b"] = Usage(1, now={0: 2 * GIB}, peak=2 * GIB, grew_at=NOW - LEVEL_LOW_S)
-    plan = MemoryPlan(m.job_specs, usage, {}, NOW)
+    plan = MemoryPlan(m.job_specs, usage, {}, NOW, cpu_jobs=any_without_gpu(m.job_specs.values()))
     assert plan.hold(low).mib == 2 * GIB  # flat for two minutes: what it shows is what it needs
 
 
 def placer(m: Manifest, jobs: list[JobState], hosts: list[HostView]) -> MemoryPlacer:
     """The memory placer as `decide` builds it, for what `decide` does not show on its own."""
-    plan = MemoryPlan(m.job_specs, {}, {}, NOW)
+    plan = MemoryPlan(m.job_specs, {}, {}, NOW, cpu_jobs=any_without_gpu(m.job_specs.values()))
     active = [job for job in jobs if job.status == JobStatus.RUNNING]
     return MemoryPlacer(m, hosts, active, plan, m.job_specs)
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from eq_tui.api.model import Attempt, FailureClass, JobState, JobStatus
 from eq_tui.engine.decide.scheduler import Decision, GpuView, HostView, PhaseLimit, decide
-from eq_tui.engine.tick.memory import MemoryPlan
+from eq_tui.engine.tick.memory import MemoryPlan, any_without_gpu
 from eq_tui.manifest.model import JobSpec, Manifest, PhaseSpec
 from tests.unit.test_scheduler_reference import EXAMPLES, scenarios
 
@@ -52,7 +52,8 @@ def reasons(d: Decision, states: list[JobState]) -> dict[str, str | None]:
 
 def decide_now(m: Manifest, states: list[JobState], hosts: list[HostView], *,
                packing: bool = False, **kwargs: Any) -> Decision:
-    plan = MemoryPlan(m.job_specs, {}, {}, NOW) if packing else None
+    plan = MemoryPlan(m.job_specs, {}, {}, NOW, cpu_jobs=any_without_gpu(
+        m.job_specs.values())) if packing else None
     return decide(m, states, hosts, now=NOW, paused=kwargs.pop("paused", False),
                   preconditions={}, memory=plan, **kwargs)
 
@@ -167,13 +168,26 @@ def test_cpu_jobs_say_they_wait_for_a_cpu_slot() -> None:
     assert {got[f"c{i}"] for i in range(3)} - {None} == {"waiting for a CPU slot (max_cpu_jobs)"}
 
 
+def test_gpu_and_cpu_jobs_beyond_what_a_tick_looks_at_each_keep_their_queues_reason() -> None:
+    """Each queue stops at its lookahead; the jobs past it say their own queue's reason (the
+    CPU queue's never in the GPU queue's place)."""
+    m = manifest(*(spec(f"g{i}") for i in range(8)),
+                 *(spec(f"c{i}", gpus_per_job=0) for i in range(8)))
+    states = jobs(m)
+    got = reasons(decide_now(m, states, [host(max_cpu_jobs=1)], packing=True), states)
+    assert got == {"g0": None, "c0": None,
+                   **{f"g{i}": "no free GPU (1 of 1 busy)" for i in range(1, 8)},
+                   **{f"c{i}": "waiting for a CPU slot (max_cpu_jobs)" for i in range(1, 8)}}
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.booleans())
 def test_every_waiting_job_not_launched_or_blocked_has_a_reason(case: dict[str, Any],
                                                                packing: bool) -> None:
     m = case["manifest"]
     states = case["jobs"]
-    plan = MemoryPlan(m.job_specs, {}, {}, case["now"]) if packing else None
+    plan = MemoryPlan(m.job_specs, {}, {}, case["now"], cpu_jobs=any_without_gpu(
+        m.job_specs.values())) if packing else None
     d = decide(m, states, case["hosts"], now=case["now"], paused=case["paused"],
                preconditions=case["preconditions"], memory=plan)
     launched = {x.job_id for x in d.launches}

@@ -109,6 +109,11 @@ def uses_memory_placement(specs: Iterable[JobSpec]) -> bool:
     return any(spec.mem_mib is not None or spec.gpus_per_job == 0 for spec in specs)
 
 
+def any_without_gpu(specs: Iterable[JobSpec]) -> bool:
+    """Whether some job takes no GPU (MemoryPlan.cpu_jobs: the queue has a CPU part)."""
+    return any(spec.gpus_per_job == 0 for spec in specs)
+
+
 class MemoryBook:
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -214,7 +219,7 @@ class MemoryBook:
         if self._uses_key != ledger.specs_version:
             self._uses_key = ledger.specs_version
             self._uses = uses_memory_placement(ledger.specs.values())
-            self._cpu_jobs = any(spec.gpus_per_job == 0 for spec in ledger.specs.values())
+            self._cpu_jobs = any_without_gpu(ledger.specs.values())
         if not self._uses:
             return None
         return MemoryPlan(ledger.specs, self.usage, self.family_peak, self.ctx.clock(),
