@@ -190,6 +190,9 @@ watchdog=$!
 wait "$writer"
 wrote=$?
 kill "$watchdog" 2>/dev/null
+# the watchdog may have written why just as the wrapper took the environment after all: a
+# launch that went leaves no failure behind (a test, not a process, when there is none)
+[ "$wrote" -ne 0 ] || [ ! -e "$why" ] || rm -f "$why"
 if [ "$wrote" -ne 0 ]; then
     rm -f "$dir/env.fifo"
     if [ -s "$why" ]; then
