@@ -76,8 +76,13 @@ async def test_status_jobs_lists_each_job_with_why_it_waits_live_and_stopped(
                              hosts=sim_hosts(("sim", 1), memory_mib=81920))
     run = await start_engine(manifest, tmp_path / "run")
     try:
-        # the queue's reason is kept once, not copied into every waiting job's record
-        await run.wait_for(lambda: run.status("whole") == "running"
+        # the queue's reason is kept once, not copied into every waiting job's record: judged
+        # by a tick that began after `whole` was running (the tick that launched it gave the
+        # small jobs their packing-order reason, true then; a launch can return before the
+        # next tick)
+        await run.wait_for(lambda: run.status("whole") == "running")
+        ticks = run.engine.pacing.full_ticks
+        await run.wait_for(lambda: run.engine.pacing.full_ticks >= ticks + 2
                            and run.engine.ctx.waiting_reason == BUSY)
         assert run.engine.jobs["small1"].reason is None
         assert run.engine.jobs["eval"].reason == "waits for phase main"
