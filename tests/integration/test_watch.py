@@ -212,7 +212,10 @@ async def test_with_a_long_poll_freed_gpus_still_get_their_next_job_from_the_wat
     assert code == 0
     engine = run.engine
     assert engine.pacing.full_ticks == 1  # only the first tick was a poll
-    assert engine.pacing.watch_wakeups >= 6
+    # each of the three waves (six jobs, two GPUs) ends on a watcher's report; not one per job,
+    # since a tick woken by one exit may probe the other GPU's job ended too, and the watcher
+    # restarted without that attempt never reports it
+    assert engine.pacing.watch_wakeups >= 3
     # hand-overs without waiting for a poll: on a GPU the watcher read as released, or placed
     # in the tick of the exit the watcher reported, the launch waiting on the host for the
     # memory (drain_launch.py)
