@@ -11,12 +11,17 @@ from typing import Any
 
 from eq_tui.hosts.base import GpuProcess, GpuReading
 
+MIB = 1024 * 1024
 SAMPLE_WINDOW_S = 3.0  # per-process utilisation samples looked at: about one probe interval
+_NO_SUCH_CALL = (13, 25)  # NVML_ERROR_FUNCTION_NOT_FOUND, NVML_ERROR_ARGUMENT_VERSION_MISMATCH
 
 
 class NvmlReader:
     def __init__(self, nvml: Any) -> None:
         self._nvml = nvml
+        # the version tag of NVML's second memory call; None once the driver lacks it (or a
+        # binding older than nvidia-ml-py 11.510 never had it)
+        self._memory_v2: int | None = getattr(nvml, "nvmlMemory_v2", None)
 
     @classmethod
     def open(cls) -> NvmlReader | None:
@@ -39,8 +44,7 @@ class NvmlReader:
             uuid = _text(nvml.nvmlDeviceGetUUID(handle))
             used = total = util = None
             try:
-                memory = nvml.nvmlDeviceGetMemoryInfo(handle)
-                used, total = memory.used // (1024 * 1024), memory.total // (1024 * 1024)
+                used, total = self._memory_mib(handle)
             except nvml.NVMLError as exc:
                 warnings.append(f"GPU {index}: memory not readable ({exc}); no launches on it")
             try:
@@ -52,7 +56,7 @@ class NvmlReader:
             on_gpu: list[GpuProcess] = []
             try:
                 for proc in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                    mib = proc.usedGpuMemory // (1024 * 1024) if proc.usedGpuMemory else None
+                    mib = proc.usedGpuMemory // MIB if proc.usedGpuMemory else None
                     pid = int(proc.pid)
                     on_gpu.append(GpuProcess(pid, uuid, mib, pgid=_group(os.getpgid, pid),
                                              sid=_group(os.getsid, pid)))
@@ -60,6 +64,23 @@ class NvmlReader:
                 pass
             processes += _with_own_utilisation(nvml, handle, on_gpu)
         return readings, processes, warnings
+
+    def _memory_mib(self, handle: Any) -> tuple[int, int]:
+        """Used and total MiB as nvidia-smi prints memory.used and memory.total. NVML's first
+        memory call counts the driver's own reservation as used: 615 MiB on an idle H200, over
+        the free threshold, so no whole-card job ever started there. Its second call (driver
+        510 and later) keeps the reservation apart; the first is asked only without it."""
+        nvml = self._nvml
+        if self._memory_v2 is not None:
+            try:
+                memory = nvml.nvmlDeviceGetMemoryInfo(handle, version=self._memory_v2)
+                return memory.used // MIB, memory.total // MIB
+            except nvml.NVMLError as exc:
+                if getattr(exc, "value", None) in _NO_SUCH_CALL:
+                    self._memory_v2 = None  # the driver's answer for every card: ask no more
+                # otherwise the first call answers or says why not (a card without readings)
+        memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+        return memory.used // MIB, memory.total // MIB
 
     async def read(self) -> tuple[list[GpuReading], list[GpuProcess], list[str]]:
         try:

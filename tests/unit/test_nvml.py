@@ -4,6 +4,7 @@ NVMLError for what a card does not support)."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 import types
 from dataclasses import dataclass, field
@@ -15,12 +16,16 @@ import pytest
 from eq_tui.hosts.base import GpuProcess, GpuReading, ProbeRequest
 from eq_tui.hosts.local import make_local_host
 from eq_tui.hosts.nvml import NvmlReader
+from eq_tui.manifest.model import HostSpec
+from tests.support.engine_run import job, make_manifest, run_to_end
 
 MIB = 1024 * 1024
 
 
 class NVMLError(Exception):
-    pass
+    def __init__(self, text: str, value: int = 999) -> None:
+        super().__init__(text)
+        self.value = value  # nvidia-ml-py's error code (13: function not found)
 
 
 @dataclass
@@ -35,24 +40,44 @@ class Card:
     samples: dict[int, int] | None = None
     power_mw: int | None = None  # None: raises NVMLError (a card without a power reading)
     energy_mj: int | None = None  # the total-energy counter (Volta and later); None: raises
+    # the driver's own reservation: NVML's first memory call counts it as used, its second
+    # (memory v2) gives it apart, as nvidia-smi does (615 MiB on an idle H200)
+    reserved_mib: int = 0
 
 
-def stand_in(cards: list[Card], *, init_fails: bool = False) -> types.ModuleType:
+MEMORY_V2 = 0x02000028  # nvidia-ml-py's nvmlMemory_v2
+
+
+def stand_in(cards: list[Card], *, init_fails: bool = False,
+             memory_v2: bool = True) -> types.ModuleType:
+    """`memory_v2`: the driver has NVML's second memory call (510 and later); without it the
+    call raises "Function Not Found" as nvidia-ml-py does."""
     nvml: Any = types.ModuleType("pynvml")
     nvml.NVMLError = NVMLError
+    nvml.nvmlMemory_v2 = MEMORY_V2
     nvml.init_calls = 0
+    nvml.memory_calls = []  # the version each memory call asked for (None: the first call)
 
     def nvmlInit() -> None:
         nvml.init_calls += 1
         if init_fails:
             raise NVMLError("Driver Not Loaded")
 
-    def memory(handle: int) -> Any:
+    def memory(handle: int, version: int | None = None) -> Any:
         card = cards[handle]
+        nvml.memory_calls.append(version)
+        if version is not None and not memory_v2:
+            raise NVMLError("Function Not Found", 13)
         if card.used_mib is None:
-            raise NVMLError("Not Supported")
-        return types.SimpleNamespace(used=card.used_mib * MIB, total=card.total_mib * MIB,
-                                     free=(card.total_mib - card.used_mib) * MIB)
+            raise NVMLError("Not Supported", 3)
+        free = (card.total_mib - card.used_mib - card.reserved_mib) * MIB
+        if version == MEMORY_V2:
+            return types.SimpleNamespace(version=version, used=card.used_mib * MIB,
+                                         reserved=card.reserved_mib * MIB,
+                                         total=card.total_mib * MIB, free=free)
+        assert version is None
+        return types.SimpleNamespace(used=(card.used_mib + card.reserved_mib) * MIB,
+                                     total=card.total_mib * MIB, free=free)
 
     def utilization(handle: int) -> Any:
         if cards[handle].util is None:
@@ -171,6 +196,54 @@ async def test_the_reader_gives_each_card_its_power_and_energy_counter(
                                                       (None, None)]
 
 
+H200_IDLE = Card("GPU-h200", "NVIDIA H200", 0, 143771, 0, reserved_mib=615)
+
+
+async def test_an_idle_h200_reads_as_nvidia_smi_prints_it_not_as_615_mib_used(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read on an H200 (driver 580): NVML's first memory call said 615 MiB used with no process
+    on the card, over the 500 MiB free threshold; nvidia-smi and the second call said 0 used,
+    616 reserved. A card's own reservation is nobody's job: the reading is the second call's."""
+    module = stand_in([H200_IDLE, Card("GPU-busy", "NVIDIA H200", 12000, 143771, 99,
+                                       [(77, 11400)], reserved_mib=615)])
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    reader = NvmlReader.open()
+    assert reader is not None
+    gpus, _processes, warnings = await reader.read()
+    assert [(g.memory_used_mib, g.memory_total_mib) for g in gpus] == [(0, 143771),
+                                                                     (12000, 143771)]
+    assert warnings == [] and module.memory_calls == [MEMORY_V2, MEMORY_V2]
+
+
+async def test_a_driver_without_the_second_memory_call_is_read_with_the_first_and_asked_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    module = stand_in([Card("GPU-aaaa", "Tesla V100", 300, 16384, 0),
+                       Card("GPU-bbbb", "Tesla V100", None, 16384, 0)], memory_v2=False)
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    reader = NvmlReader.open()
+    assert reader is not None
+    for _ in range(2):
+        gpus, _processes, warnings = await reader.read()
+        assert [g.memory_used_mib for g in gpus] == [300, None]
+        assert warnings == ["GPU 1: memory not readable (Not Supported); no launches on it"]
+    # "Function Not Found" is the driver's answer for every card: never asked again
+    assert module.memory_calls == [MEMORY_V2, None, None, None, None]
+
+
+async def test_a_card_the_second_call_cannot_read_is_asked_the_first_without_giving_it_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """"Not Supported" is one card's answer (a T4 printing [N/A]), not the driver's: the next
+    card is still read with the second call."""
+    module = stand_in([Card("GPU-cccc", "NVIDIA T4", None, 15360, None), H200_IDLE])
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    reader = NvmlReader.open()
+    assert reader is not None
+    gpus, _processes, warnings = await reader.read()
+    assert [g.memory_used_mib for g in gpus] == [None, 0]
+    assert warnings == ["GPU 0: memory not readable (Not Supported); no launches on it"]
+    assert module.memory_calls == [MEMORY_V2, None, MEMORY_V2]
+
+
 def test_no_driver_or_no_library_means_nvidia_smi(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", stand_in(CARDS, init_fails=True))
     assert NvmlReader.open() is None
@@ -193,3 +266,19 @@ async def test_a_local_probe_carries_the_nvml_readings(fake_nvml: Any, tmp_path:
     assert snapshot.gpus[0].memory_used_mib == 1200 and snapshot.gpus[2].memory_used_mib is None
     assert [p.pid for p in snapshot.processes] == [4242, 4343]
     assert "GPU 2: memory not readable (Not Supported); no launches on it" in snapshot.warnings
+
+
+@pytest.mark.integration
+async def test_a_whole_card_job_starts_on_an_idle_h200_read_through_nvml(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The engine on a local host whose card NVML reads as the H200 did: the job (no mem_mib,
+    so it needs the card under the free threshold) runs; on the first memory call's 615 MiB
+    it waited for good ("no free GPU (1 of 1 busy)")."""
+    monkeypatch.setitem(sys.modules, "pynvml", stand_in([H200_IDLE]))
+    marker = tmp_path / "ran"
+    manifest = make_manifest(
+        tmp_path, [job("whole", f"echo $CUDA_VISIBLE_DEVICES > {shlex.quote(str(marker))}")],
+        hosts=(HostSpec(name="here", gpus=(0,), claims_dir=str(tmp_path / "claims")),))
+    code, _run = await run_to_end(manifest, tmp_path / "run", timeout=30)
+    assert code == 0
+    assert marker.read_text().strip() == "0"  # the host's own record: it ran, on GPU 0
