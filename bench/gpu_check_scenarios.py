@@ -261,9 +261,9 @@ def hang(bench: Bench) -> Section:
                 ("hang: shared the GPU with the neighbour", found["samples_sharing_gpu"] > 0))
     section.row("card utilisation while both held it (%)", found["card_util_while_shared_pct"])
     section.row(f"last log line -> job_stalled (s; stall_after {config.stall_after:g})", "-",
-                detect, ("hang: detected within stall_after + one poll", detect is not None
-                         and config.stall_after - config.poll <= detect
-                         <= config.stall_after + config.poll))
+                detect, ("hang: detected not before stall_after, within two polls after",
+                         detect is not None and config.stall_after <= detect
+                         <= config.stall_after + 2 * config.poll))
     section.row("last log line -> killed (s; on_stall: kill)", "-",
                 found["kill_after_silence_s"], ("hang: killed", found["status"] == "killed"))
     section.row("hang's memory gone after the kill (s)", found["memory_freed_after_kill_s"])

@@ -7,6 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eq_tui.api.events import JobStalled
 from eq_tui.engine.tick.stall import DEFAULT_FLOOR_S, Track, own_utilisation
@@ -54,14 +56,43 @@ def test_unknown_utilisation_never_counts_as_idle() -> None:
     assert "gpus_idle" not in track.signs(20.0, 50.0)
 
 
-def test_silence_counts_from_the_look_before_the_log_last_grew() -> None:
-    # growth seen at 10 happened after the look at 8: silence is judged from 8, so a hang
-    # is called within its window plus one poll
+def test_silence_counts_from_the_look_that_saw_the_log_grow() -> None:
+    # the line seen at 10 may have been written at 10: it is not silent for 20 s before 30
     track = Track(attempt=1, size=0, grown_at=0.0, busy_at=0.0, progressed_at=0.0)
     track.observe(probe(0), [0], 8.0)
     track.observe(probe(10), [0], 10.0)
-    assert track.grown_at == 8.0
-    assert track.signs(20.0, 28.0) == ["log_silent", "gpus_idle"]
+    assert track.grown_at == 10.0
+    assert track.signs(20.0, 29.9) == ["gpus_idle"]
+    assert track.signs(20.0, 30.0) == ["log_silent", "gpus_idle"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(window=st.floats(1.0, 60.0), poll=st.floats(0.1, 5.0),
+       gaps=st.lists(st.floats(0.05, 1.0), min_size=1, max_size=40),
+       write_at=st.lists(st.floats(0.0, 200.0), max_size=30), hang_after=st.floats(0.0, 100.0))
+def test_a_silent_log_is_called_never_early_and_within_its_window_plus_two_polls(
+        window: float, poll: float, gaps: list[float], write_at: list[float],
+        hang_after: float) -> None:
+    """Lines written at `write_at` (none after `hang_after`), looked at every poll or sooner
+    (watcher-woken ticks come between polls): at every look, `log_silent` holds only when no
+    line was written for a whole window, and it holds once the last line is a window and two
+    polls old."""
+    writes = sorted(t for t in write_at if t <= hang_after)
+    looks, now = [], 0.0
+    while now < hang_after + window + 3 * poll:
+        looks.append(now)
+        now += poll * gaps[len(looks) % len(gaps)]
+    track: Track | None = None
+    for look in looks:
+        size = sum(1 for t in writes if t <= look)
+        if track is None:  # the first look that saw the job running starts its silence
+            track = Track(attempt=1, size=size, grown_at=look, busy_at=look, progressed_at=look)
+        track.observe(probe(size), [99], look)
+        last = max([t for t in writes if t <= look] + [looks[0]])
+        silent = "log_silent" in track.signs(window, look)
+        assert not silent or look - last >= window  # never early
+        if look - last >= window + 2 * poll:
+            assert silent  # a hang is called within its window plus two polls
 
 
 def test_the_default_window_is_ten_minutes_or_three_times_the_longest_gap() -> None:

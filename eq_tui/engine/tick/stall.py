@@ -55,7 +55,6 @@ class Track:
     progress: float | None = None
     longest_gap: float = 0.0
     hang_line: str = ""
-    seen_at: float | None = None  # the previous probe's time
     blind: bool = False  # by the last probe: a shared GPU with no per-process reading
 
     @property
@@ -66,11 +65,11 @@ class Track:
         """`utils`: the job's own utilisation per GPU (None: unknown, never idle); None as a
         whole: no evidence (a shared GPU with no per-process reading)."""
         if probe.log_size > self.size:
-            # it grew since the last look: silence counts from then (the earliest it could
-            # have been written), so a hang is called within its window plus one poll
-            self.longest_gap = max(self.longest_gap, now - self.grown_at)  # at most this
-            self.grown_at = self.seen_at if self.seen_at is not None else now
-        self.seen_at = now
+            # silence counts from this look, the latest the line can have been written: never
+            # a window early (a job that writes just inside its window is never called), and
+            # a hang is called within its window plus two polls
+            self.longest_gap = max(self.longest_gap, now - self.grown_at)
+            self.grown_at = now
         self.size = max(self.size, probe.log_size)
         self.blind = utils is None
         if not utils or any(u is None or u >= IDLE_UTIL_PCT for u in utils):
