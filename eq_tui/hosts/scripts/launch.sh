@@ -190,10 +190,11 @@ watchdog=$!
 wait "$writer"
 wrote=$?
 kill "$watchdog" 2>/dev/null
-# the watchdog may have written why just as the wrapper took the environment after all: a
-# launch that went leaves no failure behind (a test, not a process, when there is none)
-[ "$wrote" -ne 0 ] || [ ! -e "$why" ] || rm -f "$why"
-if [ "$wrote" -ne 0 ]; then
+if [ "$wrote" -eq 0 ]; then
+    # the watchdog may have written why just as the wrapper took the environment after all: a
+    # launch that went leaves no failure behind (a test, not a process, when there is none)
+    [ ! -e "$why" ] || rm -f "$why"
+else
     rm -f "$dir/env.fifo"
     if [ -s "$why" ]; then
         echo "eq-tui: $(cat "$why")" >&2
