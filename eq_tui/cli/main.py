@@ -64,6 +64,7 @@ VERBS: dict[str, Verb] = {
     "results": _verb("results"),
     "init": _verb("init"),
     "schema": _verb("schema"),
+    "explain-log": _verb("explain_log"),
     "completion": Verb("completion:parser", "main:completion_run"),
     "notify-test": _verb("notify_test"),
     # acting on a running queue through its control socket: parsed in queue_verbs, sent in

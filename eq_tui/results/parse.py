@@ -12,21 +12,18 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
+
+from eq_tui.hosts.logclean import clean_line
+from eq_tui.results.stacks import IGNORED_KEYS, LineRead, Reports, number_text, read_line
 
 Metrics = dict[str, list[float]]
 
 MAX_KEYS = 256  # a file with thousands of numeric leaves is not a metrics file
-_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|infinity)"
-# key=value or key: value; the key starts with a letter and is not the tail of a path, a URL or
-# another word (`host:8080/x` is not a metric, `loss=0.41` and `val/acc: 0.9` are)
-_PAIR = re.compile(
-    r"(?<![\w./:=-])([A-Za-z_][\w./-]*?)\s*(?:=|:\s)\s*(" + _NUMBER + r")(?![\w.:/%-])",
-    re.IGNORECASE)
 # numbers a training log prints that are not results
-IGNORED_LOG_KEYS = frozenset({"pid", "ppid", "attempt", "rank", "local_rank", "world_size",
-                              "port", "gpu", "seed", "job", "host", "node"})
+IGNORED_LOG_KEYS = IGNORED_KEYS
 
 
 def number(value: Any) -> float | None:
@@ -123,15 +120,27 @@ def parse_csv(text: str) -> Metrics:
 
 
 def log_numbers(line: str) -> dict[str, float]:
-    """`key=value` and `key: value` numbers in one log line (`epoch 3/10 loss=0.41 acc: 0.9`)."""
-    found: dict[str, float] = {}
-    if "=" not in line and ":" not in line:
-        return found
-    for match in _PAIR.finditer(line[:4096]):
-        key = match.group(1).rstrip("./-")
-        if key and key.lower() not in IGNORED_LOG_KEYS:
-            found[key] = float(match.group(2))
-    return found
+    """The metrics one log line prints, read by the stack that printed it (`stacks.py`):
+    `epoch 3/10 loss=0.41 acc: 0.9`, an HF Trainer dict, a Lightning or Keras bar, ..."""
+    return read_line(line).metrics
+
+
+def log_lines(text: str) -> Iterator[str]:
+    """A log's lines as a terminal prints them: a progress bar's `\r` ends a line too; ANSI
+    escapes and other control bytes (Keras's `\b` redraws) are dropped."""
+    for raw in text.split("\n"):
+        for part in raw.split("\r"):
+            if part:
+                yield clean_line(part)
+
+
+def read_log_line(line: str, pattern: re.Pattern[str] | None = None) -> LineRead:
+    """A line as `metrics:` reads it: its `pattern:`'s named groups, else the stack's reader.
+    A pattern's figures keep the line's position and whether it is a bar's redraw."""
+    read = read_line(line)
+    if pattern is None:
+        return read
+    return replace(read, metrics=pattern_numbers(line, pattern), partial=False)
 
 
 def pattern_numbers(line: str, pattern: re.Pattern[str]) -> dict[str, float]:
@@ -140,15 +149,22 @@ def pattern_numbers(line: str, pattern: re.Pattern[str]) -> dict[str, float]:
     if match is None:
         return {}
     return {name: value for name, text in match.groupdict().items()
-            if text is not None and (value := number(text)) is not None}
+            if text is not None and (value := _number_or_spelling(text)) is not None}
+
+
+def _number_or_spelling(text: str) -> float | None:
+    value = number(text)
+    return value if value is not None else number_text(text)
 
 
 def parse_log(lines: Iterable[str], pattern: re.Pattern[str] | None = None) -> Metrics:
-    """The series of each number the log's lines print (a progress bar's `\\r` ends a line)."""
+    """The series of each metric the log's lines print, one value per evaluation: a bar's
+    redraws repeat a value, they do not report it again (`stacks.Reports`)."""
     metrics: Metrics = {}
+    reports = Reports()
     for raw in lines:
-        for line in raw.split("\r"):
-            _add(metrics, pattern_numbers(line, pattern) if pattern else log_numbers(line))
+        for line in log_lines(raw):
+            _add(metrics, reports.new(read_log_line(line, pattern)))
     return metrics
 
 

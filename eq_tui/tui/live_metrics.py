@@ -1,6 +1,7 @@
 """The job table's metric column: a chosen metric's current value and a sparkline of the values
 seen. A running job's numbers come from its last log line (the probe brings it every tick: no
-extra round trip); a finished job's from its record's final `metrics`."""
+extra round trip), one point per evaluation (a bar's redraw repeats one); a finished job's from
+its record's final `metrics`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from eq_tui.results.parse import log_numbers
+from eq_tui.results.stacks import Reports, read_line
 
 POINTS = 12
 BARS = "▁▂▃▄▅▆▇█"
@@ -37,17 +38,21 @@ class LiveMetrics:
     def __init__(self) -> None:
         self.series: dict[str, dict[str, deque[float]]] = {}
         self._last_line: dict[str, str] = {}
+        # a bar's redraw repeats its last value: a curve's point is an evaluation
+        self._reports: dict[str, Reports] = {}
+        self.current: dict[str, dict[str, float]] = {}  # the latest value each line showed
 
     def observe(self, key: str, job: Mapping[str, Any]) -> None:
         line = str(job.get("last_line") or "")
         if not line or self._last_line.get(key) == line:
             return
         self._last_line[key] = line
-        numbers = log_numbers(line)
-        if not numbers:
+        read = read_line(line)
+        if not read.metrics:
             return
+        self.current.setdefault(key, {}).update(read.metrics)
         mine = self.series.setdefault(key, {})
-        for name, value in numbers.items():
+        for name, value in self._reports.setdefault(key, Reports()).new(read).items():
             mine.setdefault(name, deque(maxlen=POINTS)).append(value)
 
     def value(self, key: str, job: Mapping[str, Any], metric: str) -> float | None:
@@ -56,8 +61,7 @@ class LiveMetrics:
         if metric in final:
             found = final[metric]
             return float(found) if isinstance(found, (int, float)) else math.nan
-        seen = self.series.get(key, {}).get(metric)
-        return seen[-1] if seen else None
+        return self.current.get(key, {}).get(metric)
 
     def cell(self, key: str, job: Mapping[str, Any], metric: str | None) -> str:
         if not metric:

@@ -39,8 +39,11 @@ async def test_m_shows_the_metric_column_and_cycles() -> None:
         await pilot.press("m")
         assert table.metric == "val_acc"  # the goal's metric first
         assert cell(app, RUNNING) == "0.61" and cell(app, DONE) == "0.7512"
-        for value in ("0.65", "0.7", "0.68"):
-            client.set_job("train_lr0.03_s1", last_line=f"epoch 4/6 loss=0.3 val_acc={value}")
+        # a point per evaluation: each line says a new epoch (a second value for one epoch
+        # would be a redraw of it, not a point of its own)
+        for epoch, value in ((4, "0.65"), (5, "0.7"), (6, "0.68")):
+            client.set_job("train_lr0.03_s1",
+                           last_line=f"epoch {epoch}/6 loss=0.3 val_acc={value}")
             await eventually(pilot, lambda v=value: cell(app, RUNNING).startswith(v),
                              what="the metric cell to follow the log")
         assert cell(app, RUNNING) == "0.68 ▁▄█▆"

@@ -27,7 +27,8 @@ from eq_tui.errors import HostError
 from eq_tui.hosts.base import AttemptProbe, AttemptRef
 from eq_tui.manifest.model import EarlyStopSpec, MetricsSpec
 from eq_tui.results.group import configuration
-from eq_tui.results.parse import log_numbers, number, pattern_numbers
+from eq_tui.results.parse import log_lines, read_log_line
+from eq_tui.results.stacks import LineRead, Reports
 
 FOLLOW_BYTES = 65536  # what probe.sh sends of a followed log at most per probe
 
@@ -39,20 +40,27 @@ def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
+def line_read(line: str, metrics: MetricsSpec | None) -> LineRead:
+    """One log line read the way `metrics:` reads a log (its `pattern:`, else the stacks')."""
+    pattern = _compiled(metrics.pattern) if metrics is not None and metrics.pattern else None
+    return read_log_line(line, pattern)
+
+
 def line_value(line: str, metric: str, metrics: MetricsSpec | None) -> float | None:
     """The metric's value in one log line, read the way `metrics:` reads a log."""
-    if metrics is not None and metrics.pattern:
-        found = pattern_numbers(line, _compiled(metrics.pattern))
-    else:
-        found = log_numbers(line)
-    value = found.get(metric)
-    return number(value) if value is not None else None
+    return line_read(line, metrics).metrics.get(metric)
 
 
 class EarlyStop:
     def __init__(self, ctx: RunContext, stop_session: StopSession) -> None:
         self.ctx = ctx
         self.stop_session = stop_session
+        # per job: the attempt its report counter is for, and the counter (a redraw repeats
+        # the last value; a restarted engine goes on from the last report kept)
+        self._counters: dict[str, tuple[int, Reports]] = {}
+        # per job: the reports of each metric its current attempt's log printed (for "never
+        # seen": what was read instead, and whether it has evaluated at all)
+        self.names_seen: dict[str, tuple[int, dict[str, int]]] = {}
 
     def spec_for(self, job: JobState) -> EarlyStopSpec | None:
         if job.run_to_end:
@@ -126,16 +134,36 @@ class EarlyStop:
         chunk = data[:end + 1]
         job.reports_offset += len(chunk)
         metrics = self._metrics_of(job)
+        counter = self._counter(job, spec)
+        seen = self._names(job)
         new: list[tuple[int, str]] = []
-        for raw in chunk.decode("utf-8", errors="replace").splitlines():
-            for line in raw.split("\r"):
-                value = line_value(line, spec.metric, metrics)
-                if value is not None:
-                    job.reports.append(value)
-                    new.append((len(job.reports), line))
+        for line in log_lines(chunk.decode("utf-8", errors="replace")):
+            read = line_read(line, metrics)
+            reported = counter.new(read)
+            for name in reported:
+                seen[name] = seen.get(name, 0) + 1
+            value = reported.get(spec.metric)
+            if value is not None:
+                job.reports.append(value)
+                new.append((len(job.reports), line))
         if new:
             self.ctx.ledger.changed(job)
         return new
+
+    def _counter(self, job: JobState, spec: EarlyStopSpec) -> Reports:
+        held = self._counters.get(job.id)
+        if held is None or held[0] != job.attempts:
+            counter = Reports()
+            if job.reports:
+                counter.seed(spec.metric, job.reports[-1])
+            held = self._counters[job.id] = (job.attempts, counter)
+        return held[1]
+
+    def _names(self, job: JobState) -> dict[str, int]:
+        held = self.names_seen.get(job.id)
+        if held is None or held[0] != job.attempts:
+            held = self.names_seen[job.id] = (job.attempts, {})
+        return held[1]
 
     def _metrics_of(self, job: JobState) -> MetricsSpec | None:
         spec = self.ctx.ledger.specs.get(job.id)
