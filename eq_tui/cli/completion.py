@@ -24,6 +24,7 @@ ssh aliases of ~/.ssh/config for --on and HOST:RUN_DIR. Install it with one of:
   eq-tui completion fish > ~/.config/fish/completions/eq-tui.fish"""
 # What a value is, by argparse dest: how to complete it. Anything else is free text.
 _KINDS = {"manifests": "manifest", "run_dir": "rundir", "ssh_config": "file", "output": "file",
+          "logfile": "file",
           "on": "host", "hosts": "host", "theme": "theme", "shell": "choice"}
 # Lists ssh aliases (Host lines without patterns) of ~/.ssh/config, one a line.
 _HOSTS_AWK = ("awk 'tolower($1)==\"host\"{for(i=2;i<=NF;i++) if($i !~ /[*?!]/) print $i}' "

@@ -36,6 +36,8 @@ to write a manifest and set up the tool:
   eq-tui init                  write a commented manifest: --cmd "python train.py --lr {1e-3,3e-4}"
                                --hosts box1,box2 [--conda ENV] [-o PATH] (asks at a terminal)
   eq-tui schema                the manifest's JSON Schema, for editor completion
+  eq-tui explain-log LOG [MANIFEST]  what eq-tui reads from a training log, line by line (the
+                               stack, each metric and report, progress, nan): check a script
   eq-tui completion SHELL      shell completion for bash, zsh or fish
 
 acting on a queue (through its engine's control socket; a run whose engine is not running,

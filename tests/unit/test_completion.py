@@ -74,8 +74,8 @@ def test_bash_completes_subcommands_flags_files_dirs_hosts_and_themes(
 def test_every_flag_of_every_parser_is_in_every_script() -> None:
     cmds = commands(parsers())
     assert {c.name for c in cmds} == {
-        "", "status", "attach", "stop", "schema", "init", "completion", "results",
-        "notify-test", "kill", "retry", "requeue", "hold", "release", "pause", "resume",
+        "", "status", "attach", "stop", "schema", "explain-log", "init", "completion",
+        "results", "notify-test", "kill", "retry", "requeue", "hold", "release", "pause", "resume",
         "priority", "edit", "clone", "add", "reload"}
     themes = theme_names()
     assert {"eq-dark", "eq-light", "eq-ansi"} <= set(themes)
