@@ -73,22 +73,29 @@ _KERAS3_BAR = re.compile(r"(?<![\w/.])\d+/\d+ [━─]+")
 # verbose=2 (a line per epoch, no bar): `469/469 - 2s - loss: 0.3000 - val_loss: 0.2000`
 _KERAS_EPOCH_LINE = re.compile(r"^\s*\d+/\d+ - \d+m?s\b")
 _KERAS_PAIR = re.compile(rf"\s-\s({_KEY}):\s+({NUMBER})(?=\s|\Z)", re.IGNORECASE)
-_TQDM_BAR = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d+)?%\|[^|]*\|")
-_TQDM_POSTFIX = re.compile(r"\[[^\[\]]*?(?:it/s|s/it|\?it/s)?,\s*([^\[\]]*)\]\s*\Z")
-_LIGHTNING = re.compile(r"^\s*(?:Epoch|Validation|Sanity Checking|Testing|Predicting)"
-                        r"\b[^|]*?\d{1,3}%\|")
-_TORCHTUNE_STEP = re.compile(r"^\s*Step (\d+) \|\s")
+# a tqdm bar: `45%|████▌ | 450/1000 [`, or without its bar where the stream is no terminal
+# (`50% 1/2 [00:00<00:00, ...`)
+_TQDM_BAR = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d+)?%(?:\|[^|]*\||\s+\d+/\d+\s+\[)")
+# its postfix: after the rate, up to the `]` (or the line's end: tqdm cuts a bar at the
+# terminal's width)
+_TQDM_POSTFIX = re.compile(r"\[[^\[\],]*?(?:,\s*[^\[\],=]*?(?:it/s|s/it))?,\s*([^\[\]]*)(?:\]|\Z)")
+_LIGHTNING = re.compile(r"^\s*(?:Epoch \d+|Validation(?: DataLoader \d+)?|Sanity Checking"
+                        r"(?: DataLoader \d+)?|Testing(?: DataLoader \d+)?|Predicting"
+                        r"(?: DataLoader \d+)?)\s*:\s+\d{1,3}%")
+_TORCHTUNE_STEP = re.compile(r"(?:^|(?<=[\s\]]))Step (\d+) \|\s")
 _TORCHTUNE_DESC = re.compile(rf"(?<![\w.])(\d+)\|(\d+)\|Loss: ({NUMBER})", re.IGNORECASE)
 _TIMM = re.compile(r"(?:^|\s)(Train|Test|Test \(EMA\)): (?:(\d+) )?\[\s*(\d+)/(\d+)")
 _TIMM_FIGURE = re.compile(rf"\b(Loss|Acc@1|Acc@5|LR):\s+({NUMBER})(?:\s*\(\s*({NUMBER})\))?",
                           re.IGNORECASE)
 _NANOGPT_EVAL = re.compile(
-    rf"^\s*step (\d+): train loss ({NUMBER}), val loss ({NUMBER})", re.IGNORECASE)
-_NANOGPT_ITER = re.compile(rf"^\s*iter (\d+): loss ({NUMBER})", re.IGNORECASE)
+    rf"(?:^|\s)step (\d+): train loss ({NUMBER}), val loss ({NUMBER})", re.IGNORECASE)
+_NANOGPT_ITER = re.compile(rf"(?:^|\s)iter (\d+): loss ({NUMBER})", re.IGNORECASE)
 _NANOGPT_MORE = re.compile(rf",\s*(time|mfu) ({NUMBER})(?:ms|%)", re.IGNORECASE)
-_FAIRSEQ = re.compile(r"(?:^|\|\s*)epoch (\d{3})\b(?!:)(.*)\Z")
+_FAIRSEQ = re.compile(r"(?:^|\|\s*)epoch (\d{3})\b:?(.*)\Z")
 _FAIRSEQ_SUBSET = re.compile(r"\|\s*(\w+) on '([^']+)' subset\b")
-_FAIRSEQ_PAIR = re.compile(rf"\|\s*([A-Za-z_][\w]*) ({NUMBER})\s*(?=\||\Z)", re.IGNORECASE)
+_FAIRSEQ_PAIR = re.compile(rf"\|\s*([A-Za-z_][\w/]*(?: [A-Za-z_][\w/]*)?)\s+({NUMBER})\s*(?=\||\Z)",
+                           re.IGNORECASE)
+_FAIRSEQ_PROGRESS = re.compile(r"[^|]*?\s(\d+) / (\d+)\s+(.*)\Z")
 # a position the line states for its figures: `epoch 3/10`, `step 1200`, `iter 7`
 _POSITION = re.compile(r"(?<![\w/.=-])(epoch|step|iter(?:ation)?)s?\s*[:=#\[(]?\s*(\d+)\b",
                        re.IGNORECASE)
@@ -98,15 +105,18 @@ _POSITION = re.compile(r"(?<![\w/.=-])(epoch|step|iter(?:ation)?)s?\s*[:=#\[(]?\
 class LineRead:
     """What one line says. `position`: the step or epoch it states its figures at (a report
     counts once per position); None when it states none (a report counts once per change).
-    `redraw`: a progress bar's redraw, which repeats figures it showed before. `partial`:
-    figures on the way to an evaluation (timm's running averages before the last batch),
-    shown but never a report."""
+    `redraw`: a progress bar's redraw, which repeats figures it showed before. `event`: the
+    line is one log event of its stack (an HF Trainer dict, a Keras bar's update, nanoGPT's
+    `iter N:`), printed once per step or evaluation: each of its figures is a report.
+    `partial`: figures on the way to an evaluation (timm's running averages before the last
+    batch, fairseq's validation in progress), shown but never a report."""
 
     metrics: dict[str, float] = field(default_factory=dict)
     stack: str | None = None
     position: str | None = None
     redraw: bool = False
     partial: bool = False
+    event: bool = False
 
 
 EMPTY = LineRead()
@@ -169,7 +179,7 @@ def _hf_dict(line: str) -> LineRead | None:
             found[key] = value
     if not found:
         return None
-    return LineRead(found, "hf", " ".join(position) or None)
+    return LineRead(found, "hf", " ".join(position) or None, event=True)
 
 
 def _tqdm_postfix(line: str) -> dict[str, float]:
@@ -195,13 +205,15 @@ def _keras(line: str) -> LineRead | None:
         value = number_text(match.group(2))
         if value is not None and match.group(1).lower() not in IGNORED_KEYS:
             found[match.group(1)] = value
-    return LineRead(found, stack, redraw=True)
+    # Progbar draws once per update (a new step), never the same step twice
+    return LineRead(found, stack, event=True)
 
 
 def _torchtune(line: str) -> LineRead | None:
-    step = _TORCHTUNE_STEP.match(line)
-    if step is not None:
-        return LineRead(pairs(line[step.end():]), "torchtune", f"step {step.group(1)}")
+    step = _TORCHTUNE_STEP.search(line)
+    if step is not None:  # after the bar it follows when the logger prints on the bar's line
+        return LineRead(pairs(line[step.end():]), "torchtune", f"step {step.group(1)}",
+                        event=True)
     desc = _TORCHTUNE_DESC.search(line)
     if desc is not None:
         value = number_text(desc.group(3))
@@ -234,18 +246,18 @@ def _timm(line: str) -> LineRead | None:
         else:
             found[name] = value
     if testing:
-        return LineRead(found, "timm", partial=batch != batches)
-    return LineRead(found, "timm", f"epoch {epoch} batch {batch}")
+        return LineRead(found, "timm", partial=batch != batches, event=True)
+    return LineRead(found, "timm", f"epoch {epoch} batch {batch}", event=True)
 
 
 def _nanogpt(line: str) -> LineRead | None:
-    evaluation = _NANOGPT_EVAL.match(line)
+    evaluation = _NANOGPT_EVAL.search(line)
     if evaluation is not None:
         found = {name: value for name, text in (("train_loss", evaluation.group(2)),
                                                 ("val_loss", evaluation.group(3)))
                  if (value := number_text(text)) is not None}
-        return LineRead(found, "nanogpt", f"step {evaluation.group(1)}")
-    training = _NANOGPT_ITER.match(line)
+        return LineRead(found, "nanogpt", f"step {evaluation.group(1)}", event=True)
+    training = _NANOGPT_ITER.search(line)
     if training is not None:
         found = {}
         loss = number_text(training.group(2))
@@ -255,28 +267,40 @@ def _nanogpt(line: str) -> LineRead | None:
             value = number_text(match.group(2))
             if value is not None:
                 found[match.group(1).lower()] = value
-        return LineRead(found, "nanogpt", f"iter {training.group(1)}")
+        return LineRead(found, "nanogpt", f"iter {training.group(1)}", event=True)
     return None
 
 
 def _fairseq(line: str) -> LineRead | None:
-    if "epoch " not in line or " | " not in line:
+    if "epoch " not in line:
         return None
     match = _FAIRSEQ.search(line)
     if match is None:
         return None
-    rest = match.group(2)
+    epoch, rest = int(match.group(1)), match.group(2)
     subset = _FAIRSEQ_SUBSET.search(rest)
-    prefix = f"{subset.group(2)}_" if subset is not None else "train_"
+    name = subset.group(2) if subset is not None else "train"
     found: dict[str, float] = {}
     for pair in _FAIRSEQ_PAIR.finditer(rest):
         value = number_text(pair.group(2))
-        if value is not None and len(found) < MAX_LINE_KEYS:
-            found[prefix + pair.group(1)] = value
-    if not found:
+        if value is None or len(found) >= MAX_LINE_KEYS:
+            continue
+        key = "_".join(pair.group(1).split())  # the old form's `valid loss`, `train ppl`
+        found[key if key.startswith(f"{name}_") else f"{name}_{key}"] = value
+    if found:  # a subset's summary: once per validation (an epoch can validate twice)
+        where = f"{subset.group(2)} " if subset is not None else ""
+        return LineRead(found, "fairseq", f"{where}epoch {epoch}", event=True)
+    progress = _FAIRSEQ_PROGRESS.match(rest)
+    if progress is None:
         return None
-    where = f"{subset.group(2)} " if subset is not None else ""
-    return LineRead(found, "fairseq", f"{where}epoch {int(match.group(1))}")
+    # in-epoch progress, `epoch 005  1000 / 8223 loss=2.17 (3.20), wps=959`: training's logged
+    # figures, or a validation on its way (not an evaluation yet)
+    figures = pairs(progress.group(3))
+    if subset is not None:
+        return LineRead({f"{name}_{k}": v for k, v in figures.items()}, "fairseq",
+                        partial=True)
+    return LineRead(figures, "fairseq", f"epoch {epoch} {progress.group(1)}/"
+                    f"{progress.group(2)}", event=True)
 
 
 def _tqdm(line: str) -> LineRead | None:
@@ -323,6 +347,10 @@ class Reports:
         """The figures of a line that are reports; the rest repeat what was reported."""
         if read.partial or not read.metrics:
             return {}
+        if read.event:
+            for name, value in read.metrics.items():
+                self._last[name] = _Last(read.position, value)
+            return dict(read.metrics)
         position = None if read.redraw else read.position
         out: dict[str, float] = {}
         for name, value in read.metrics.items():
