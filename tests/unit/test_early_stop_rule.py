@@ -127,3 +127,26 @@ def test_the_last_rung_passed_is_judged_again_as_others_reach_it() -> None:
     later = [early, *(entry(f"j{i}", f"lr={i}", 0.5 + i / 10) for i in range(4))]
     verdict = judge(ASHA, ("main", "lr=bad"), 1, later)
     assert verdict is not None and verdict.rivals == 4
+
+
+@pytest.mark.parametrize("rule", ["asha", "median"])
+@pytest.mark.parametrize("goal", ["max", "min"])
+def test_a_diverged_report_is_the_worst_whichever_the_goal(rule: str, goal: str) -> None:
+    """nan compares false with everything: read as it is, a diverged job was never pruned
+    (nan > cutoff is False for goal: min). It is the worst value there is."""
+    spec = EarlyStopSpec(metric="loss", goal=goal, rule=rule)  # type: ignore[arg-type]
+    rivals = [entry(f"j{i}", f"lr={i}", v) for i, v in enumerate((0.3, 0.4, 0.5, 0.6))]
+    nan = float("nan")
+    verdict = judge(spec, ("main", "lr=x"), 1, [*rivals, entry("x", "lr=x", nan)])
+    assert verdict is not None and "loss nan" in verdict.reason
+    # and a diverged rival never makes a healthy job the loser, nor the cutoff nan
+    best = 0.3 if goal == "min" else 0.6
+    others = [entry("n1", "lr=n1", nan), entry("n2", "lr=n2", nan),
+              entry("h", "lr=h", 0.45)]
+    assert judge(spec, ("main", "lr=b"), 1, [*others, entry("b", "lr=b", best)]) is None
+
+
+def test_the_quantile_of_equal_infinities_is_that_infinity() -> None:
+    inf = float("inf")
+    assert quantile([inf, inf, 1.0], 2 / 3) == inf
+    assert quantile([-inf, -inf], 0.5) == -inf

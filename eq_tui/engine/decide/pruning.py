@@ -22,6 +22,7 @@ configurations start first would otherwise run them to the end).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -77,7 +78,16 @@ def quantile(values: Sequence[float], q: float) -> float:
     pos = q * (len(ordered) - 1)
     low = int(pos)
     high = min(low + 1, len(ordered) - 1)
+    if pos == low or ordered[high] == ordered[low]:
+        return ordered[low]  # no interpolation: inf - inf would make a nan cutoff
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def ranked(value: float, goal: str) -> float:
+    """A report as the rule compares it: a diverged one (nan) is the worst there is."""
+    if math.isnan(value):
+        return -math.inf if goal == "max" else math.inf
+    return value
 
 
 def config_values(entries: Iterable[Entry], step: int) -> dict[Config, list[float]]:
@@ -100,8 +110,8 @@ def judge(spec: EarlyStopSpec, config: Config, step: int,
     own = table.pop(config, [])
     if not own or not table:
         return None  # nobody else reached this report yet: it goes on
-    value = sum(own) / len(own)
-    rivals = [sum(v) / len(v) for v in table.values()]
+    value = ranked(sum(own) / len(own), spec.goal)
+    rivals = [ranked(sum(v) / len(v), spec.goal) for v in table.values()]
     better_high = spec.goal == "max"
     if spec.rule == "median":
         cutoff = quantile(rivals, 0.5)
@@ -114,6 +124,7 @@ def judge(spec: EarlyStopSpec, config: Config, step: int,
     if not losing:
         return None
     seeds = f" (mean of {len(own)} seeds)" if len(own) > 1 else ""
-    reason = f"pruned at report {step}: {spec.metric} {value:.4g}{seeds}, {how}"
+    shown = "nan" if math.isinf(value) and not math.isinf(sum(own)) else f"{value:.4g}"
+    reason = f"pruned at report {step}: {spec.metric} {shown}{seeds}, {how}"
     return Pruned(step=step, value=value, seeds=len(own), cutoff=cutoff, rivals=len(rivals),
                   reason=reason)
