@@ -46,6 +46,7 @@ def read_tail(path: Path, lines: int) -> list[str]:
             data = handle.read()
     except FileNotFoundError:
         return []
-    if size > MAX_BYTES:
-        data = data.partition(b"\n")[2]  # the first line read is cut
+    if size > MAX_BYTES:  # the first line read is cut: start at the next line or bar redraw
+        breaks = [at for at in (data.find(b"\n"), data.find(b"\r")) if at >= 0]
+        data = data[min(breaks) + 1:] if breaks else data
     return clean_text(data)[-max(1, lines):]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from eq_tui.hosts.term_lines import MAX_CHARS, terminal_lines
+
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -18,8 +20,8 @@ def clean_line(line: str) -> str:
 
 
 def clean_text(data: bytes | str) -> list[str]:
-    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [clean_line(line) for line in lines]
+    """A log's lines as a terminal shows them: one line per progress bar, its newest state
+    (nested bars' ESC[A redraws included; see term_lines)."""
+    if isinstance(data, bytes):  # decoded from what the model reads (4 bytes a character at most)
+        data = data[-4 * MAX_CHARS:].decode("utf-8", errors="replace")
+    return terminal_lines(data)

@@ -1,4 +1,5 @@
-"""The log tail of the selected job, following live; `[` and `]` step through its attempts."""
+"""The log tail of the selected job, following live; `[` and `]` step through its attempts. Its
+lines come as a terminal shows them (hosts/term_lines.py): one per progress bar, the newest."""
 
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ class LogPane(Vertical, can_focus=False):
         self._fetch: TailFetcher | None = None
         self._shown: list[str] = []
         self._tail_worker: Worker[None] | None = None
+        self._tailing: tuple[str, int | None] | None = None  # what that worker fetches
         # held, not queried: a timer may fire while the app is still mounting or tearing down
         self._log = Log(max_lines=MAX_LOG_LINES, auto_scroll=True, id="log")
 
@@ -101,6 +103,10 @@ class LogPane(Vertical, can_focus=False):
         if self.key is None or self._fetch is None or not self.attempts:
             return
         key, attempt = self.key, self.attempt
+        worker = self._tail_worker
+        if worker is not None and not worker.is_finished and self._tailing == (key, attempt):
+            return  # a slow tail finishes: restarting it every second would never show one
+        self._tailing = (key, attempt)
 
         async def refresh() -> None:  # created lazily: a cancelled worker leaves no coroutine
             await self._refresh(key, attempt)

@@ -152,7 +152,8 @@ class Lightning(Style):
         write(f"\n\rValidation DataLoader 0: 100%|{tqdm_bar(1.0)}| {VAL_BATCHES}/{VAL_BATCHES} "
               "[00:00<00:00, 120.00it/s]\x1b[A")
         self.last_acc, self.last_vloss = acc, val_loss(loss, acc)
-        write("\n" + " " * 60 + "\x1b[A" + self.bar(epoch, STEPS))
+        # tqdm's close of a leave=False bar: a blank as long as its last draw, then back up
+        write("\n\r" + " " * 80 + "\r\x1b[A" + self.bar(epoch, STEPS))
 
     def finish(self) -> None:
         write("\n")
