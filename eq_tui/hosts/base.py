@@ -82,6 +82,9 @@ class AttemptProbe:
     output_ok: bool | None  # None when not checked (no output_check, or not exited)
     log_tail: str = ""  # the attempt's last bytes, only once it has exited
     last_line: str = ""  # last non-empty log line (cleaned of ANSI / \r), for the job table
+    # the last line of the log's tail that states an epoch counter, when it is not last_line
+    # (Keras's `Epoch 5/8` above its bar): the whole job's progress (engine/tick/progress.py)
+    epoch_line: str = ""
     detail: str = ""  # what the host says about a waiting attempt, e.g. "PENDING (Resources)"
     pgid: int | None = None  # the attempt's process group (its GPU processes carry it)
     # the log from the offset the request asked to follow (up to FOLLOW_BYTES), while it runs
@@ -158,6 +161,37 @@ class LaunchRequest:
     drain: DrainWait | None = None  # wait on the host for GPUs still draining first
 
 
+# A person's kill: the job's signal, then SIGKILL once this grace has run out. Short: the GPU is
+# freed at once when the job is gone, and a person who wants a checkpoint first asks for more.
+KILL_GRACE_S = 5.0
+MAX_GRACE_S = 86400.0
+
+
+@dataclass(frozen=True)
+class Stop:
+    """How an attempt is stopped: `signal` (a name: TERM, USR1, ...) to the job's processes
+    while its wrapper and session stay up, then SIGKILL to what is left after `grace_s`
+    seconds (not waited once the job is gone)."""
+
+    signal: str = "TERM"
+    grace_s: float = KILL_GRACE_S
+
+    def __post_init__(self) -> None:
+        name = self.signal.upper().removeprefix("SIG")
+        if not name.isalnum() or not name.isascii():
+            raise ValueError(f"not a signal name: {self.signal!r}")
+        if not 0 <= self.grace_s <= MAX_GRACE_S:
+            raise ValueError(f"a stop's grace is 0 to {MAX_GRACE_S:g} s, not {self.grace_s!r}")
+        object.__setattr__(self, "signal", name)
+
+    def args(self) -> list[str]:
+        """The signal and the grace as the stop scripts take them (seconds, to the tenth)."""
+        return [self.signal, format(round(self.grace_s, 1), "g")]
+
+
+PERSON_STOP = Stop()  # SIGTERM, SIGKILL after KILL_GRACE_S: every stop but a person's own grace
+
+
 @dataclass(frozen=True)
 class DrainWait:
     """A launch decided while its GPUs' last job of ours was still releasing its memory: the
@@ -220,8 +254,9 @@ class Host(Protocol):
         ...
 
     async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
-                   reason: str = "") -> int | None:
-        """Stop the attempt's process group and its session (addressed exactly). With a
+                   reason: str = "", stop: Stop = PERSON_STOP) -> int | None:
+        """Stop the attempt as `stop` says (its signal to the job, its wrapper and session
+        left up, SIGKILL after the grace), then its session (addressed exactly). With a
         `reason` (a person's kill), an attempt that wrote no exit record gets one, and its log
         a line saying why and with which signal. Returns the exit code its record holds then
         (None: no record, or a host that cannot tell)."""

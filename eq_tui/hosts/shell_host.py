@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import (
+    PERSON_STOP,
     GpuProcess,
     GpuReading,
     HostSnapshot,
@@ -20,6 +21,7 @@ from eq_tui.hosts.base import (
     PreflightFinding,
     PreflightRequest,
     ProbeRequest,
+    Stop,
 )
 from eq_tui.hosts.claims import REFUSED_EXIT, ClaimRefused, launch_args, refusal
 from eq_tui.hosts.leftovers import Reaped, ReapRequest, parse_reaped, reap_args
@@ -141,9 +143,10 @@ class ShellHost:
             raise HostError(f"{self.name}: {message}")
 
     async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
-                   reason: str = "") -> int | None:
+                   reason: str = "", stop: Stop = PERSON_STOP) -> int | None:
         code, out, err = await self._run("kill.sh", [launcher, session, attempt_dir,
-                                                     clean_line(reason)], timeout=30)
+                                                     clean_line(reason), *stop.args()],
+                                         timeout=stop.grace_s + 30)
         if code != 0:
             raise HostError(f"{self.name}: kill failed: {err.decode(errors='replace')[:300]}")
         return killed_exit_code(out.decode(errors="replace"))

@@ -20,6 +20,7 @@ from dataclasses import replace
 
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import (
+    PERSON_STOP,
     AttemptProbe,
     ClusterNode,
     GpuReading,
@@ -29,6 +30,7 @@ from eq_tui.hosts.base import (
     PreflightFinding,
     PreflightRequest,
     ProbeRequest,
+    Stop,
 )
 from eq_tui.hosts.runner import CommandRunner
 from eq_tui.hosts.shell_host import ShellHost
@@ -247,9 +249,11 @@ class SlurmHost:
             raise HostError(f"{self.name}: {message or f'sbatch exited {result.returncode}'}")
 
     async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
-                   reason: str = "") -> int | None:  # Slurm records how its job ended itself
-        result = await self.runner.run(script("slurm_cancel.sh"), [session, attempt_dir],
-                                       timeout=30)
+                   reason: str = "", stop: Stop = PERSON_STOP) -> int | None:
+        # Slurm records how its job ended itself (the wrapper's record has the stop's fields)
+        result = await self.runner.run(script("slurm_cancel.sh"),
+                                       [session, attempt_dir, *stop.args()],
+                                       timeout=stop.grace_s + 40)
         if result.returncode != 0:
             raise HostError(f"{self.name}: scancel failed: "
                             f"{result.stderr.decode(errors='replace')[:300]}")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from eq_tui.hosts.nvml import NvmlReader
+from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.manifest.model import Precondition
 from tests.support.engine_run import FAST_JOB, job, make_manifest, run_to_end, start_engine
 
@@ -29,7 +30,13 @@ async def test_a_vanished_session_is_requeued_once_then_stuck(tmp_path: Path) ->
             current = run.engine.jobs["victim"].current
             assert current is not None
             # someone else ends the session (a reboot, a stray `screen -X quit`): no exit record
-            await host.kill(current.session, current.attempt_dir, "screen")
+            # (eq-tui's own stop would leave the wrapper up to record the exit)
+            assert isinstance(host, ShellHost)
+            quit_ = await host.runner.run(
+                'case $1 in screen) screen -S "$2" -X quit ;; '
+                '*) tmux -L eq-tui kill-session -t "=$2" ;; esac',
+                [run.engine.ctx.manifest.launcher, current.session])
+            assert quit_.returncode == 0, quit_.stderr
         await run.wait_for(lambda: run.status("victim") == "stuck")
         record = run.engine.jobs["victim"]
         assert record.failure is not None and record.failure.cls == "lost"
@@ -123,9 +130,12 @@ async def test_a_killed_attempt_records_its_exit_and_says_so_in_its_log(tmp_path
         await run.wait_for(lambda: run.status("long") == "running")
         assert (await run.engine.command("kill", ["long"]))["ok"]
         attempt = Path(run.engine.jobs["long"].history[0].attempt_dir)
-        assert (attempt / "exit").read_text().strip() == "143"
+        # LONG_JOB has no handler: it ends on its SIGTERM, and its record says so
+        assert (attempt / "exit").read_text().splitlines() == [
+            "143", "stop TERM", "signal TERM", "grace 5", "grace_ran_out 0"]
         last = (attempt / "log").read_text().rstrip().splitlines()[-1]
-        assert last.startswith("eq-tui: killed by the user (SIGTERM to process group ")
+        assert last.startswith("eq-tui: killed by the user (SIGTERM to the job, which ended "
+                               "within the 5 s grace; process group ")
         assert float((attempt / "end").read_text()) > 0
         assert run.engine.jobs["long"].failure.detail == "killed by the user"  # type: ignore
     finally:

@@ -259,7 +259,8 @@ async def test_killing_several_jobs_stops_their_sessions_side_by_side(tmp_path: 
         await run.stop()
     termed = [float((tmp_path / f"{i}.term").read_text()) for i in ids]
     ended = [float((d / "end").read_text()) for d in attempt_dirs.values()]
-    assert [(d / "exit").read_text().strip() for d in attempt_dirs.values()] == ["137"] * 3
+    assert [(d / "exit").read_text().splitlines() for d in attempt_dirs.values()] == [
+        ["137", "stop TERM", "signal KILL", "grace 5", "grace_ran_out 1"]] * 3
     assert max(termed) < min(ended), (termed, ended)
     # the state file keeps how each attempt ended, as its own exit record says
     assert [run.job(i)["history"][-1]["exit_code"] for i in ids] == [137] * 3

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from eq_tui.hosts.base import (
+    PERSON_STOP,
     AttemptProbe,
     GpuReading,
     HostSnapshot,
@@ -18,6 +19,7 @@ from eq_tui.hosts.base import (
     PreflightFinding,
     PreflightRequest,
     ProbeRequest,
+    Stop,
 )
 
 
@@ -97,7 +99,7 @@ class MemoryHost:
             self.used_mib[gpu] = 4000
 
     async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
-                   reason: str = "") -> int | None:
+                   reason: str = "", stop: Stop = PERSON_STOP) -> int | None:
         self.kills.append(session)
         found = self.sessions.get(attempt_dir)
         if found is not None:

@@ -37,7 +37,7 @@ from eq_tui.api.model import JobState
 from eq_tui.engine.commands.early_stop_edit import set_early_stop
 from eq_tui.engine.commands.editing import Editing
 from eq_tui.engine.commands.holds import Holds
-from eq_tui.engine.commands.job_commands import JobCommands
+from eq_tui.engine.commands.job_commands import JobCommands, kill_stop
 from eq_tui.engine.commands.queue_commands import QueueCommands
 from eq_tui.engine.tick.gpu_health import release as release_gpu
 from eq_tui.errors import HostError
@@ -59,8 +59,9 @@ class Commands:
         holds, editing = Holds(self.ctx), Editing(self.ctx, engine)
         jobs, queue = JobCommands(engine), QueueCommands(engine)
         self._release_jobs = self._each_job(holds.release)
+        self._jobs = jobs
         self.handlers: dict[type[Command], Handler] = {
-            Kill: self._each_job(jobs.kill), Retry: self._each_job(jobs.retry),
+            Kill: self._kill, Retry: self._each_job(jobs.retry),
             Requeue: self._each_job(jobs.requeue), Hold: self._each_job(holds.hold),
             Release: self._release,
             SetPriority: self._locked(holds.priority), Edit: self._locked(editing.edit),
@@ -130,6 +131,14 @@ class Commands:
         self.engine.check_finished()
         self.ctx.commands.remember(command_id, done)
         self.engine.persist_if_unsaved()
+
+    async def _kill(self, command: Kill, command_id: str | None) -> CommandResult:
+        """Each named job killed, with the grace the command gives its job to save first."""
+        try:
+            stop = kill_stop(command.grace)
+        except ValueError as exc:
+            return result(error=f"kill: {exc}")
+        return await self._each_job(lambda job: self._jobs.kill(job, stop))(command, command_id)
 
     async def _release(self, command: Release, command_id: str | None) -> CommandResult:
         """Held jobs, or (`phase`) a phase the crash guard holds."""

@@ -7,13 +7,25 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from eq_tui.api.model import FailureClass, JobState, JobStatus
+from eq_tui.hosts.base import PERSON_STOP, Stop
 
 if TYPE_CHECKING:
     from eq_tui.engine.engine import Engine
 
-# A stopped session gets SIGTERM and up to 5 s before SIGKILL: jobs named together are stopped
-# side by side (a few per host at once, so one SSH connection is not flooded with channels).
+# A stopped job gets SIGTERM and its grace (5 s unless the kill gives one) before SIGKILL: jobs
+# named together are stopped side by side (a few per host at once, so one SSH connection is not
+# flooded with channels).
 STOPS_PER_HOST = 8
+
+
+def kill_stop(grace: object) -> Stop:
+    """A person's stop, with the grace a kill command gives (seconds; None: the default).
+    ValueError saying why for one that is not 0 to 86400 seconds."""
+    if grace is None:
+        return PERSON_STOP
+    if isinstance(grace, bool) or not isinstance(grace, int | float) or grace != grace:
+        raise ValueError(f"grace must be a number of seconds, not {grace!r}")
+    return Stop(grace_s=float(grace))
 
 
 class JobCommands:
@@ -22,22 +34,23 @@ class JobCommands:
         self.ctx = engine.ctx
         self._stop_slots: dict[str, asyncio.Semaphore] = {}
 
-    async def _stop_attempt(self, job: JobState, why: FailureClass, text: str) -> None:
-        """A person ends the running attempt: its session is stopped and it says why (`text`
-        also goes to the attempt's log and exit record)."""
+    async def _stop_attempt(self, job: JobState, why: FailureClass, text: str,
+                            stop: Stop = PERSON_STOP) -> None:
+        """A person ends the running attempt: its session is stopped as `stop` says and it says
+        why (`text` also goes to the attempt's log and exit record)."""
         if not job.status.is_active:
             return
         slots = self._stop_slots.setdefault(job.host or "", asyncio.Semaphore(STOPS_PER_HOST))
         async with slots:
-            await self.engine.launcher.stop_session(job, text)
+            await self.engine.launcher.stop_session(job, text, stop)
         current = job.current
         if current is not None:
             current.failure_class = why
 
-    async def kill(self, job: JobState) -> str:
+    async def kill(self, job: JobState, stop: Stop = PERSON_STOP) -> str:
         if job.status.is_finished:
             return f"already {job.status}"
-        await self._stop_attempt(job, FailureClass.KILLED, "killed by the user")
+        await self._stop_attempt(job, FailureClass.KILLED, "killed by the user", stop)
         job.retry_at = None
         job.reason = "killed by the user"
         self.ctx.ledger.set_status(job, JobStatus.KILLED, failure_class=FailureClass.KILLED,

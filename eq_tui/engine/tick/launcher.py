@@ -16,7 +16,7 @@ from eq_tui.engine.tick.drain_launch import DrainLaunches
 from eq_tui.engine.tick.judge import LAUNCH_GRACE_S
 from eq_tui.engine.tick.tick_timing import Pacing
 from eq_tui.errors import HostError
-from eq_tui.hosts.base import LaunchRequest
+from eq_tui.hosts.base import PERSON_STOP, LaunchRequest, Stop
 from eq_tui.hosts.claims import ClaimRefused
 from eq_tui.manifest.launchvars import substitute
 
@@ -157,14 +157,17 @@ class Launcher:
                              claim=ticket(self.ctx, job, host, gpus),
                              drain=self.drains.wait_for(host, gpus))
 
-    async def stop_session(self, job: JobState, reason: str = "") -> None:
-        """Stop the current attempt's session (a kill or a requeue by a person; `reason` is
-        recorded in the attempt's dir and log)."""
+    async def stop_session(self, job: JobState, reason: str = "",
+                           stop: Stop = PERSON_STOP) -> None:
+        """Stop the current attempt as `stop` says: its signal to the job, SIGKILL after its
+        grace, then its session (a kill or a requeue by a person; `reason` is recorded in the
+        attempt's dir and log)."""
         current = job.current
         if current is None or job.host is None or job.host not in self.ctx.hosts:
             return
         code = await self.ctx.hosts[job.host].host.kill(current.session, current.attempt_dir,
-                                                        self.ctx.manifest.launcher, reason)
+                                                        self.ctx.manifest.launcher, reason,
+                                                        stop)
         current.close(self.ctx.clock())
         if code is not None:
             current.exit_code = code  # its own record's, as the host wrote it

@@ -1,7 +1,8 @@
 # _attempt_records.sh: included (shell_host.script) in the attempt wrappers of launch.sh and
 # slurm_submit.sh, with $dir the attempt dir. The host's clock times both ends of an attempt:
 # `start` as the command's process is forked, `end` and then `exit` (atomically) once it is
-# over.
+# over. A stop (kill.sh, slurm_cancel.sh) leaves its fields in `stop`: they follow the exit
+# code in `exit`, whose first line stays the code alone.
 # stamp NAME: the host's time, to the sub-second where `date` has it, into $dir/NAME
 stamp() {
     eq_now=$(date +%s.%N 2>/dev/null)
@@ -12,7 +13,8 @@ stamp() {
 finish() {
     [ -s "$dir/start" ] || stamp start
     stamp end
-    echo "$1" > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+    { echo "$1"; [ ! -s "$dir/stop" ] || cat "$dir/stop"; } > "$dir/exit.tmp" &&
+        mv "$dir/exit.tmp" "$dir/exit"
 }
 fail() {
     echo "eq-tui: $1"

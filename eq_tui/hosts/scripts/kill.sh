@@ -1,12 +1,31 @@
-# kill.sh LAUNCHER SESSION ATTEMPT_DIR [REASON]
-# TERM the attempt's process group, KILL what is left after a grace period, then end the session
-# addressed exactly (screen by PID.NAME, tmux by =NAME): a bare screen name matches by prefix.
-# With REASON (a person's kill), an attempt with no exit record gets one (128 + the signal that
-# ended it) and its log a line saying so: the wrapper died with its group and could not.
+# kill.sh LAUNCHER SESSION ATTEMPT_DIR [REASON [SIGNAL [GRACE]]]
+# A stop that lets the job save its work: SIGNAL (TERM by default) to the job's processes only,
+# never to its wrapper, so the wrapper and its screen/tmux session stay up and no SIGHUP from a
+# closing terminal reaches the job; KILL to what is left of the job after GRACE seconds (5 by
+# default; tenths count); the wrapper then records the exit, the stop's fields included
+# (`stop`, beside the attempt's records, is appended to `exit`), and ends. Only then the session
+# is ended, addressed exactly (screen by PID.NAME, tmux by =NAME: a bare screen name matches by
+# prefix), with KILL to anything of the group still there. The grace is not waited once the job
+# is gone: a job that dies of its signal frees its GPUs at once.
+# With REASON (a person's kill), an attempt that still has no exit record gets one (128 + the
+# signal that ended it, and the stop's fields) and its log a line saying why and how it ended.
 # Output: `exit CODE` when the attempt has an exit record by then.
 set -u
-launcher=$1 session=$2 dir=$3 reason=${4:-}
-signal=
+launcher=$1 session=$2 dir=$3 reason=${4:-} stop_signal=${5:-TERM} grace=${6:-5}
+stop_signal=${stop_signal#SIG}
+case $stop_signal in
+    ''|*[!A-Z0-9]*) echo "eq-tui: kill.sh: not a signal name: $stop_signal" >&2; exit 2 ;;
+esac
+# the grace in tenths of a second (the poll's step)
+case $grace in
+    *.*) whole=${grace%%.*} tenth=${grace#*.} ;;
+    *) whole=$grace tenth=0 ;;
+esac
+tenth=$(printf '%.1s' "$tenth")
+case $whole$tenth in
+    *[!0-9]*) echo "eq-tui: kill.sh: not a grace in seconds: $grace" >&2; exit 2 ;;
+esac
+grace_tenths=$(( ${whole:-0} * 10 + ${tenth:-0} ))
 
 pgid=$(tr -d ' \n' < "$dir/pgid" 2>/dev/null)
 # eq-tui include: _proc_groups.sh
@@ -14,29 +33,82 @@ pgid=$(tr -d ' \n' < "$dir/pgid" 2>/dev/null)
 proc_groups $$
 mine=$eq_pgid
 case $pgid in ''|*[!0-9]*) pgid= ;; esac
-# Members of the group that are still running (zombies left for init to reap do not count).
+if [ -n "$pgid" ] && { [ "$pgid" -le 1 ] || [ "$pgid" = "$mine" ]; }; then pgid=; fi
+# Members of the group still running (zombies left for a reaper do not count).
 running() {
     ps -eo pgid=,stat= 2>/dev/null | awk -v g="$pgid" '$1 == g && $2 !~ /^Z/ {n++} END {exit n == 0}'
 }
-if [ -n "$pgid" ] && [ "$pgid" -gt 1 ] && [ "$pgid" != "$mine" ]; then
-    # `kill -TERM -- -PGID` is refused by dash ("Illegal number: --"): no `--`
-    if kill -TERM "-$pgid" 2>/dev/null; then
-        signal=TERM
-        waited=0
-        while running && [ "$waited" -lt 50 ]; do
-            sleep 0.1 2>/dev/null || sleep 1
-            waited=$((waited + 1))
-        done
-        running && signal=KILL
-        kill -KILL "-$pgid" 2>/dev/null
+top=$(tr -d ' \n' < "$dir/pid" 2>/dev/null)
+case $top in ''|*[!0-9]*) top=- ;; esac
+# The job's processes: the group's members but its wrapper, which leads the group (screen and
+# tmux start it in a session of its own), and the wrapper's own children (the subshell that
+# waits for the job, and tee, which writes the log). Once the wrapper is gone, all of them.
+# The wrapper's `sh -c COMMAND` (the attempt's pid) is signalled only once it has no child: a
+# shell that runs `python train.py` as its child (dash does not exec it) would die at once and
+# the attempt record its exit while the job still saves; left alone it ends with the job's own
+# status.
+job_pids() {
+    ps -eo pid=,ppid=,pgid=,stat= 2>/dev/null |
+        awk -v g="$pgid" -v top="$top" '
+            $3 == g && $4 !~ /^Z/ && $1 != g && $2 != g { job[$1] = 1; if ($2 == top) busy = 1 }
+            END { for (p in job) if (p != top || !busy) print p }'
+}
+# poll_while TENTHS COMMAND...: until COMMAND fails, at most TENTHS tenths of a second
+poll_while() {
+    eq_left=$1
+    shift
+    while "$@" && [ "$eq_left" -gt 0 ]; do
+        sleep 0.1 2>/dev/null || sleep 1
+        eq_left=$((eq_left - 1))
+    done
+    ! "$@"
+}
+job_left() { [ -n "$(job_pids)" ]; }
+# stop_record ENDED_BY RAN_OUT: the stop's fields, for the wrapper's exit record
+stop_record() {
+    printf 'stop %s\nsignal %s\ngrace %s\ngrace_ran_out %s\n' \
+        "$stop_signal" "$1" "$grace" "$2" > "$dir/stop.tmp" && mv "$dir/stop.tmp" "$dir/stop"
+}
+ended_by=
+ran_out=0
+if [ -n "$pgid" ]; then
+    pids=$(job_pids)
+    if [ -n "$pids" ] && [ -d "$dir" ]; then
+        # recorded before the signal: the job may be gone (and its exit written) at once
+        stop_record "$stop_signal" 0
+        # shellcheck disable=SC2086 # pids, one word each
+        kill -s "$stop_signal" $pids 2>/dev/null
+        ended_by=$stop_signal
+        if ! poll_while "$grace_tenths" job_left; then
+            ended_by=KILL ran_out=1
+            stop_record KILL 1
+            pids=$(job_pids)
+            # shellcheck disable=SC2086
+            [ -z "$pids" ] || kill -s KILL $pids 2>/dev/null
+        fi
+        # the wrapper records the exit and ends (its tee once the job's last output is in)
+        poll_while 50 running
+    else
+        # nothing of the job runs: a wrapper that just ended it, or one still before its start
+        poll_while 5 running
     fi
+    running && kill -KILL "-$pgid" 2>/dev/null
 fi
-if [ -n "$reason" ] && [ -n "$signal" ] && [ -d "$dir" ] && [ ! -e "$dir/exit" ]; then
-    case $signal in TERM) code=143 ;; *) code=137 ;; esac
-    ended=$(date +%s.%N 2>/dev/null)
-    case $ended in *N*|"") ;; *) echo "$ended" > "$dir/end" ;; esac
-    printf '\neq-tui: %s (SIG%s to process group %s)\n' "$reason" "$signal" "$pgid" >> "$dir/log"
-    echo "$code" > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+if [ -n "$reason" ] && [ -n "$ended_by" ] && [ -d "$dir" ]; then
+    if [ "$ran_out" = 1 ]; then
+        how="SIG$stop_signal to the job, SIGKILL after the ${grace} s grace"
+    else
+        how="SIG$stop_signal to the job, which ended within the ${grace} s grace"
+    fi
+    printf '\neq-tui: %s (%s; process group %s)\n' "$reason" "$how" "$pgid" >> "$dir/log"
+    if [ ! -e "$dir/exit" ]; then
+        number=$(kill -l "$ended_by" 2>/dev/null)
+        case $number in ''|*[!0-9]*) number=9 ;; esac
+        ended=$(date +%s.%N 2>/dev/null)
+        case $ended in *N*|"") ;; *) echo "$ended" > "$dir/end" ;; esac
+        { echo "$((128 + number))"; cat "$dir/stop" 2>/dev/null; } > "$dir/exit.tmp" &&
+            mv "$dir/exit.tmp" "$dir/exit"
+    fi
 fi
 
 case $launcher in
@@ -66,4 +138,5 @@ fi
 code=
 [ -r "$dir/exit" ] && IFS= read -r code < "$dir/exit"
 case $code in ''|*[!0-9]*) ;; *) echo "exit $code" ;; esac
+[ -z "$ended_by" ] || echo "stopped $stop_signal $ended_by $ran_out"
 exit 0

@@ -37,7 +37,8 @@ printf '%s' "$cmd" > "$dir/cmd" || fail_write cmd
 cat > "$dir/run.sh" <<'WRAPPER'
 #!/bin/sh
 # eq-tui attempt wrapper (Slurm batch script): pid/pgid/start beside the log, and the command's
-# own exit code written atomically to `exit`. Slurm writes stdout/stderr to the log.
+# own exit code written atomically to `exit` (with a stop's fields). Slurm writes stdout/stderr
+# to the log.
 dir=$1
 # eq-tui include: _attempt_records.sh
 # eq-tui include: _conda.sh
@@ -58,12 +59,26 @@ fi
 if ! command_text=$(cat "$dir/cmd") || [ -z "$command_text" ]; then
     fail "cannot read the command from $dir/cmd"
 fi
-# the start is stamped just after the fork: the job does not wait for `date`
-sh -c "$command_text" &
-echo $! > "$dir/pid"
+# A stop (slurm_cancel.sh) signals the whole batch step, this shell too: it stays to record how
+# the job ended, and so does the shell that runs the command (dash does not exec its one
+# command: it would die at once, its exit recorded while the job still saves, and the job be
+# killed with the step once this script ends). Traps with an action, not ignored signals: the
+# job's own processes start with each signal's default. The start is stamped just after the
+# fork: the job does not wait for `date`.
+eq_traps="trap : TERM INT HUP USR1 USR2"
+$eq_traps
+sh -c "$eq_traps
+$command_text" &
+eq_job=$!
+echo "$eq_job" > "$dir/pid"
 stamp start
-wait $!
-finish $?
+# a trapped signal ends `wait` early: wait again until the job itself has ended
+while :; do
+    wait "$eq_job"
+    eq_code=$?
+    kill -0 "$eq_job" 2>/dev/null || break
+done
+finish "$eq_code"
 WRAPPER
 [ -s "$dir/run.sh" ] || fail_write run.sh
 
