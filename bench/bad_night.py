@@ -57,7 +57,8 @@ def jobs() -> list[tuple[str, str]]:
 
 def manifest_text(bed: SshBed, work: Path, url: str, stall_after: float) -> str:
     hosts = "\n".join(f"  - {{name: {n}, ssh: {n}, log_dir: {work}/logs}}" for n in bed.hosts)
-    lines = "\n".join(f"  - {{id: {job_id}, cmd: \"{cmd}\"}}" for job_id, cmd in jobs())
+    lines = "\n".join(f"  - {{id: {job_id}, cmd: \"{cmd} --seed {i}\"}}"
+                      for i, (job_id, cmd) in enumerate(jobs()))
     return (f"project: night\ncwd: {work}\noom_retry: {{delay: 5, max_attempts: 3}}\n"
             f"stall_after: {stall_after:g}s\non_stall: restart\nhosts:\n{hosts}\n"
             f"notify:\n  - {{on: [stuck, stalled, quarantined, phase_done, finished], "

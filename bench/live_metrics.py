@@ -85,8 +85,9 @@ def manifest_text(config: dict[str, Any]) -> str:
                       f"log_dir: {work}/logs/{config['project']}}}" for n in config["hosts"])
     total = per_host * len(config["hosts"])
     return (f"project: {config['project']}\ncwd: {work}\nhosts:\n{hosts}\n"
-            f"grid: {{n: {list(range(total))}}}\n"
-            f"template: {{id: 'j${{n}}', cmd: '{JOB_CMD}'}}\n")
+            # alike jobs on purpose: repeats, so the grid variable is the seed
+            f"grid: {{seed: {list(range(total))}}}\n"
+            f"template: {{id: 'j${{seed}}', cmd: '{JOB_CMD}'}}\n")
 
 
 def say(phase: str, **fields: Any) -> None:

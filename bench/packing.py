@@ -51,7 +51,7 @@ RAMP_S = 5
 def job_line(job_id: str, mem: int, seconds: float, declared: int | str | None) -> str:
     epochs = max(1, round(seconds / 5))
     cmd = (f"fake-train --epochs {epochs} --epoch-seconds {seconds / epochs:g} --mem {mem} "
-           f"--ramp {RAMP_S}")
+           f"--ramp {RAMP_S} --seed {int(job_id[1:])}")  # alike jobs: their seeds differ
     key = "" if declared is None else f", mem_mib: {declared}"
     return f"  - {{id: {job_id}, cmd: \"{cmd}\"{key}}}"
 

@@ -58,7 +58,7 @@ def manifest_for(bed: SshBed, names: list[str], jobs: int) -> str:
     return (f"project: bench{len(names)}\ncwd: {bed.work}\nhosts:\n{hosts}\n"
             f"grid: {{i: {list(range(jobs))}}}\n"
             "template: {id: 'j${i}', cmd: 'fake-train --epochs 100000 --epoch-seconds 1 "
-            "--mem 100'}\n")
+            "--mem 100 --seed ${i}'}\n")
 
 
 async def tick_times(bed: SshBed, names: list[str], rounds: int) -> dict[str, float]:

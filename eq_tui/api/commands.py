@@ -37,7 +37,7 @@ class Command:
             value = getattr(self, f.name)
             if value is None or (f.name in _DROP_WHEN_EMPTY and not value):
                 continue
-            out[_WIRE_NAMES.get(f.name, f.name)] = dict(value) if f.name == "sets" else value
+            out[_WIRE_NAMES.get(f.name, f.name)] = dict(value) if f.name in _MAPPINGS else value
         return out
 
     def wire(self) -> tuple[str, list[str], dict[str, Any]]:
@@ -56,7 +56,11 @@ class OnJobs(Command):
 
 @dataclass(frozen=True)
 class Kill(OnJobs):
+    """`grace`: seconds the job has after its SIGTERM before SIGKILL (None: the host's short
+    default), for a job that saves its work first."""
+
     name: ClassVar[str] = "kill"
+    grace: float | None = None
 
 
 @dataclass(frozen=True)
@@ -94,11 +98,13 @@ class SetPriority(OnJobs):
 
 @dataclass(frozen=True)
 class Edit(OnJobs):
-    """A new command (`cmd`), or the old one with some `--key value`s changed (`sets`)."""
+    """A new command (`cmd`), or the old one with some `--key value`s changed (`sets`: each a
+    flag the command has) and new flags added (`add_flags`)."""
 
     name: ClassVar[str] = "edit"
     cmd: Any = None
     sets: Mapping[str, Any] = field(default_factory=dict)
+    add_flags: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,7 @@ class Clone(Command):
     new_id: Any = None  # default: JOB-cloneN
     cmd: Any = None
     sets: Mapping[str, Any] = field(default_factory=dict)
+    add_flags: Mapping[str, Any] = field(default_factory=dict)
     priority: Any = None
     mem_mib: Any = None
     exclusive: Any = None
@@ -184,8 +191,9 @@ KINDS: dict[str, type[Command]] = {kind.name: kind for kind in (
     Kill, Retry, Requeue, Hold, Release, SetPriority, Edit, Clone, Add, Reload, SetEarlyStop,
     Pause, Resume, Shutdown, ReleaseGpu)}
 _NOT_ARGUMENTS = frozenset({"job_ids", "job", "gpus"})
-_DROP_WHEN_EMPTY = frozenset({"sets", "by"})
-_WIRE_NAMES = {"sets": "set", "new_id": "id"}
+_MAPPINGS = frozenset({"sets", "add_flags"})
+_DROP_WHEN_EMPTY = frozenset({*_MAPPINGS, "by"})
+_WIRE_NAMES = {"sets": "set", "add_flags": "add_flag", "new_id": "id"}
 _FIELD_NAMES = {wire: name for name, wire in _WIRE_NAMES.items()}
 
 
@@ -208,8 +216,9 @@ def from_wire(name: str, targets: Sequence[Any] | None = None,
         if field_name not in known:
             raise CommandError(f"{name} takes no argument {key!r}")
         given[field_name] = value
-    if "sets" in given and not isinstance(given["sets"], Mapping):
-        raise CommandError(f"{name}: 'set' must map keys to values")
+    for key in _MAPPINGS & set(given):
+        if not isinstance(given[key], Mapping):
+            raise CommandError(f"{name}: '{_WIRE_NAMES[key]}' must map keys to values")
     if "by" in given:
         given["by"] = str(given["by"] or "")
     if issubclass(kind, OnJobs):

@@ -6,11 +6,12 @@ from __future__ import annotations
 import shlex
 
 
-def held_phase_todo(run_dir: str, phase: str, job: str | None) -> str:
-    """The commands for phase `phase` of the run in `run_dir`, `job` one of its stuck jobs."""
-    where = shlex.quote(run_dir)
-    retry = (f"`eq-tui retry {where} {shlex.quote(job)}` (retries it and releases the phase; "
-             "r on it in the UI)" if job else f"`eq-tui retry {where} JOB` on one of its jobs")
-    return (f"it waits for a person: fix the command, then {retry}, or "
-            f"`eq-tui release {where} --phase {shlex.quote(phase)}` to launch the rest as they "
-            "are")
+def held_phase_todo(run_dir: str, phase: str, job: str | None = None) -> str:
+    """The commands for phase `phase` of the run in `run_dir`. One command retries every stuck
+    job of the phase: they share the cause, and retrying one alone (which releases the phase)
+    would leave the others stuck. `job`, one of them, is no longer named for that reason (the
+    callers' alerts list them all)."""
+    where, name = shlex.quote(run_dir), shlex.quote(phase)
+    return (f"it waits for a person: fix the command, then `eq-tui retry {where} --stuck "
+            f"--phase {name}` (retries every stuck job of the phase and releases it), or "
+            f"`eq-tui release {where} --phase {name}` to launch the rest as they are")

@@ -30,6 +30,8 @@ _RANGE = re.compile(r"(-?\d+)\.\.(-?\d+)(?:\.\.(\d+))?")
 _FLAG_BEFORE = re.compile(r"--?([A-Za-z][A-Za-z0-9_-]*)[= ]$")
 _ID_SAFE = re.compile(r"[A-Za-z0-9_.-]+")
 _SIM = re.compile(r"sim(?::(\d+))?")
+# a brace list begun and not ended before a space or the end: `{1e-3,3e-4`, `{1, 2}`
+_UNCLOSED = re.compile(r"(?<!\$)\{([^{}\s]*(?:,|\.\.)[^{}\s]*)(?=\s|$)")
 
 
 def parser(verb: str = "init") -> argparse.ArgumentParser:
@@ -60,14 +62,24 @@ def split_braces(command: str) -> Grid:
     pieces: list[str] = []
     last = 0
     for match in _BRACE.finditer(command):
+        _refuse_unclosed(command[last:match.start()])
         pieces.append(_literal(command[last:match.start()]))
         name = _variable_name(command[:match.start()], grid.variables)
         grid.variables[name] = _values(match.group(1))
         pieces.append(f"${{{name}}}")
         last = match.end()
+    _refuse_unclosed(command[last:])
     pieces.append(_literal(command[last:]))
     grid.template = "".join(pieces)
     return grid
+
+
+def _refuse_unclosed(text: str) -> None:
+    """A brace list with no `}` (or a space inside it) would be one literal job: refused."""
+    found = _UNCLOSED.search(text)
+    if found:
+        raise UsageError(f"`{found.group(0)}`: a brace list without its closing `}}` (no spaces "
+                         "inside one: {1e-3,3e-4}, {1..3})")
 
 
 def _literal(text: str) -> str:

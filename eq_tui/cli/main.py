@@ -1,11 +1,13 @@
 """`eq-tui`: one table from each verb to the module that runs it, and the one place where an
 expected failure becomes a message and an exit code (2 usage/manifest, 3 host/run dir, 130
 interrupted), never a traceback. Anything that is not a verb is the main command: `eq-tui
-MANIFEST...` (run.py)."""
+MANIFEST...` (run.py), except a first word that is no file and no path either: a mistyped verb,
+answered with the nearest (`eq-tui stats .`: did you mean `status`?)."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol, cast
 
 from eq_tui.cli.queue_verb_names import VERBS as QUEUE_VERBS
-from eq_tui.errors import EqTuiError
+from eq_tui.errors import EqTuiError, UsageError
 
 
 class _Parser(Protocol):
@@ -79,11 +81,25 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     return {"": MAIN.parser(""), **{name: verb.parser(name) for name, verb in VERBS.items()}}
 
 
+def unknown_verb(word: str) -> UsageError | None:
+    """The answer for a first word that is neither a verb nor a manifest: no such file, no
+    path (no `/`), no manifest's extension, no option. None for one the main command takes."""
+    if (word.startswith("-") or os.path.lexists(word) or "/" in word or "\0" in word
+            or word.lower().endswith((".yaml", ".yml", ".json"))):
+        return None
+    near = difflib.get_close_matches(word, list(VERBS), n=1, cutoff=0.5)
+    hint = f" — did you mean `{near[0]}`?" if near else " and no file of that name"
+    return UsageError(f"unknown command {word!r}{hint} (`eq-tui --help` lists the commands)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         if args and args[0] in VERBS:
             return VERBS[args[0]].run(args[0], args[1:])
+        typo = unknown_verb(args[0]) if args else None
+        if typo is not None:
+            raise typo
         return MAIN.run("", args)
     except EqTuiError as exc:
         print(f"eq-tui: {exc}", file=sys.stderr)

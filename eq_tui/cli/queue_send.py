@@ -2,7 +2,9 @@
 [HOST:]RUN_DIR ...`: one command to the run's engine through its control socket (over SSH
 for HOST:RUN_DIR), what it did printed (or its JSON answer), and an exit code: 0 done, 1 some
 job could not be acted on, 2 bad usage, 3 no engine runs there and none could be started. A run
-whose engine is not running gets one started in the background for the command (pause aside).
+whose engine is not running gets one started in the background for the command (pause aside),
+once the command's job ids and --set flags are checked against its state file (queue_check.py):
+a typo never starts an engine.
 
 A command carries an id; when the link drops before the answer comes, the same command is sent
 again with the same id (the engine applies an id once), after a pause that grows."""
@@ -21,6 +23,7 @@ from typing import Any
 
 from eq_tui.api.client import CommandResult
 from eq_tui.api.commands import OnJobs, SetEarlyStop
+from eq_tui.cli.queue_check import check_request, check_saved
 from eq_tui.cli.queue_verbs import Request, parse_verb
 from eq_tui.cli.remote.reach import NoEngine, reach
 from eq_tui.errors import RunDirError
@@ -55,6 +58,9 @@ async def send(request: Request) -> CommandResult:
     for attempt in range(RESENDS + 1):
         try:
             async with reach(request.where, request.config_path) as client:
+                known = client.snapshot().get("jobs")
+                if request.jobs and known is not None:  # a typo is answered before sending
+                    check_request(request, known)
                 if request.filter is not None and isinstance(command, OnJobs):
                     jobs = list(command.job_ids)
                     matched = filtered_jobs(dict(client.snapshot()), request.filter)
@@ -133,6 +139,8 @@ def run(verb: str, argv: list[str]) -> int:
     try:
         answer = asyncio.run(send(request))
     except NoEngine:
+        if local:  # a typo is answered from the state file: no engine started to refuse it
+            check_saved(request, Path(request.where))
         if verb == "pause":
             raise RunDirError(f"no engine is running for {request.where}: nothing launches "
                               "without one, so there is nothing to pause") from None

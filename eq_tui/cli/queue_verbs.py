@@ -14,6 +14,7 @@ from eq_tui.api.commands import (
     Clone,
     Command,
     Edit,
+    Kill,
     OnJobs,
     Release,
     Reload,
@@ -28,7 +29,11 @@ from eq_tui.cli.parsing import (
     ssh_config_path,
 )
 from eq_tui.cli.queue_verb_names import JOB_VERBS
-from eq_tui.errors import UsageError
+from eq_tui.errors import ManifestError, UsageError
+from eq_tui.hosts.base import MAX_GRACE_S
+from eq_tui.manifest.schema import Context
+from eq_tui.manifest.settings import parse_duration
+from eq_tui.manifest.yaml_lines import Located
 
 WHAT = {
     "kill": "Kill jobs: stop their sessions; they stay killed until retried.",
@@ -51,8 +56,10 @@ WHAT = {
               "what a person changed (an edited command, a priority set, a hold) stays unless "
               "--force, and the answer says which of the file's changes it left out for it.",
 }
-SET_HELP = ("change one arg of the command: --key VALUE (true: the bare flag, false: drop "
-            "it); repeat for more")
+SET_HELP = ("change one flag the command has: --key VALUE (true: the bare flag, false: drop "
+            "it); a flag it lacks is refused with the flags it has; repeat for more")
+ADD_FLAG_HELP = ("add a flag the command does not have yet: --key VALUE (true: the bare "
+                 "flag); repeat for more")
 COMMAND_HELP = ("after --: the command; one word is taken as shell text as it is, several are "
                 "quoted word by word")
 
@@ -85,7 +92,9 @@ def parser(verb: str) -> argparse.ArgumentParser:
               "done).")
     parser = new_parser(verb, WHAT[verb] + " Talks to the run's engine through its control "
                         f"socket.{starts} Exit 0 done, 1 a job could not be acted on, 2 bad "
-                        "usage, 3 no engine runs there and none could be started.")
+                        "usage (a job id the run does not have, a --set flag the command "
+                        "does not have: checked before any engine is started), 3 no engine "
+                        "runs there and none could be started.")
     parser.add_argument("run_dir", metavar="[HOST:]RUN_DIR", help=RUN_DIR_HELP)
     if verb == "release":
         parser.add_argument("--phase", metavar="NAME",
@@ -116,12 +125,24 @@ def parser(verb: str) -> argparse.ArgumentParser:
                                  "share a GPU (default: its phase's mem_mib)")
         parser.add_argument("--exclusive", action="store_true", default=None,
                             help="its GPUs alone, shared with no job")
+    if verb == "kill":
+        parser.add_argument("--grace", metavar="DURATION",
+                            help="how long each job has after its SIGTERM to save its work "
+                                 "before SIGKILL, e.g. 60s or 2m (default 5s; not waited once "
+                                 "the job is gone)")
     if verb in ("clone", "add"):
         parser.add_argument("--priority", type=int, help="its priority (default: the source's "
                                                          "or 0)")
     if verb in ("edit", "clone"):
         parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                             help=SET_HELP)
+        parser.add_argument("--add-flag", action="append", default=[], metavar="KEY=VALUE",
+                            help=ADD_FLAG_HELP)
+    if verb == "retry":
+        parser.add_argument("--stuck", action="store_true",
+                            help="every stuck job (with --phase: of that phase), as the crash "
+                                 "guard's advice says; retrying releases a held phase")
+        parser.add_argument("--phase", metavar="NAME", help="with --stuck: this phase's only")
     if verb == "edit":
         parser.add_argument("--early-stop", metavar="SETTING",
                             help="early stopping for the rest of the run (no JOB): off; on "
@@ -178,6 +199,8 @@ def parse_verb(verb: str, argv: list[str]) -> Request:
     early_stop = getattr(options, "early_stop", None)
     if verb == "edit" and (early_stop is not None or phase is not None):
         return _early_stop_request(options, jobs, filter_query, cmd)
+    if verb == "retry":
+        filter_query, phase = _stuck_filter(options, jobs, filter_query), None
     if phase is not None and (jobs or filter_query):
         raise UsageError("release: --phase releases a phase; name no JOB and no "
                          "--filter with it")
@@ -221,20 +244,26 @@ def _command(verb: str, options: argparse.Namespace, jobs: tuple[str, ...],
              cmd: str | None) -> Command:
     """The typed command the verb's options say."""
     sets: dict[str, str] = {}
+    added: dict[str, str] = {}
     if verb in ("edit", "clone"):
         try:
             sets = parse_sets(options.set)
+            added = parse_sets(options.add_flag, option="--add-flag")
         except ArgError as exc:
             raise UsageError(f"{verb}: {exc}") from None
+        if set(sets) & set(added):
+            raise UsageError(f"{verb}: --{sorted(set(sets) & set(added))[0]} is given to both "
+                             "--set and --add-flag")
     if verb in ("clone", "add") and options.id is not None and not _valid_id(options.id):
         raise UsageError(f"{verb}: --id {options.id!r} is not a job id (letters, "
                          "digits, '_', '.', '-')")
     if verb == "edit":
-        if cmd is None and not sets:
-            raise UsageError("edit: give the new command after --, or --set KEY=VALUE")
-        return Edit(jobs, cmd=cmd, sets=sets)
+        if cmd is None and not sets and not added:
+            raise UsageError("edit: give the new command after --, or --set KEY=VALUE, or "
+                             "--add-flag KEY=VALUE")
+        return Edit(jobs, cmd=cmd, sets=sets, add_flags=added)
     if verb == "clone":
-        return Clone(job=jobs[0], new_id=options.id, cmd=cmd, sets=sets,
+        return Clone(job=jobs[0], new_id=options.id, cmd=cmd, sets=sets, add_flags=added,
                      priority=options.priority)
     if verb == "add":
         if cmd is None:
@@ -248,8 +277,36 @@ def _command(verb: str, options: argparse.Namespace, jobs: tuple[str, ...],
         return Reload(dry_run=options.dry_run, force=options.force)
     if verb == "release":
         return Release(job_ids=jobs, phase=options.phase)
+    if verb == "kill":
+        return Kill(job_ids=jobs, grace=None if options.grace is None else _grace(options.grace))
     kind = KINDS[verb]
     return kind(job_ids=jobs) if issubclass(kind, OnJobs) else kind()
+
+
+def _stuck_filter(options: argparse.Namespace, jobs: list[str],
+                  filter_query: str | None) -> str | None:
+    """`retry --stuck [--phase P]`: the filter that names every stuck job (of phase P)."""
+    if options.phase is not None and not options.stuck:
+        raise UsageError("retry: --phase goes with --stuck (every stuck job of that phase)")
+    if not options.stuck:
+        return filter_query
+    if jobs or filter_query:
+        raise UsageError("retry: --stuck names the jobs; give no JOB and no --filter with it")
+    if options.phase is not None and not _valid_id(options.phase):
+        raise UsageError(f"retry: --phase {options.phase!r} is not a phase name")
+    return "status:stuck" + ("" if options.phase is None else f" phase:{options.phase}")
+
+
+def _grace(text: str) -> float:
+    """`--grace`: seconds from 60, 60s, 2m, 1.5h (the manifest's durations)."""
+    try:
+        seconds = parse_duration(Context("--grace", Located(None)), text, ())
+    except ManifestError:
+        seconds = -1.0
+    if not 0 <= seconds <= MAX_GRACE_S:
+        raise UsageError(f"kill: --grace takes a duration such as 60s or 2m (at most 24h), "
+                         f"not {text!r}")
+    return seconds
 
 
 def _mem_mib(value: str) -> int | str:

@@ -44,11 +44,13 @@ acting on a queue (through its engine's control socket; a run whose engine is no
 finished or stopped, gets one started in the background for the command; --json, --help):
   eq-tui kill|retry|requeue|hold|release RUN_DIR JOB... [--filter 'status:stuck phase:p']
   eq-tui release RUN_DIR --phase P     launch a phase the crash guard holds, as it is
+  eq-tui retry RUN_DIR --stuck [--phase P]   every stuck job (of phase P) run again
   eq-tui pause|resume RUN_DIR  pause or resume launching
   eq-tui priority RUN_DIR JOB... N     higher launches first (manifest key: priority)
-  eq-tui edit RUN_DIR JOB... [--set KEY=VALUE] [-- NEW COMMAND...]
-                               a job that is not running; a finished one runs again
-  eq-tui clone RUN_DIR JOB [--id NEW] [--set KEY=VALUE] [-- COMMAND...]
+  eq-tui edit RUN_DIR JOB... [--set KEY=VALUE] [--add-flag KEY=VALUE] [-- NEW COMMAND...]
+                               a job that is not running; a finished one runs again; --set
+                               changes a flag the command has, --add-flag adds a new one
+  eq-tui clone RUN_DIR JOB [--id NEW] [--set KEY=VALUE] [--add-flag KEY=VALUE] [-- COMMAND...]
   eq-tui add RUN_DIR --id ID [--phase P] [--gpus N] [--mem MIB|auto] [--exclusive]
              [--priority N] -- COMMAND...
   eq-tui reload RUN_DIR [--dry-run] [--force]   read the manifest file again (waiting jobs
@@ -237,6 +239,13 @@ async def _after_start(engine: Any, options: argparse.Namespace, *, multi: bool)
               file=sys.stderr)
 
 
+def _first_missing(path: Path) -> Path:
+    """The outermost folder of `path` that does not exist yet."""
+    while not path.parent.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
 async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: list[Path],
                        ssh_config: str | None) -> int:
     import asyncio
@@ -247,11 +256,13 @@ async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: l
     from eq_tui.notify.notifier import serve_notifications
 
     engines: list[Engine] = []
-    fresh: list[Path] = []  # run dirs this command makes (sim hosts make theirs in make_hosts)
+    # run dirs this command makes (sim hosts make theirs in make_hosts), each with the outermost
+    # folder that making it makes (experiment_queue/ itself on a first run)
+    fresh: list[tuple[Path, Path]] = []
     try:
         for manifest, run_dir in zip(manifests, run_dirs, strict=True):
             if not run_dir.exists():
-                fresh.append(run_dir)
+                fresh.append((run_dir, _first_missing(run_dir)))
             poll = options.poll or manifest.poll or 2.0
             hosts = make_hosts(manifest, run_dir, ssh_config=ssh_config)
             engine = Engine(manifest, run_dir, hosts, poll=poll, exit_when_done=options.no_ui,
@@ -265,9 +276,9 @@ async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: l
         for engine in engines:
             engine.run_dir.release_lock()
         started = {engine.run_dir.path for engine in engines}
-        for run_dir in fresh:
+        for run_dir, made in fresh:
             if run_dir not in started:  # refused before it ran: leave nothing behind
-                shutil.rmtree(run_dir, ignore_errors=True)
+                shutil.rmtree(made, ignore_errors=True)
         raise
     if options.no_ui:
         from eq_tui.cli.headless import Headless

@@ -21,6 +21,8 @@ Semantics worth knowing:
   `max_cpu_jobs` are defaults for hosts.
 - `gpus_per_job: 0` is a CPU-only job; `mem_mib` or `exclusive: true` for one is an error
   (sharing.py).
+- Jobs of one phase that run the same command are an error, unless they differ in the phase's
+  seed key (waste.py): an unused grid variable is named.
 - Every error is a ManifestError naming the file, line and key path (exit code 2).
 """
 
@@ -53,6 +55,7 @@ from eq_tui.manifest.settings import (
     parse_project,
 )
 from eq_tui.manifest.sharing import for_gpus, parse_margin
+from eq_tui.manifest.waste import check_waste
 from eq_tui.manifest.watch_keys import parse_notify
 from eq_tui.manifest.yaml_lines import load_with_lines
 
@@ -95,6 +98,7 @@ def _build(ctx: Context, data: Any) -> Manifest:
     maker = JobMaker(ctx)
     results = parse_results(ctx, top, (), ResultsSpec())
     phases, jobs = _phases_and_jobs(ctx, top, maker, top_scope, results)
+    check_waste(ctx, maker.origins, jobs, phases)
     _check_gpus_fit(ctx, maker, jobs, hosts)
     return Manifest(
         project=project, source=ctx.source,

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from eq_tui.results import numbers
+
 J_PER_WH = 3600.0
 
 
@@ -63,12 +65,10 @@ def cost_record(history: Iterable[Any]) -> dict[str, float | None]:
 
 
 def energy_text(joules: float | None) -> str:
-    """Energy in words: Wh or kWh; `-` when unknown."""
-    if joules is None:
-        return "-"
-    wh = joules / J_PER_WH
-    return f"{wh / 1000:.2f} kWh" if wh >= 1000 else f"{wh:.1f} Wh"
+    """Energy in words: Wh or kWh (numbers.energy); `-` when unknown."""
+    return numbers.energy(None if joules is None else joules / J_PER_WH)
 
 
 def gpu_hours_text(gpu_s: float) -> str:
-    return f"{gpu_s / 3600:.2f} GPU-h" if gpu_s >= 360 else f"{gpu_s:.0f} GPU-s"
+    """GPU time in the unit that fits: `42 GPU-s`, `3.3 GPU-min`, `1.4 GPU-h`."""
+    return numbers.gpu_time(gpu_s)

@@ -24,6 +24,7 @@ from eq_tui.tui.filter_bar import FilterBar
 from eq_tui.tui.gpu_grid import GpuGrid
 from eq_tui.tui.gpu_release import release_gpu_commands
 from eq_tui.tui.header import RunHeader, with_queue_reason
+from eq_tui.tui.job_line import JobLine
 from eq_tui.tui.job_table import JobTable
 from eq_tui.tui.key_footer import KeyFooter
 from eq_tui.tui.keys import MAIN_ONLY, bindings, palette_keys
@@ -82,6 +83,7 @@ class EqTuiApp(LivingQueueActions, App[int]):
         yield GpuGrid(id="gpus")
         yield FilterBar(id="filter")
         yield JobTable(id="jobs")
+        yield JobLine(id="job-line")
         with Horizontal(id="bottom"):
             yield LogPane(id="log-pane")
             yield RetryPane(id="retry")
@@ -89,6 +91,7 @@ class EqTuiApp(LivingQueueActions, App[int]):
 
     def on_mount(self) -> None:
         self.table = self.query_one("#jobs", JobTable)
+        self.job_line = self.query_one(JobLine)
         self.grid = self.query_one(GpuGrid)
         self.log_pane = self.query_one(LogPane)
         self.retry_pane = self.query_one(RetryPane)
@@ -134,14 +137,17 @@ class EqTuiApp(LivingQueueActions, App[int]):
         screen.set_class(room.small, "-small")
         screen.set_class(room.logs_tab, "-logs-tab")
         if room.small:
-            screen.move_child(self.grid, after=self.table)
+            screen.move_child(self.grid, after=self.job_line)
         else:
             screen.move_child(self.grid, before=self.filter_bar)
         bottom = screen.query_one("#bottom")
         bottom.display = room.bottom_height != 0
         bottom.styles.height = "1fr" if room.logs_tab else room.bottom_height
         self.table.display = self.grid.display = not room.logs_tab
+        # a small screen has no log pane: the selected job's last line goes under the table
+        self.job_line.display = room.small and not room.logs_tab
         self.run_header.compact = room.small
+        self.run_header.screen_width = width
         self.table.fit_to(width)
         self.grid.fit_to(width, room.grid_budget, small=room.small)
         self.run_header.show(self.view, self.clock())
@@ -224,6 +230,8 @@ class EqTuiApp(LivingQueueActions, App[int]):
         attempts = len(found[1].get("history") or []) if found else 0
         running = found is not None and str(found[1].get("status")) in ("launching", "running")
         self.log_pane.follow(key if found else None, attempts, self.tail, running=running)
+        self.job_line.show(found[1] if found else None, now=self.clock(),
+                           max_attempts=found[0].max_attempts if found else 0)
         if found and found[1].get("host"):
             self.grid.select(row_key(found[0].project, str(found[1]["host"])))
 

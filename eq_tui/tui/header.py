@@ -18,6 +18,7 @@ from eq_tui.tui.run_view import RunView
 
 BAR_WIDTH = 30
 COMPACT_BAR_WIDTH = 10
+PADDING = 2  # app.tcss: #header's padding, a column each side
 SHORT_STATUS = {"running": "run", "launching": "launch", "pending": "wait",
                 "failed_oom": "oom", "completed": "done", "blocked": "block"}
 Part = Content | str | tuple[str, str]
@@ -29,7 +30,24 @@ def progress_bar(fraction: float, width: int = BAR_WIDTH) -> Content:
 
 
 def header_content(view: RunView, now: float, eta_s: float | None = None, *,
-                   compact: bool = False) -> Content:
+                   compact: bool = False, width: int = 0) -> Content:
+    """The header; in `width` columns (0: any), its bar narrowed, then left out, and on a
+    normal screen the `eq-tui` before the projects, so that PAUSED, HELD and the counts stay
+    in view; a small screen's, on two lines where one cannot hold them."""
+    bars = (COMPACT_BAR_WIDTH, 0) if compact else (BAR_WIDTH, 20, COMPACT_BAR_WIDTH, 0)
+    # (bar width, `eq-tui` before the projects, the counts on a line of their own)
+    steps = [(bar, True, not compact) for bar in bars] + [(0, compact, True)]
+    content = Content("")
+    for bar, brand, two_lines in steps:
+        content = _header(view, now, eta_s, compact=compact, bar=bar, brand=brand,
+                          two_lines=two_lines)
+        if not width or max(line.cell_length for line in content.split("\n")) <= width:
+            break
+    return content
+
+
+def _header(view: RunView, now: float, eta_s: float | None, *, compact: bool, bar: int,
+            brand: bool, two_lines: bool) -> Content:
     projects = ", ".join(view.projects) or "-"
     progress: Progress = view.progress(now)
     # the whole run, across resumes: from when the run dir was created
@@ -38,15 +56,14 @@ def header_content(view: RunView, now: float, eta_s: float | None = None, *,
     elapsed = format_duration(now - min(starts)) if starts else "-"
     finished = bool(view.projects) and all(p.finished for p in view.projects.values())
     eta = eta_text(eta_s, finished=finished, held=bool(view.keys_with_status("held")))
-    done = f" {progress.completed}/{progress.total} ({progress.fraction:.0%})"
+    done = f"{progress.completed}/{progress.total} ({progress.fraction:.0%})"
+    drawn: list[Part] = [progress_bar(progress.fraction, bar), " "] if bar else []
     if compact:
-        parts: list[Part] = [(projects, "bold $primary"), " ",
-                             progress_bar(progress.fraction, COMPACT_BAR_WIDTH), done,
+        parts: list[Part] = [(projects, "bold $primary"), " ", *drawn, done,
                              " ETA ", (eta, "bold")]
     else:
-        parts = [("eq-tui ", "bold $primary"), (projects, "bold"), "  ",
-                 progress_bar(progress.fraction), done,
-                 "  elapsed ", (elapsed, "bold"), "  ETA ", (eta, "bold")]
+        parts = [*([("eq-tui ", "bold $primary")] if brand else []), (projects, "bold"), "  ",
+                 *drawn, done, "  elapsed ", (elapsed, "bold"), "  ETA ", (eta, "bold")]
     if view.paused:
         parts += [" ", (" PAUSED ", "bold reverse $warning")]
     held = sorted({phase for p in view.projects.values() for phase in p.held_phases})
@@ -63,7 +80,7 @@ def header_content(view: RunView, now: float, eta_s: float | None = None, *,
             counts.append(" " if compact else "  ")
         label = SHORT_STATUS.get(status, status) if compact else status
         counts.append((f"{label} {n}", status_markup_style(status)))
-    if compact:
+    if not two_lines:
         return Content.assemble(*parts, ("  ", ""), *counts)
     return Content.assemble(*parts, "\n", *(counts or [("no jobs", "dim")]))
 
@@ -98,6 +115,9 @@ class RunHeader(Static):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.compact = False
+        self.screen_width = 0  # the app's (0: the app's size now)
 
     def show(self, view: RunView, now: float) -> None:
-        self.update(header_content(view, now, view_eta(view, now), compact=self.compact))
+        width = (self.screen_width or self.app.size.width) - PADDING
+        self.update(header_content(view, now, view_eta(view, now), compact=self.compact,
+                                   width=max(1, width)))

@@ -13,13 +13,14 @@ from textual.message import Message
 from textual.timer import Timer
 
 from eq_tui.tui.filters import JobFilter
-from eq_tui.tui.layout import TableFit, column_plan
+from eq_tui.tui.layout import TableFit, TableShape, column_plan, table_shape
 from eq_tui.tui.live_metrics import LiveMetrics
 from eq_tui.tui.palette import status_rich_styles
 from eq_tui.tui.row_table import RowTable, TableColumn
 from eq_tui.tui.rows import (
     COLUMN_KEYS,
     COLUMNS,
+    GPU_ONLY_LABEL,
     LAST_LINE_WIDTH,
     Cells,
     id_width,
@@ -74,18 +75,22 @@ class JobTable(RowTable):
         self._sort_timer: Timer | None = None
         self.screen_width = 0  # the app's, for fit_table (0: the app's size at setup)
         self._fit = TableFit(progress=True, last_line=LAST_LINE_WIDTH)
+        self._shape = TableShape()  # which columns the run needs (layout.table_shape)
 
     # ---- building --------------------------------------------------------------------------
 
     def setup(self, view: RunView, now: float) -> None:
-        """Columns (a project column only with several projects, the progress column where it
+        """Columns (those the run needs: layout.column_plan; the progress column where it
         fits: layout.fit_table) and every row."""
         self._view = view
         screen = self.screen_width or self.app.size.width
-        columns, widths, self._fit = column_plan(view, self.metric, screen)
+        self._shape = table_shape(view)
+        columns, widths, self._fit = column_plan(view, self.metric, screen, self._shape)
         self._columns = [i for i in columns if self._fit.progress or i != PROGRESS_INDEX]
         widths["last_line"] = self._fit.last_line
         labels = {"metric": self.metric} if self.metric else {}
+        if self._shape.one_host:
+            labels["where"] = GPU_ONLY_LABEL
         self.set_columns([TableColumn(MARK_COLUMN, " ", 1), *(
             TableColumn(c.key, labels.get(c.key, c.label), widths[c.key])
             for c in (COLUMNS[i] for i in self._columns))])
@@ -98,7 +103,8 @@ class JobTable(RowTable):
         change (the last log line narrower or wider, the progress column in or out)."""
         self.screen_width = screen_width
         view = self._view
-        if view is not None and column_plan(view, self.metric, screen_width)[2] != self._fit:
+        if view is not None and column_plan(view, self.metric, screen_width,
+                                            self._shape)[2] != self._fit:
             self.setup(view, self._now)
 
     def refresh_styles(self) -> None:
@@ -134,6 +140,7 @@ class JobTable(RowTable):
         gone: set[str] = set()
         new: list[str] = []
         changed: list[str] = []
+        records = []
         for key in keys:
             found = view.job(key)
             self._cells.pop(key, None)
@@ -144,14 +151,18 @@ class JobTable(RowTable):
                     gone.add(key)  # retired by a reload, or out of the filter now
                 continue
             self._order.setdefault(key, len(self._order))
+            records.append(found[1])
             old, self._sort_keys[key] = self._sort_keys.get(key), key_of(key)
             if old is None:
                 new.append(key)
             else:
                 changed.append(key)
             resort = resort or old != self._sort_keys[key]
-        if new and self._fit.id < id_width(split_row_key(key)[1] for key in new):
-            self.setup(view, now)  # a longer id (a clone, an added job): a wider id column
+        if (new and self._fit.id < id_width(split_row_key(key)[1] for key in new)) \
+                or self._shape.outgrown_by(records):
+            # a longer id (a clone, an added job): a wider id column; a new phase, a priority
+            # set: their column
+            self.setup(view, now)
             return
         if gone or new:
             self.set_rows([key for key in self.keys if key not in gone] + new,
@@ -179,7 +190,7 @@ class JobTable(RowTable):
                          max_attempts=project.max_attempts,
                          metric=self.live.cell(key, job, self.metric),
                          pace=view.pace(key, self._now), last_width=self._fit.last_line,
-                         shared=view.shared(key))
+                         shared=view.shared(key), host=not self._shape.one_host)
 
     def _cell_text(self, index: int, cells: Cells) -> Text:
         value = cells[index]

@@ -6,11 +6,18 @@ screen."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eq_tui.tui.key_footer import footer_height
-from eq_tui.tui.rows import COLUMN_KEYS, COLUMNS, LAST_LINE_WIDTH, id_width, where_width
+from eq_tui.tui.rows import (
+    COLUMN_KEYS,
+    COLUMNS,
+    LAST_LINE_WIDTH,
+    id_width,
+    where_width,
+)
 
 if TYPE_CHECKING:
     from eq_tui.tui.run_view import RunView
@@ -78,15 +85,55 @@ def fit_table(screen_width: int, widths: list[tuple[str, int]], last_line_max: i
                     else last_line_max)
 
 
-def column_plan(view: RunView, metric: str | None,
-                screen_width: int) -> tuple[list[int], dict[str, int], TableFit]:
-    """The job table's columns that may show (a project column only with several projects, the
-    metric column once `m` picks one), their widths, and what fits on the screen."""
+@dataclass(frozen=True)
+class TableShape:
+    """What decides which columns a run needs: a column that would say the same on every row
+    (one phase, no priority set, one host) gives its room to the last log line."""
+
+    phases: frozenset[str] = frozenset()
+    priorities: bool = False  # some job has a priority set
+    hosts: frozenset[str] = frozenset()
+
+    @property
+    def one_host(self) -> bool:
+        return len(self.hosts) <= 1
+
+    def needs(self, key: str) -> bool:
+        if key == "phase":
+            return len(self.phases) > 1
+        if key == "priority":
+            return self.priorities
+        return True
+
+    def outgrown_by(self, jobs: Iterable[Mapping[str, Any]]) -> bool:
+        """Whether these (changed) jobs need a column it leaves out: a new phase, a priority
+        set, a host of its own."""
+        return any(str(job.get("phase", "")) not in self.phases
+                   or (not self.priorities and job.get("priority"))
+                   or (job.get("host") and job["host"] not in self.hosts) for job in jobs)
+
+
+def table_shape(view: RunView) -> TableShape:
+    jobs = [job for _, _, job in view.iter_jobs()]
+    hosts = {str(name) for project in view.projects.values() for name in project.hosts}
+    hosts |= {str(job["host"]) for job in jobs if job.get("host")}
+    return TableShape(phases=frozenset(str(job.get("phase", "")) for job in jobs),
+                      priorities=any(job.get("priority") for job in jobs),
+                      hosts=frozenset(hosts))
+
+
+def column_plan(view: RunView, metric: str | None, screen_width: int,
+                shape: TableShape | None = None) -> tuple[list[int], dict[str, int], TableFit]:
+    """The job table's columns that may show (a project column only with several projects, a
+    phase column with several phases, a priority column once one is set, the metric column
+    once `m` picks one), their widths (a run on one host: its GPUs only), and what fits on the
+    screen."""
     multi = len(view.projects) > 1
+    shape = shape or table_shape(view)
     columns = [i for i, c in enumerate(COLUMNS) if (multi or c.key != "project")
-               and (metric or c.key != "metric")]
-    hosts = [name for project in view.projects.values() for name in project.hosts]
-    widths = {c.key: where_width(hosts) if c.key == "where" else c.width or 0 for c in COLUMNS}
+               and (metric or c.key != "metric") and shape.needs(c.key)]
+    widths = {c.key: where_width(shape.hosts) if c.key == "where" else c.width or 0
+              for c in COLUMNS}
     widths["id"] = id_width(job_id for project in view.projects.values()
                             for job_id in project.jobs)
     fixed = [("mark", 1), *((COLUMN_KEYS[i], widths[COLUMN_KEYS[i]]) for i in columns

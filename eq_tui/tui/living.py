@@ -68,6 +68,7 @@ def mtime(path: Path) -> float | None:
 
 
 JOB_COMMANDS: dict[str, type[OnJobs]] = {"retry": Retry, "requeue": Requeue}
+STOPPED_BY_REQUEUE = frozenset({"running", "launching"})  # their session is stopped: `u` asks
 
 
 class LivingQueueActions:
@@ -108,9 +109,13 @@ class LivingQueueActions:
         return dict(found[1]) if found else None
 
     def run_command(self, name: str, keys: list[str]) -> None:
-        """k/r/u on these jobs; the kill dialog leaves finished ones out."""
+        """k/r/u on these jobs; the kill dialog leaves finished ones out; `u` asks first
+        where it would stop a running job."""
         sender = self._app().sender
-        if name != "kill":
+        if name == "requeue" and any((self._job(k) or {}).get("status") in STOPPED_BY_REQUEUE
+                                     for k in keys):
+            sender.request_requeue(keys)
+        elif name != "kill":
             sender.send_soon(JOB_COMMANDS[name], keys)
         elif not keys or (keys := self.killable(keys)):
             sender.request_kill(keys)

@@ -28,21 +28,25 @@ COLUMNS: tuple[Column, ...] = (
     Column("project", "project", 12),
     Column("phase", "phase", 10),
     Column("status", "status", 10),
+    # beside the status, so that why a job failed is in view at 80 columns too
+    Column("failure", "failure", 9),  # FAILURE_SHORT: a class name that fits
     Column("progress", "progress", PROGRESS_WIDTH),  # running jobs that print their progress
     Column("metric", "metric", 22),  # shown once `m` picks a metric: near the id, in view
     Column("priority", "pri", 3),
     Column("where", "host:gpu", 12),
     Column("attempt", "try", 5),
     Column("duration", "time", 7),
-    Column("failure", "failure", 9),  # FAILURE_SHORT: a class name that fits
     Column("last_line", "last log line", LAST_LINE_WIDTH),
 )
 ID_WIDTH_MIN = 8
 WHERE_COLUMN = next(c for c in COLUMNS if c.key == "where")
 WHERE_WIDTH_MAX = 32
+GPU_ONLY_LABEL = "gpu"  # the host:gpu column of a run on one host: its GPUs only
+GPU_ONLY_WIDTH = 5  # `0,1`, `cpu`, a GPU shared by three
 COLUMN_KEYS: tuple[str, ...] = tuple(c.key for c in COLUMNS)
 LIVE_STATUSES = frozenset({"launching", "running"})
 WAITING_NOW = frozenset({"pending", "failed_oom"})
+REASON_FIRST = WAITING_NOW | {"killed"}  # their reason says more than their log's last line
 Cells = tuple[str, ...]
 
 
@@ -69,23 +73,27 @@ def job_duration(job: Mapping[str, Any], now: float) -> float | None:
 SHARED_MARK = "\N{MULTIPLICATION SIGN}"
 
 
-def where(job: Mapping[str, Any], shared: int = 0) -> str:
+def where(job: Mapping[str, Any], shared: int = 0, *, host: bool = True) -> str:
     """`box1:2`, `box1:0,1`; SHARED_MARK and a count after it when that many of our jobs share
-    its GPU (`shared`); `box1:cpu` for a job that takes no GPU."""
-    host = job.get("host")
-    if not host:
+    its GPU (`shared`); `box1:cpu` for a job that takes no GPU. Without the host (`host`
+    False, a run on one host): `2`, `0,1`, `cpu`."""
+    name = job.get("host")
+    if not name:
         return ""
     gpus = job.get("gpus") or []
-    if not gpus:
-        return f"{host}:cpu"
-    mark = f"{SHARED_MARK}{shared}" if shared > 1 else ""
-    return f"{host}:{','.join(str(g) for g in gpus)}{mark}"
+    mark = f"{SHARED_MARK}{shared}" if shared > 1 and gpus else ""
+    place = f"{','.join(str(g) for g in gpus)}{mark}" if gpus else "cpu"
+    return f"{name}:{place}" if host else place
 
 
 def where_width(hosts: Iterable[str]) -> int:
     """The host:gpu column as wide as the longest host name and two GPU indexes (or one and how
-    many jobs share it), so every running job's GPU can be read (within reason)."""
-    longest = max((len(name) for name in hosts), default=0)
+    many jobs share it), so every running job's GPU can be read (within reason); a run on one
+    host: its GPUs only (GPU_ONLY_WIDTH)."""
+    names = set(hosts)
+    if len(names) <= 1:
+        return GPU_ONLY_WIDTH
+    longest = max(len(name) for name in names)
     return max(WHERE_COLUMN.width or 12, min(WHERE_WIDTH_MAX, longest + 4))
 
 
@@ -163,15 +171,17 @@ def progress_text(pace: Pace | None) -> str:
 
 def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts: int,
               metric: str = "", pace: Pace | None = None,
-              last_width: int = LAST_LINE_WIDTH, shared: int = 0) -> Cells:
+              last_width: int = LAST_LINE_WIDTH, shared: int = 0, host: bool = True) -> Cells:
     """The row's plain-text cells, in COLUMNS order (`metric`: the metric column's text;
     `pace`: a running job's progress, from the run view; `shared`: how many of our jobs share
-    its GPU). A stalled job reads `stalled`, with how long its log has been silent ahead of its
-    last line; a running job far slower than its siblings (pace.py) reads `slow`."""
+    its GPU; `host`: False where the host:gpu column shows the GPUs only). A stalled job
+    reads `stalled`, with how long its log has been silent ahead of its last line; a running
+    job far slower than its siblings (pace.py) reads `slow`."""
     status = str(job.get("status", ""))
     reason = str(job.get("reason") or "")
-    # a waiting job's last line is a past attempt's: why it waits now comes first
-    last = (reason if status in WAITING_NOW else "") or job.get("last_line") or reason
+    # a waiting job's last line is a past attempt's: why it waits now comes first; a killed
+    # job's is what it printed before the kill: why it ended comes first
+    last = (reason if status in REASON_FIRST else "") or job.get("last_line") or reason
     priority = int(job.get("priority") or 0)
     if stalled(job):
         status = "stalled"
@@ -184,13 +194,13 @@ def job_cells(job: Mapping[str, Any], *, project: str, now: float, max_attempts:
         project,
         str(job.get("phase", "")),
         status,
+        failure_text(job),
         progress_text(pace),
         metric,
         str(priority) if priority else "",
-        where(job, shared),
+        where(job, shared, host=host),
         attempt_text(job, max_attempts),
         format_duration(job_duration(job, now)),
-        failure_text(job),
         single_line(str(last), last_width),
     )
 

@@ -1,5 +1,5 @@
 """Commands out: per-project sends whose every outcome ends as a notification, never a crash;
-the confirmations that come first (kill, stop the engine)."""
+the confirmations that come first (kill, requeue of a running job, stop the engine)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,20 @@ from typing import Any
 from textual.app import App
 
 from eq_tui.api.client import EngineClient
-from eq_tui.api.commands import Command, Kill, OnJobs, Pause, Resume, Retry, Shutdown
+from eq_tui.api.commands import (
+    Command,
+    Kill,
+    OnJobs,
+    Pause,
+    Requeue,
+    Resume,
+    Retry,
+    Shutdown,
+)
 from eq_tui.tui.rows import split_row_key
 from eq_tui.tui.run_view import RunView
 from eq_tui.tui.screens.confirm import ConfirmScreen
-from eq_tui.tui.wording import NAMES_IN_CONFIRM, kill_dialog, listed
+from eq_tui.tui.wording import NAMES_IN_CONFIRM, kill_dialog, listed, requeue_dialog
 
 
 class CommandSender:
@@ -65,16 +74,25 @@ class CommandSender:
         self._in_background(self.send(lambda ids: kind(job_ids=ids, by="ui"), keys))
 
     def request_kill(self, keys: list[str]) -> None:
+        self.request_confirmed(Kill, keys, kill_dialog, "Kill")
+
+    def request_requeue(self, keys: list[str]) -> None:
+        """Requeue after a confirmation: it stops a running job, as a kill does."""
+        self.request_confirmed(Requeue, keys, requeue_dialog, "Requeue")
+
+    def request_confirmed(self, kind: type[OnJobs], keys: list[str],
+                          dialog: Callable[[list[str]], tuple[str, str]], label: str) -> None:
+        """`kind` on these jobs once the person says yes to `dialog(job ids)`."""
         if not keys:
             self.app.notify("no job selected", severity="warning")
             return
-        title, message = kill_dialog([split_row_key(k)[1] for k in keys])
+        title, message = dialog([split_row_key(k)[1] for k in keys])
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.send_soon(Kill, keys)
+                self.send_soon(kind, keys)
 
-        self.app.push_screen(ConfirmScreen(title, message, confirm_label="Kill"), answered)
+        self.app.push_screen(ConfirmScreen(title, message, confirm_label=label), answered)
 
     def retry_oom_stuck(self, view: RunView) -> None:
         """The palette's bulk retry: the stuck jobs whose last failure was a CUDA OOM."""

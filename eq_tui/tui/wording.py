@@ -20,6 +20,16 @@ def kill_dialog(names: list[str]) -> tuple[str, str]:
             "they end as killed; r brings them back.")
 
 
+def requeue_dialog(names: list[str]) -> tuple[str, str]:
+    """(title, message) of the requeue confirmation: a running job loses its attempt's work."""
+    if len(names) == 1:
+        return (f"Requeue {names[0]}?", f"{names[0]}\n\nIts session is stopped and it goes back "
+                "to the queue: it starts again from the beginning (or its last checkpoint).")
+    return (f"Requeue {len(names)} jobs?", f"{listed(names)}\n\nTheir sessions are stopped and "
+            "they go back to the queue: each starts again from the beginning (or its last "
+            "checkpoint).")
+
+
 def quit_message(*, detach: bool, attach_hint: str, finished: bool) -> str:
     if detach:
         return f"The engine keeps running in the background; attach again with `{attach_hint}`."

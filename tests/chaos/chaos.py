@@ -132,12 +132,12 @@ def write_manifest(bed: SshBed, work: Path, path: Path, n_jobs: int,
     for name in bed.hosts:
         lines.append(f"  - {{name: {name}, ssh: {name}, log_dir: {work}/logs-{name}}}")
     lines.append("jobs:")
-    for job_id, behaviour in behaviours.items():
+    for i, (job_id, behaviour) in enumerate(behaviours.items()):
         check = "" if behaviour in ("fails",) else ", output_check: 'out/${JOB_ID}.json'"
         shape = {"packed": f", mem_mib: {PACKED_MIB}", "multi": ", gpus_per_job: 2",
                  "hung": f", stall_after: {HUNG_STALL_S}s, on_stall: restart"}.get(behaviour, "")
-        lines.append(f"  - {{id: {job_id}, cmd: {json.dumps(command_for(behaviour, rng))}"
-                     f"{check}{shape}}}")
+        cmd = f"{command_for(behaviour, rng)} --seed {i}"  # alike jobs differ in their seed
+        lines.append(f"  - {{id: {job_id}, cmd: {json.dumps(cmd)}{check}{shape}}}")
     path.write_text("\n".join(lines) + "\n")
     return behaviours
 
@@ -276,7 +276,7 @@ def start_second_engine(driver: Driver, bed: SshBed, n: int) -> str:
     lines += [f"  - {{name: {name}, ssh: {bed.alias(name, OTHER_USER)}}}" for name in bed.hosts]
     lines.append("jobs:")
     cmd = "sleep 2; fake-train --epochs 3 --epoch-seconds 0.4 --mem 3000"
-    lines += [f"  - {{id: {project}-{i:02d}, cmd: {json.dumps(cmd)}}}"
+    lines += [f"  - {{id: {project}-{i:02d}, cmd: {json.dumps(f'{cmd} --seed {i}')}}}"
               for i in range(SECOND_ENGINE_JOBS)]
     manifest = driver.run_dir.parent / f"{project}.yaml"
     manifest.write_text("\n".join(lines) + "\n")

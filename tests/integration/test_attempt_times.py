@@ -53,7 +53,7 @@ hosts: [{{name: delta, ssh: delta, log_dir: {work}/logs}}]
 jobs:
   - {{id: ok1, cmd: "true"}}
   - {{id: bad, cmd: "false"}}
-  - {{id: ok2, cmd: "true"}}
+  - {{id: ok2, cmd: "exit 0"}}
   - {{id: train, cmd: "fake-train --epochs 2 --epoch-seconds 0.1 --mem 100"}}
 """
 

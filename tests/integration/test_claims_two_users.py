@@ -58,7 +58,8 @@ def manifest(bed: SshBed, tmp: Path, user: str, project: str, launcher: str,
     if mem_mib is not None:
         lines.append(f"mem_mib: {mem_mib}")
     lines.append("jobs:")
-    lines += [f"  - {{id: {project}-{i:02d}, cmd: {json.dumps(cmd)}}}" for i in range(jobs)]
+    lines += [f"  - {{id: {project}-{i:02d}, cmd: {json.dumps(f'{cmd} --seed {i}')}}}"
+              for i in range(jobs)]
     path = tmp / f"{project}.yaml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -230,7 +231,8 @@ def test_a_waiting_engine_that_could_not_use_the_gpu_delays_no_launch(bed: SshBe
     flag = gate / "go"
     long_cmd = f"{BOOKED_CMD}; while [ ! -e {flag} ]; do sleep 0.2; done"
     ours = [f"  - {{id: {projects[0]}-long, cmd: {json.dumps(long_cmd)}}}"]
-    ours += [f"  - {{id: {projects[0]}-s{i}, cmd: {json.dumps(BOOKED_CMD + '; sleep 1')}}}"
+    # `: s{i}` tells the eight short jobs apart: copies of one command are refused as waste
+    ours += [f"  - {{id: {projects[0]}-s{i}, cmd: {json.dumps(BOOKED_CMD + f'; sleep 1; : s{i}')}}}"
              for i in range(8)]
     theirs = [f"  - {{id: {projects[1]}-both, gpus_per_job: 2, cmd: {json.dumps(BOOKED_CMD)}}}"]
     since = time.time()

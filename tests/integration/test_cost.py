@@ -12,6 +12,7 @@ import pytest
 from eq_tui.cli.main import main
 from eq_tui.hosts.factory import sim_state_dir
 from eq_tui.manifest.model import HostSpec, SimulateSpec
+from eq_tui.results.cost import energy_text
 from eq_tui.sim.state import energy_split, init_sim_state, run_intervals, set_power
 from tests.support.engine_run import job, make_manifest, run_to_end
 
@@ -82,7 +83,7 @@ async def test_two_jobs_on_one_card_each_get_their_share_of_its_energy(
         (hot["energy_j"] + cool["energy_j"]) / 3600, rel=0.01)
     summary = (run.run_dir / "summary.md").read_text()
     assert "## Cost" in summary
-    assert f"- energy: {(hot['energy_j'] + cool['energy_j']) / 3600:.1f} Wh" in summary
+    assert f"- energy: {energy_text(hot['energy_j'] + cool['energy_j'])}" in summary
 
 
 async def test_a_card_without_power_readings_gives_gpu_seconds_and_unknown_energy(

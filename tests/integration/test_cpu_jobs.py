@@ -53,7 +53,7 @@ async def test_slurm_submits_a_job_launched_with_no_gpu_without_gres() -> None:
 def test_the_dry_run_plan_places_a_cpu_job_on_no_gpu() -> None:
     manifest = load_manifest_text("hosts: [{name: s, simulate: {gpus: 1}}]\n"
                                   "jobs:\n  - {id: prep, cmd: x, gpus_per_job: 0}\n"
-                                  "  - {id: train, cmd: x}\n", "m.yaml")
+                                  "  - {id: train, cmd: y}\n", "m.yaml")
     assert first_wave(manifest) == {"prep": "s:cpu", "train": "s:0"}
 
 

@@ -66,7 +66,8 @@ async def test_a_command_that_does_not_exist_is_held_after_one_wave(tmp_path: Pa
         assert len(waiting) == 2
         assert all((j.reason or "").startswith("crash guard") for j in waiting)
         alerts = [a["message"] for a in run.engine.ctx.bus.alerts if a["level"] == "error"]
-        retry = f"`eq-tui retry {tmp_path / 'run'} {event.jobs[-1]}` (retries it and releases"
+        retry = (f"`eq-tui retry {tmp_path / 'run'} --stuck --phase main` (retries every stuck "
+                 "job of the phase and releases it)")
         assert any(retry in m and f"`eq-tui release {tmp_path / 'run'} --phase main`" in m
                    for m in alerts)
         assert not run.engine.finished  # it waits for a person

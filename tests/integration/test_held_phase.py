@@ -1,6 +1,7 @@
 """A phase the crash guard holds says the exact commands a person runs — in the alert `--no-ui`
 prints, in the notification, in `eq-tui status` — and a headless run waits for that person;
-the printed retry, run as printed, releases the phase and the queue runs to its end. `eq-tui
+the printed retry, run as printed, retries every stuck job of the phase (they share the cause),
+releases it, and the queue runs to its end with none left stuck. `eq-tui
 release RUN_DIR --phase P` lifts the hold without a retry. Real processes, simulated GPUs."""
 
 from __future__ import annotations
@@ -60,9 +61,12 @@ def test_a_held_phase_under_no_ui_says_what_to_run_and_waits_for_it(tmp_path: Pa
     try:
         wait_until(lambda: "Launching phase main is held" in out.read_text(), "the hold")
         said = out.read_text()
-        retry = re.search(rf"`(eq-tui retry {run_dir} (\S+))` \(retries it and releases the "
-                          r"phase; r on it in the UI\)", said)
+        retry = re.search(rf"`(eq-tui retry {run_dir} --stuck --phase main)` \(retries every "
+                          r"stuck job of the phase and releases it\)", said)
         assert retry is not None, said
+        # the alert names each job that crashed alike
+        named = re.search(r"crash guard: (\d+) jobs of phase main \(([^)]*)\)", said)
+        assert named is not None and len(named.group(2).split(", ")) == int(named.group(1))
         assert f"`eq-tui release {run_dir} --phase main` to launch the rest as they are" in said
         assert "r in the UI" not in said
         # the notification went out, the held phase first and in full, with the same commands
@@ -75,25 +79,33 @@ def test_a_held_phase_under_no_ui_says_what_to_run_and_waits_for_it(tmp_path: Pa
         # status says the same; the headless run waits for a person (it has not exited)
         status = eq("status", "m.yaml", cwd=tmp_path)
         assert status.returncode == 1
-        assert f"`eq-tui retry experiment_queue/held {retry.group(2)}`" in status.stdout
+        assert "`eq-tui retry experiment_queue/held --stuck --phase main`" in status.stdout
         assert "`eq-tui release experiment_queue/held --phase main`" in status.stdout
         assert json.loads(eq("status", "m.yaml", "--json", cwd=tmp_path).stdout)["live"]
         assert process.poll() is None
-        # fix the script, run the retry as printed: the phase launches again to its end
+        # fix the script, run the retry as printed: every stuck job runs again, the phase to
+        # its end (once the jobs out when it was held have ended: all stuck alike)
+        wait_until(lambda: not {"launching", "running"} & set(json.loads(eq(
+            "status", "m.yaml", "--json", cwd=tmp_path).stdout)["counts"]), "the wave's end")
+        stuck = sorted(j["id"] for j in json.loads(eq("status", "m.yaml", "--jobs", "--json",
+                                                         cwd=tmp_path).stdout)
+                       if j["status"] == "stuck")
+        assert set(named.group(2).split(", ")) <= set(stuck)
         (tmp_path / "train.py").write_text(FIXED)
         done = eq(*shlex.split(retry.group(1))[1:], cwd=tmp_path)
-        assert (done.returncode, done.stdout) == (0, f"retry {retry.group(2)}: done\n")
-        assert process.wait(timeout=60) == 1  # the two other first crashes stay stuck
+        assert done.returncode == 0, done.stderr
+        assert sorted(done.stdout.splitlines()) == [f"retry {job}: done" for job in stuck]
+        assert process.wait(timeout=60) == 0  # none is left stuck
     finally:
         if process.poll() is None:
             process.terminate()
             process.wait()
     final = json.loads(eq("status", "m.yaml", "--json", cwd=tmp_path).stdout)
-    assert final["counts"] == {"completed": 4, "stuck": 2} and not final["held_phases"]
-    # attempts as the hosts' attempt dirs have them: the retried job twice, the rest once
+    assert final["counts"] == {"completed": 6} and not final["held_phases"]
+    # attempts as the hosts' attempt dirs have them: the retried jobs twice, the rest once
     tries = {path.parent.name: len(list(path.parent.glob("a*/cmd")))
              for path in run_dir.glob("logs/*/*/a1")}
-    assert tries == {**dict.fromkeys(tries, 1), retry.group(2): 2} and len(tries) == 6
+    assert tries == {**dict.fromkeys(tries, 1), **dict.fromkeys(stuck, 2)} and len(tries) == 6
 
 
 async def test_release_phase_lifts_the_hold_without_a_retry(tmp_path: Path) -> None:

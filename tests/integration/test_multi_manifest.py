@@ -16,7 +16,7 @@ project: {name}
 hosts: [{{name: {name}-sim, simulate: {{gpus: 1}}}}]
 jobs:
   - {{id: a, cmd: "fake-train --epochs 1 --epoch-seconds 0.1 --mem 100"}}
-  - {{id: b, cmd: "fake-train --epochs 1 --epoch-seconds 0.1 --mem 100"}}
+  - {{id: b, cmd: "fake-train --epochs 1 --epoch-seconds 0.1 --mem 100 --seed 1"}}
 """
 
 

@@ -76,8 +76,9 @@ async def test_the_engine_launches_nothing_when_it_refuses(tmp_path: Path) -> No
 
 def test_the_margin_shared_gpus_keep_free_counts_and_a_job_alone_needs_none(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    jobs = ("  - {id: tight, cmd: 'fake-train --mem 24000', mem_mib: 24000}\n"
-            "  - {id: alone, cmd: 'fake-train --mem 24000', mem_mib: 24000, exclusive: true}\n")
+    jobs = ("  - {id: tight, cmd: 'fake-train --mem 24000 --seed 1', mem_mib: 24000}\n"
+            "  - {id: alone, cmd: 'fake-train --mem 24000 --seed 2', mem_mib: 24000, "
+            "exclusive: true}\n")
     assert main([str(write(tmp_path, jobs)), "--dry-run"]) == 3
     out = capsys.readouterr().out
     assert ("  FAIL job tight: mem_mib 24000 but the largest GPU has 24576 MiB (sim, box2), "

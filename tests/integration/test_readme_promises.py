@@ -53,7 +53,7 @@ def test_fresh_archives_the_run_dir_and_runs_every_job_again(tmp_path: Path) -> 
     (tmp_path / "m.yaml").write_text(
         "project: fresh\nhosts: [{name: sim, simulate: {gpus: 2}}]\njobs:\n"
         "  - {id: a, cmd: 'fake-train --epochs 1 --epoch-seconds 0.1 --mem 100'}\n"
-        "  - {id: b, cmd: 'fake-train --epochs 1 --epoch-seconds 0.1 --mem 100'}\n")
+        "  - {id: b, cmd: 'fake-train --epochs 1 --epoch-seconds 0.1 --mem 100 --seed 1'}\n")
     run_dir = tmp_path / "run"
     args = (str(tmp_path / "m.yaml"), "--no-ui", "--poll", "0.3", "--run-dir", str(run_dir))
     assert eq(*args).returncode == 0

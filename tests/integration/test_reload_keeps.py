@@ -48,7 +48,7 @@ async def test_reload_keeps_a_persons_edit_priority_and_hold_unless_forced(
     try:
         await run.wait_for(lambda: run.status("long") == "running")
         # a person's changes, from the shell
-        assert (await eq("edit", where, "j3", "--set", "lr=0.5"))[0] == 0
+        assert (await eq("edit", where, "j3", "--add-flag", "lr=0.5"))[0] == 0
         edited = f"{FAST_JOB} --seed 3 --lr 0.5"
         assert (await eq("priority", where, "j2", "5"))[0] == 0
         assert (await eq("hold", where, "j4"))[0] == 0

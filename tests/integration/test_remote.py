@@ -34,10 +34,10 @@ MANIFEST = """\
 project: {project}
 hosts: [{{name: sim, simulate: {{gpus: 2, memory_mib: 24576}}}}]
 jobs:
-  - {{id: job_1, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000"}}
-  - {{id: job_2, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000"}}
-  - {{id: job_3, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000"}}
-  - {{id: job_4, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000"}}
+  - {{id: job_1, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000 --seed 1"}}
+  - {{id: job_2, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000 --seed 2"}}
+  - {{id: job_3, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000 --seed 3"}}
+  - {{id: job_4, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000 --seed 4"}}
 """
 
 

@@ -43,8 +43,8 @@ def test_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split()[:6] == ["phase", "lr", "wd", "n", "val_acc", "(↑)"]
-    assert "0.72 ± 0.02" in lines[2] and "3/3" in lines[2]
-    assert "0.82 ± 0.02828 *" in lines[3] and "2/3" in lines[3]
+    assert "0.720 ± 0.020" in lines[2] and "3/3" in lines[2]
+    assert "0.820 ± 0.028 *" in lines[3] and "2/3" in lines[3]
     assert "missing seed=3 (stuck)" in lines[3]
     assert lines[-1].startswith("* best of its phase")
 
@@ -65,7 +65,7 @@ def test_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert out.splitlines()[0] == ("| phase | lr | wd | n | val_acc (↑) | min..max | loss (↓) | "
                                    "min..max | notes |")
-    assert ("| train | 0.03 | 0 | 2/3 | **0.82 ± 0.02828** | 0.8..0.84 | **0.18 ± 0.02828** | "
+    assert ("| train | 0.03 | 0 | 2/3 | **0.820 ± 0.028** | 0.8..0.84 | **0.180 ± 0.028** | "
             "0.16..0.2 | missing seed=3 (stuck) |") in out
 
 
@@ -98,7 +98,7 @@ def test_latex(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert out.startswith(r"\begin{tabular}") and out.rstrip().endswith(r"\end{tabular}")
     assert r"val\_acc ($\uparrow$)" in out
-    assert r"\textbf{0.82 $\pm$ 0.02828}" in out
+    assert r"\textbf{0.820 $\pm$ 0.028}" in out
 
 
 def test_group_over_and_by(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -131,7 +131,7 @@ def test_the_installed_command(tmp_path: Path) -> None:
                              "--format", "markdown"], capture_output=True, text=True,
                             check=False)
     assert result.returncode == 0, result.stderr
-    assert "**0.82 ± 0.02828**" in result.stdout
+    assert "**0.820 ± 0.028**" in result.stdout
     help_text = subprocess.run([sys.executable, "-m", "eq_tui", "results", "--help"],
                                capture_output=True, text=True, check=True).stdout
     assert "--group-over" in help_text and "latex" in help_text

@@ -67,7 +67,7 @@ async def test_every_job_verb_from_the_shell(tmp_path: Path) -> None:
         code, out, _ = await eq("kill", where, "--filter", "id:long2 status:running")
         assert (code, out) == (0, "kill long2: done\n")
         await run.wait_for(lambda: run.status("w2") == "completed")
-        code, out, _ = await eq("edit", where, "w2", "--set", "seed=7")
+        code, out, _ = await eq("edit", where, "w2", "--add-flag", "seed=7")
         assert (code, out) == (0, "edit w2: done\n")
         await run.wait_for(lambda: run.status("w2") == "completed"
                            and len(run.engine.jobs["w2"].history) == 2)
@@ -105,7 +105,7 @@ async def test_editing_jobs_while_the_engine_launches_them(tmp_path: Path) -> No
         client = await ControlClient.connect(tmp_path / "run")
         try:
             for job_id in ids:  # as fast as the engine takes them: some launch first
-                answer = await client.command("edit", [job_id], {"set": {"seed": "5"}})
+                answer = await client.command("edit", [job_id], {"add_flag": {"seed": "5"}})
                 outcomes[job_id] = answer["results"][job_id]
         finally:
             await client.close()
@@ -142,14 +142,14 @@ def manifest_text(jobs: dict[str, str]) -> str:
 
 
 async def test_a_reload_while_jobs_finish(tmp_path: Path) -> None:
-    first = {f"j{i}": FAST_JOB for i in range(6)}
+    first = {f"j{i}": f"{FAST_JOB} --seed {i}" for i in range(6)}
     source = tmp_path / "sweep.yaml"
     source.write_text(manifest_text(first))
     run = await start_engine(load_manifest(str(source)), tmp_path / "run",
                              exit_when_done=False)
     try:
         await run.wait_for(lambda: run.status("j0") == "running")
-        second = {**first, "j4": f"{FAST_JOB} --seed 4", "j7": FAST_JOB}
+        second = {**first, "j4": f"{FAST_JOB} --seed 44", "j7": f"{FAST_JOB} --seed 7"}
         del second["j5"]
         source.write_text(manifest_text(second))
         code, out, _ = await eq("reload", str(tmp_path / "run"), "--dry-run", "--json")
@@ -164,9 +164,9 @@ async def test_a_reload_while_jobs_finish(tmp_path: Path) -> None:
     ran = starts(run)
     assert "j7" in plan["add"] and ran[("j7", 1)] == 1
     if "j4" in plan["update"]:
-        assert launched_cmds(run, "j4") == [f"{FAST_JOB} --seed 4"]
+        assert launched_cmds(run, "j4") == [f"{FAST_JOB} --seed 44"]
     else:  # it had launched before the reload: never touched
-        assert launched_cmds(run, "j4") == [FAST_JOB] and "j4" in plan["kept"]
+        assert launched_cmds(run, "j4") == [f"{FAST_JOB} --seed 4"] and "j4" in plan["kept"]
     if "j5" in plan["retire"]:
         assert ("j5", 1) not in ran and "j5" not in run.engine.jobs
     else:

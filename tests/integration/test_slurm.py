@@ -422,6 +422,9 @@ def queued_submissions(bed: SlurmBed, prefix: str) -> dict[str, int]:
     return counts
 
 
+ENDED = ("CANCELLED", "COMPLETED", "FAILED")  # how a stopped job's Slurm record may end
+
+
 def squeue_states(bed: SlurmBed, prefix: str) -> dict[str, str]:
     """Job name → `STATE|reason` for the jobs whose names start with prefix."""
     out = bed.run("squeue", "-h", "-t", "all", "-o", "%j|%T|%r", check=False)
@@ -561,7 +564,9 @@ async def test_kill_from_the_ui_scancels_the_job(cluster: SlurmBed, tmp_path: Pa
         await _stop(run)
     assert run.job("long")["status"] == "killed" and run.job("short")["status"] == "completed"
     assert run.job("long")["failure"]["class"] == "killed"
-    await _until(lambda: squeue_states(cluster, session).get(session, "").startswith("CANCELLED"))
+    # a stop lets the job end on its SIGTERM (`scancel --signal`): Slurm has it ended, by its
+    # own exit within the grace or cancelled after it
+    await _until(lambda: squeue_states(cluster, session).get(session, "").startswith(ENDED))
     assert submissions(cluster, "kill", run.engine.token) == {
         session: 1, run.engine.jobs["short"].history[0].session: 1}
 
@@ -582,7 +587,8 @@ async def test_engine_kill_9_and_restart_never_submits_twice(cluster: SlurmBed,
                 "PATH": f"{sim_bin_dir()}:/usr/local/bin:/usr/bin:/bin"},
         "hosts": [{"name": "cluster", "max_parallel": 6,
                    "slurm": {"partition": "gpu", "time": "00:05:00"}}],
-        "jobs": [{"id": i, "cmd": cmd} for i in ids]}))
+        # a seed each: six copies of one command are refused as waste
+        "jobs": [{"id": i, "cmd": f"{cmd} --seed {n}"} for n, i in enumerate(ids)]}))
     run_dir = tmp_path / "run"
     argv = [sys.executable, "-m", "eq_tui", str(manifest_file), "--no-ui", "--run-dir",
             str(run_dir)]
@@ -690,7 +696,7 @@ async def test_requeue_scancels_the_job_and_submits_a_new_attempt(cluster: Slurm
     state = run.job("rq")
     assert state["status"] == "completed" and state["attempts"] == 2
     assert state["history"][0]["failure_class"] == "requeued"
-    await _until(lambda: squeue_states(cluster, first).get(first, "").startswith("CANCELLED"))
+    await _until(lambda: squeue_states(cluster, first).get(first, "").startswith(ENDED))
     assert submissions(cluster, "requeue", run.engine.token) == {
         first: 1, run.engine.jobs["rq"].history[1].session: 1}
 
@@ -766,15 +772,15 @@ def _run_dir_shape(run_dir: Path) -> dict[str, Any]:
 
 
 def _without_cost(lines: list[str]) -> list[str]:
-    """The summary's results tables less their cost columns and what follows them (GPU-h is
+    """The summary's results tables less their cost columns and what follows them (GPU time is
     timed; energy is unknown under Slurm, and the notes say so)."""
     out, cut = [], None
     for line in lines:
         cells = line.split("|")
         if not line.startswith("|"):
             cut = None
-        elif "GPU-h" in (names := [c.strip() for c in cells]):
-            cut = names.index("GPU-h")
+        elif "GPU time" in (names := [c.strip() for c in cells]):
+            cut = names.index("GPU time")
         out.append("|".join(cells[:cut]) if cut is not None else line)
     return out
 

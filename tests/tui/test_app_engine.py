@@ -70,7 +70,9 @@ async def test_kill_retry_requeue_and_pause_on_a_real_engine(tmp_path: Path) -> 
             await pilot.press("p")
             await wait_until(pilot, lambda: run.engine.paused, what="paused")
             assert "PAUSED" in str(app.query_one("#header").render())
-            await pilot.press("u")
+            await pilot.press("u")  # b runs: it asks first
+            assert isinstance(app.screen, ConfirmScreen) and "b" in app.screen.title_text
+            await pilot.press("y")
             await wait_until(pilot, lambda: cell(app, "b", "status") == "pending",
                              what="b requeued")
             # two full ticks later (the first may have begun before the requeue), a GPU free

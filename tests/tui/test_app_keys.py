@@ -71,6 +71,7 @@ async def test_k_asks_naming_the_job_and_kills_only_after_yes() -> None:
 
 
 async def test_r_retries_and_u_requeues_the_selected_job() -> None:
+    """`u` stops a running job as `k` does: it asks first, as `k` does (issue 46)."""
     app, client = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await goto(app, "student_nan")
@@ -78,6 +79,11 @@ async def test_r_retries_and_u_requeues_the_selected_job() -> None:
         await eventually(pilot, lambda: len(client.commands) == 1)
         await goto(app, "train_lr0.03_s2")
         await pilot.press("u")
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "Requeue train_lr0.03_s2?" in app.screen.title_text
+        await pilot.press("n")
+        assert len(client.commands) == 1
+        await pilot.press("u", "y")
         await eventually(pilot, lambda: len(client.commands) == 2)
         assert client.commands == [("retry", ["student_nan"]), ("requeue", ["train_lr0.03_s2"])]
         await eventually(pilot, lambda: status_cell(app, "demo/student_nan") == "pending"
@@ -305,7 +311,7 @@ async def test_sorting_by_key_and_by_header_click() -> None:
         jobs.sort_by("status")  # again: reversed
         assert str(jobs.get_row_at(0)[STATUS_COLUMN]) == "completed"
         await pilot.press("s")
-        assert jobs.sort_column == "progress"  # the column after the status
+        assert jobs.sort_column == "failure"  # the column after the status
         await pilot.click(JobTable, offset=(6, 1))  # the id header, under the border
         await pilot.pause()
         assert jobs.sort_column == "id"

@@ -8,7 +8,7 @@ from eq_tui.tui.eta import ALL, estimate_eta, view_eta
 from eq_tui.tui.grid_plan import full_height, plan_grid
 from eq_tui.tui.host_line import gpu_totals, host_line, line_widths
 from eq_tui.tui.layout import LAST_LINE_MIN, fit_table, room_for
-from eq_tui.tui.rows import where_width
+from eq_tui.tui.rows import GPU_ONLY_WIDTH, where_width
 from eq_tui.tui.run_view import RunView
 from tests.tui.fake_client import T0, attempt, gpu, job, sample_snapshot
 
@@ -72,9 +72,10 @@ def test_the_progress_column_shows_where_it_fits_and_the_last_log_line_makes_roo
 
 
 def test_the_host_gpu_column_fits_the_longest_host_name() -> None:
-    assert where_width(["a"]) == 12
-    assert where_width(["gpu-node-01"]) == len("gpu-node-01:0,1")
-    assert where_width(["x" * 80]) == 32
+    assert where_width(["a", "b"]) == 12
+    assert where_width(["gpu-node-01", "gpu-node-02"]) == len("gpu-node-01:0,1")
+    assert where_width(["x" * 80, "b"]) == 32
+    assert where_width(["gpu-node-01"]) == GPU_ONLY_WIDTH  # one host: its GPUs only
 
 
 def test_eta_from_printed_progress_before_any_job_finished_then_from_phase_durations() -> None:

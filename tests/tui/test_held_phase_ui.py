@@ -24,7 +24,7 @@ async def test_the_retry_pane_says_what_to_run_for_a_held_phase() -> None:
         await eventually(pilot, lambda: "phase distill held" in pane())
         text = " ".join(pane().split())
         assert ("phase distill held: it waits for a person: fix the command, then `eq-tui "
-                "retry /nonexistent/run student_big` (retries it and releases the phase; r on "
-                "it in the UI), or `eq-tui release /nonexistent/run --phase distill` to launch "
-                "the rest as they are") in text
+                "retry /nonexistent/run --stuck --phase distill` (retries every stuck job of "
+                "the phase and releases it), or `eq-tui release /nonexistent/run --phase "
+                "distill` to launch the rest as they are") in text
         assert "HELD: distill" in str(app.query_one("#header").render())

@@ -60,10 +60,10 @@ async def test_r_opens_one_row_per_configuration_with_the_best_marked() -> None:
                                           ["train", "0.01", "", "3/3"],
                                           ["distill", "", "student_nan", "0/1"],
                                           ["distill", "", "student_s1", "1/1"]]
-        assert table[1][4] == "0.85 ± 0.01414 *"  # best val_acc of the train phase
+        assert table[1][4] == "0.850 ± 0.014 *"  # best val_acc of the train phase
         assert table[1][5] == "0.84..0.86"
-        assert table[1][6] == "0.35 ± 0.01414 *"  # and best (lowest) loss
-        assert table[0][4] == "0.72 ± 0.01"
+        assert table[1][6] == "0.350 ± 0.014 *"  # and best (lowest) loss
+        assert table[0][4] == "0.720 ± 0.010"
         assert "missing seed=3 (running)" in table[1][-1]
         assert "missing student_nan (stuck)" in table[3][-1]
         await pilot.press("escape")
@@ -81,7 +81,7 @@ async def test_it_updates_as_jobs_finish() -> None:
                        metrics={"val_acc": 0.55, "loss": 0.65})
         await eventually(pilot, lambda: rows(app)[1][3] == "3/3", what="the row to update")
         table = rows(app)
-        assert table[1][4] == "0.75 ± 0.1735"
+        assert table[1][4] == "0.75 ± 0.17"
         assert table[2][4].endswith(" *")  # lr 0.01 is now best at val_acc
 
 
@@ -109,9 +109,9 @@ async def test_a_row_whose_jobs_ran_different_commands_says_so_and_is_not_best()
         await pilot.press("R")
         await eventually(pilot, lambda: isinstance(app.screen, ResultsScreen))
         table = rows(app)
-        assert table[1][4] == "0.85 ± 0.01414"  # the highest mean, averaging unlike runs
+        assert table[1][4] == "0.850 ± 0.014"  # the highest mean, averaging unlike runs
         assert "commands differ: seed=1 | seed=2; not ranked" in table[1][-1]
-        assert table[2][4] == "0.8 ± 0.01 *"  # the best of the rows of like runs
+        assert table[2][4] == "0.800 ± 0.010 *"  # the best of the rows of like runs
         note = str(app.screen.query_one("#results-note").render())
         assert "commands differ: that row's jobs ran different commands" in note
 

@@ -76,7 +76,8 @@ async def test_every_row_is_in_from_the_first_frame_and_a_late_change_sorts_up()
     async with app.run_test(size=(160, 48)) as pilot:
         table = app.query_one(JobTable)
         assert table.row_count == JOBS
-        assert str(table.get_row_at(0)[3]) == "stuck"  # stuck jobs first (active first)
+        status = list(table.columns).index("status")
+        assert str(table.get_row_at(0)[status]) == "stuck"  # stuck jobs first (active first)
         last = snapshot["jobs"][-1]  # pending, far below the first screens
         state = copy.deepcopy(last)
         state.update(status="stuck", last_line="changed far below")

@@ -108,7 +108,7 @@ def test_the_table_gives_each_configuration_its_cost_and_the_sweep_its_total() -
                                         "unknown": 1}
     assert data["cost"] == {"gpu_hours": 4.5, "energy_wh": None}
     text = render_table(table)
-    assert "GPU-h" in text and "1.5 ± 0.7071" in text and "200 ± 141.4" in text
+    assert "GPU time" in text and "1.50 ± 0.71 GPU-h" in text and "200 ± 140 Wh" in text
     assert "energy unknown: 1 (no power reading)" in text
     assert "cost in all: 4.5 GPU-h, energy unknown" in text
     assert render_csv(table).splitlines()[0].endswith("gpu_h_mean,gpu_h_std,gpu_h_total,"
@@ -120,5 +120,5 @@ def test_records_from_before_costs_were_kept_show_no_cost_columns() -> None:
     records = [make_record(job_id="a", phase="p", params={}, attempt=1, status="completed",
                            metrics={"acc": [0.5]})]
     table = group(records)
-    assert "GPU-h" not in render_table(table)
+    assert "GPU time" not in render_table(table)
     assert "cost" not in json.loads(render_json(table))

@@ -159,9 +159,9 @@ def test_released_and_restored(tmp_path: Path) -> None:
 
 # ---- what a person reads: the held phase's reason, event and alert; a release --------------
 
-TODO = ("it waits for a person: fix the command, then `eq-tui retry RUN_DIR j2` (retries it "
-        "and releases the phase; r on it in the UI), or `eq-tui release RUN_DIR --phase main` "
-        "to launch the rest as they are")
+TODO = ("it waits for a person: fix the command, then `eq-tui retry RUN_DIR --stuck --phase "
+        "main` (retries every stuck job of the phase and releases it), or `eq-tui release "
+        "RUN_DIR --phase main` to launch the rest as they are")
 
 
 def test_a_held_phase_says_which_jobs_how_they_failed_and_what_to_do(tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ async def test_edit_a_pending_job_and_a_finished_one_which_is_requeued_with_a_fr
     host.finish("a", 1, log="ValueError: nan")
     await engine.tick()
     assert engine.jobs["a"].status == JobStatus.STUCK
-    done = await engine.command("edit", ["a", "c"], {"set": {"lr": "0.5"}, "by": "test"})
+    done = await engine.command("edit", ["a", "c"], {"add_flag": {"lr": "0.5"}, "by": "test"})
     assert done["ok"], done
     a, c = engine.jobs["a"], engine.jobs["c"]
     assert (a.cmd, a.status, a.attempts, a.failure) == ("train a --lr 0.5", JobStatus.PENDING,
@@ -94,7 +94,7 @@ async def test_clone_and_add_make_jobs_that_survive_a_restart_with_the_original_
         tmp_path: Path) -> None:
     engine, host = await started(tmp_path, ["a"])
     await engine.tick()
-    clone = await engine.command("clone", ["a"], {"set": {"seed": "2"}})
+    clone = await engine.command("clone", ["a"], {"add_flag": {"seed": "2"}})
     assert clone["ok"] and clone["detail"]["job"] == "a-clone1"
     added = await engine.command("add", [], {"id": "x", "cmd": "train x", "priority": 3})
     assert added["ok"], added
@@ -182,7 +182,7 @@ priority: 1
 phases:
   - name: one
     priority: 4
-    jobs: [{id: a, cmd: x}, {id: b, cmd: x, priority: -2}]
+    jobs: [{id: a, cmd: x}, {id: b, cmd: y, priority: -2}]
   - name: two
     grid: {s: [1]}
     template: {id: "g${s}", cmd: x, priority: 9}
@@ -200,7 +200,7 @@ async def test_jobs_made_and_edits_after_the_state_copy_a_restart_falls_back_to_
     engine.persistence.persist(whole=True)
     state = tmp_path / "run" / "queue_state.json"
     older = state.read_text()
-    await engine.command("clone", ["a"], {"id": "a2", "set": {"seed": "3"}})
+    await engine.command("clone", ["a"], {"id": "a2", "add_flag": {"seed": "3"}})
     await engine.command("edit", ["b"], {"cmd": "train b --fixed"})
     engine.persistence.persist(whole=True)
     engine.ctx.run_dir.release_lock()

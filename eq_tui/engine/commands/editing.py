@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from eq_tui.api.client import CommandResult
-from eq_tui.api.command_args import ArgError, apply_sets
+from eq_tui.api.command_args import ArgError, apply_sets, unknown_flag
 from eq_tui.api.command_result import result
 from eq_tui.api.commands import Add, Clone, Edit, Reload
 from eq_tui.api.events import JobAdded, JobEdited
@@ -52,12 +52,18 @@ class Editing:
         self.ctx = ctx
         self.engine = engine
 
-    def _new_cmd(self, base: str, cmd: Any, sets: Mapping[str, Any]
-                 ) -> tuple[str | None, str | None]:
-        """(the command `cmd` and `sets` ask for, or None and why)."""
-        cmd = base if cmd is None else cmd
+    def _new_cmd(self, base: str, cmd: Any, sets: Mapping[str, Any],
+                 add_flags: Mapping[str, Any] | None = None) -> tuple[str | None, str | None]:
+        """(the command `cmd`, `sets` and `add_flags` ask for, or None and why). A set flag
+        must be one the command has: a typo would add a flag its script does not take."""
+        cmd = str(base if cmd is None else cmd)
         try:
-            cmd = apply_sets(str(cmd), {str(k): str(v) for k, v in dict(sets or {}).items()})
+            changes = {str(k): str(v) for k, v in dict(sets or {}).items()}
+            added = {str(k): str(v) for k, v in dict(add_flags or {}).items()}
+            problem = unknown_flag(cmd, changes)
+            if problem is not None:
+                return None, problem
+            cmd = apply_sets(cmd, {**changes, **added})
         except (ArgError, TypeError, ValueError) as exc:
             return None, str(exc)
         problem = check_cmd(cmd)
@@ -68,8 +74,8 @@ class Editing:
     async def edit(self, command: Edit) -> CommandResult:
         if not command.job_ids:
             return result(error="edit needs at least one job id")
-        if command.cmd is None and not command.sets:
-            return result(error="edit needs a new command or --set key=value")
+        if command.cmd is None and not command.sets and not command.add_flags:
+            return result(error="edit needs a new command, --set key=value or --add-flag")
         results = {job_id: self._edit_one(job_id, command) for job_id in command.job_ids}
         return result(results)
 
@@ -80,7 +86,7 @@ class Editing:
             return "no such job"
         if job.status.is_active:
             return f"{job.status}: kill or requeue it first, or clone it"
-        new, problem = self._new_cmd(job.cmd, command.cmd, command.sets)
+        new, problem = self._new_cmd(job.cmd, command.cmd, command.sets, command.add_flags)
         if new is None:
             return problem or "invalid command"
         if new == job.cmd:
@@ -115,7 +121,8 @@ class Editing:
             return result({command.job: "no such job"})
         new_id = command.new_id or self._clone_id(source.id)
         problem = check_new_id(ctx, new_id)
-        cmd, cmd_problem = self._new_cmd(source.cmd, command.cmd, command.sets)
+        cmd, cmd_problem = self._new_cmd(source.cmd, command.cmd, command.sets,
+                                         command.add_flags)
         if problem or cmd is None:
             return result(error=problem or cmd_problem)
         priority = source.priority if command.priority is None else command.priority

@@ -16,7 +16,15 @@ from textual.widgets import DataTable, Static
 from eq_tui.api import ProjectState
 from eq_tui.results.cost import cost_record
 from eq_tui.results.group import MixedConfigurations, Row, Table, group, sort_rows
-from eq_tui.results.render import goal_hint, mean_std, notes, param_keys, span
+from eq_tui.results.render import (
+    energy_cell,
+    goal_hint,
+    gpu_time_cell,
+    mean_std,
+    notes,
+    param_keys,
+    span,
+)
 
 Projects = Callable[[], Iterable[ProjectState]]
 
@@ -109,7 +117,7 @@ class ResultsScreen(Screen[None]):
         for metric in metrics:
             heads += [self._title(metric), f"{metric} min..max"]
         costs = any(t.has_cost for t in self.tables.values())
-        heads += ["GPU-h", "energy Wh"] * costs
+        heads += ["GPU time", "energy"] * costs
         heads.append("notes")
         for head in heads:
             grid.add_column(self._arrow(head), key=head)
@@ -140,8 +148,8 @@ class ResultsScreen(Screen[None]):
         return f"{metric} {'↑' if way == 'max' else '↓'}" if way else metric
 
     def _arrow(self, head: str) -> str:
-        name = head.split(" ")[0] if head not in ("project", "phase", "n", "notes", "GPU-h",
-                                                  "energy Wh") else head
+        name = head.split(" ")[0] if head not in ("project", "phase", "n", "notes", "GPU time",
+                                                  "energy") else head
         if name and name == self.sort_column and "min..max" not in head:
             return f"{head} {'▼' if self.descending else '▲'}"
         return head
@@ -160,7 +168,7 @@ class ResultsScreen(Screen[None]):
                          else Text(text))
             cells.append(span(cell) if cell is not None else "")
         if costs:
-            cells += [mean_std(row.cost.gpu_h), mean_std(row.cost.energy_wh)]
+            cells += [gpu_time_cell(row.cost.gpu_h), energy_cell(row.cost.energy_wh)]
         cells.append(notes(table, row))
         return cells
 

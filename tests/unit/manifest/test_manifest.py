@@ -372,8 +372,8 @@ def test_job_source_errors_name_their_exact_key_line_and_message(text: str, key_
 
 
 def test_a_grid_with_a_default_cmd_and_no_template_names_its_jobs_from_the_points() -> None:
-    m = load("grid: {N: [1, 2]}\ndefault_cmd: train\n")
-    assert [(j.id, j.cmd) for j in m.jobs] == [("N1", "train"), ("N2", "train")]
+    m = load("grid: {N: [1, 2]}\ndefault_cmd: train --n ${N}\n")
+    assert [(j.id, j.cmd) for j in m.jobs] == [("N1", "train --n 1"), ("N2", "train --n 2")]
 
 
 def test_numbers_bools_and_variables_in_grid_values_and_list_args() -> None:

@@ -320,3 +320,89 @@ def test_a_json_manifest_the_yaml_parser_cannot_place_puts_its_errors_on_line_1(
     with pytest.raises(ManifestError) as caught:
         load_manifest_text(text, "m.json")
     assert str(caught.value) == "m.json:1: waves: expected a string, got an integer (3)"
+
+
+# ---- no silent waste: jobs of a phase that would run the same command ----------------------
+
+UNUSED_WD = """\
+default_cmd: python train.py
+grid: {lr: [0.1, 0.01], seed: [1, 2], wd: [0.0, 0.1]}
+template:
+  args: {lr: "${lr}", seed: "${seed}"}
+"""
+
+
+def refused(text: str) -> ManifestError:
+    with pytest.raises(ManifestError) as caught:
+        load(text)
+    return caught.value
+
+
+def test_a_grid_variable_no_command_uses_is_refused_at_its_key_with_the_copies() -> None:
+    error = refused(UNUSED_WD)
+    assert (error.line, error.key_path) == (2, "grid.wd")
+    assert error.message.startswith("grid variable 'wd' (0.0, 0.1) is used by no command of "
+                                    "its jobs: 4 of the phase's 8 jobs would be copies")
+    # used anywhere in what runs, it is no waste: in the command, or through an arg
+    assert len(load(UNUSED_WD.replace("python train.py", "python train.py --wd ${wd}")).jobs) == 8
+    assert len(load(UNUSED_WD.replace('seed: "${seed}"', 'seed: "${seed}", wd: "${wd}"')).jobs) \
+        == 8
+
+
+def test_a_variable_only_in_a_launch_time_name_or_the_id_still_makes_copies() -> None:
+    error = refused("grid: {n: [1, 2, 3]}\ntemplate: {id: 'j${n}', cmd: 'run --out ${JOB_ID}'}\n")
+    assert (error.key_path, error.line) == ("grid.n", 1)
+    assert "2 of the phase's 3 jobs would be copies" in error.message
+
+
+def test_in_a_phase_the_error_points_into_that_phase() -> None:
+    error = refused("phases:\n  - name: a\n    jobs: [{id: x, cmd: run}]\n  - name: b\n"
+                    "    grid: {lr: [1, 2], bs: [8, 16]}\n    template: {cmd: 'run ${lr}'}\n")
+    assert (error.key_path, error.line) == ("phases[1].grid.bs", 5)
+    assert error.message.startswith("grid variable 'bs' (8, 16) is used by no command")
+    assert "2 of the phase's 4 jobs" in error.message
+
+
+def test_seeds_that_no_command_uses_are_meant_repeats() -> None:
+    m = load("grid: {lr: [1, 2], seed: [1, 2, 3]}\ntemplate: {cmd: 'run --lr ${lr}'}\n")
+    assert len(m.jobs) == 6
+    # the phase's group_over names its seed key
+    renamed = "grid: {lr: [1, 2], rep: [1, 2]}\ntemplate: {cmd: 'run --lr ${lr}'}\n"
+    assert "'rep'" in refused(renamed).message
+    assert len(load("group_over: rep\n" + renamed).jobs) == 4
+
+
+def test_two_written_jobs_alike_are_refused_at_the_second_with_both_ids() -> None:
+    error = refused("jobs:\n  - {id: a, cmd: run}\n  - {id: b, cmd: run}\n")
+    assert (error.key_path, error.line) == ("jobs[1]", 3)
+    assert error.message.startswith("jobs 'a' and 'b' of phase main run the same command (run)")
+    assert "1 job(s) of the phase would be copies" in error.message
+    # the same command in two phases is no copy (a phase may rerun another's on new inputs)
+    two = load("phases:\n  - name: a\n    jobs: [{id: a, cmd: run}]\n"
+               "  - name: b\n    jobs: [{id: b, cmd: run}]\n")
+    assert [j.id for j in two.jobs] == ["a", "b"]
+
+
+def test_a_grid_point_that_repeats_a_written_job_is_refused() -> None:
+    error = refused("jobs: [{id: a, cmd: run 1}]\ngrid: {n: [1, 2]}\n"
+                    "template: {cmd: 'run ${n}'}\n")
+    assert error.message.startswith("jobs 'a' and 'n1' of phase main run the same command")
+    assert error.key_path == "grid"
+
+
+def test_a_long_command_is_shortened_in_the_message() -> None:
+    long = "run " + "x" * 100
+    error = refused(f"jobs:\n  - {{id: a, cmd: {long}}}\n  - {{id: b, cmd: {long}}}\n")
+    assert f"({long[:77]}...)" in error.message
+    short = "run " + "x" * 76  # 80 characters: shown whole
+    assert f"({short})" in refused(f"jobs:\n  - {{id: a, cmd: {short}}}\n  - {{id: b, cmd: "
+                                   f"{short}}}\n").message
+
+
+def test_the_dry_run_refuses_waste_with_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "m.yaml").write_text(UNUSED_WD)
+    done = subprocess.run([sys.executable, "-m", "eq_tui", "m.yaml", "--dry-run"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "m.yaml:2: grid.wd: grid variable 'wd'" in done.stderr
+    assert not (tmp_path / "experiment_queue").exists()

@@ -32,9 +32,9 @@ def test_metrics_at_every_level_with_variables() -> None:
               cmd: train --lr ${lr}
           - name: eval
             jobs:
-              - {id: e1, cmd: ev}
+              - {id: e1, cmd: ev 1}
               - id: e2
-                cmd: ev
+                cmd: ev 2
                 metrics: {csv: "${RUN_DIR}/e2.csv", pattern: "acc (?P<acc>\\\\S+)"}
         """)
     train = m.jobs[0]

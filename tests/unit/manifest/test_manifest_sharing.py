@@ -58,14 +58,14 @@ def test_mem_mib_and_exclusive_at_every_scope_the_nearest_wins() -> None:
         phases:
           - name: a
             jobs:
-              - {id: a1, cmd: x}
-              - {id: a2, cmd: x, mem_mib: 18000, exclusive: false}
+              - {id: a1, cmd: x1}
+              - {id: a2, cmd: x2, mem_mib: 18000, exclusive: false}
           - name: b
             mem_mib: 9000
             exclusive: false
             grid: {s: [1]}
             template: {id: "b${s}", cmd: x}
-            jobs: [{id: b0, cmd: x, mem_mib: null, exclusive: null}]
+            jobs: [{id: b0, cmd: y, mem_mib: null, exclusive: null}]
           - name: c
             grid: {s: [1]}
             template: {id: "c${s}", cmd: x, mem_mib: 500, exclusive: true}
@@ -91,7 +91,7 @@ def test_family_is_the_template_or_the_phase() -> None:
         project: p
         phases:
           - name: a
-            jobs: [{id: explicit, cmd: x}]
+            jobs: [{id: explicit, cmd: y}]
             grid: {s: [1]}
             template: {cmd: x}
           - name: b
@@ -110,7 +110,7 @@ def test_gpus_per_job_0_is_a_cpu_job_at_every_scope() -> None:
         hosts: [{name: s, simulate: {gpus: 1}}]
         phases:
           - name: a
-            jobs: [{id: a1, cmd: x}, {id: a2, cmd: x, gpus_per_job: 1}]
+            jobs: [{id: a1, cmd: x1}, {id: a2, cmd: x2, gpus_per_job: 1}]
           - name: b
             gpus_per_job: 1
             grid: {s: [1]}
@@ -130,7 +130,7 @@ def test_a_nearer_gpus_per_job_0_drops_an_inherited_mem_mib_and_exclusive() -> N
             gpus_per_job: 0
             jobs: [{id: p, cmd: x}]
           - name: train
-            jobs: [{id: t, cmd: x}, {id: cpu, cmd: x, gpus_per_job: 0}]
+            jobs: [{id: t, cmd: x}, {id: cpu, cmd: y, gpus_per_job: 0}]
         """)
     assert sharing(m) == {"p": (0, None, False), "t": (1, "auto", True),
                           "cpu": (0, None, False)}

@@ -21,8 +21,8 @@ phases:
   - name: a
     stall_after: 90s
     jobs:
-      - {id: a1, cmd: x}
-      - {id: a2, cmd: x, stall_after: 0, on_stall: kill}
+      - {id: a1, cmd: x1}
+      - {id: a2, cmd: x2, stall_after: 0, on_stall: kill}
   - name: b
     jobs: [{id: b1, cmd: x}]
 """)
