@@ -14,6 +14,7 @@ Runs (names for --only):
   scale      scheduler decision cost at 100 / 1,000 / 10,000 jobs (16 hosts x 8 GPUs), and a
              whole engine with 10,000 jobs (RSS, state written per tick)
   ui         a UI tick with 5,000 jobs (50 changed), first frame, `eq-tui --help`
+  eta        the first ETA's error at 20 % done on a steady simulated sweep (bench/eta.py)
 The full run takes about 20 minutes on 2 cores (poll60 alone about 8); --quick shortens the
 sweeps' jobs (for a look, not for figures). Writes bench/results/all-<time>.json and
 bench/results/latest.json.
@@ -35,7 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 RESULTS = Path(__file__).resolve().parent / "results"
-RUNS = ("rolling", "strict", "poll60", "hosts16", "scale", "ui")
+RUNS = ("rolling", "strict", "poll60", "hosts16", "scale", "ui", "eta")
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,13 @@ TARGETS = (
     Target("ui", "tick_5000_jobs_50_changed_ms", "UI tick, 5,000 jobs (50 changed)", 30.0,
            "ms"),
     Target("ui", "help_ms", "eq-tui --help", 300.0, "ms"),
+    Target("eta", "sweep_eta_error_pct", "sweep's ETA error at 20 % done", 25.0, "%"),
+    Target("eta", "job_first_eta_error_median_pct", "a job's first ETA error from 20 % (median)",
+           25.0, "%"),
+    Target("eta", "job_first_eta_error_worst_pct", "a job's first ETA error from 20 % (worst)",
+           None, "%"),
+    Target("eta", "undated_sweep_eta_error_pct", "sweep's ETA error at 20 %, undated (before)",
+           None, "%"),
 )
 
 
@@ -112,6 +120,14 @@ def ui(quick: bool) -> dict[str, Any]:
     return dict(ui_bench.run())
 
 
+def eta(quick: bool) -> dict[str, Any]:
+    from bench import eta as eta_bench
+
+    result = eta_bench.run(quick)
+    print("  " + eta_bench.describe(result), flush=True)
+    return result
+
+
 RUNNERS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "rolling": sweep(),
     "strict": sweep(waves="strict"),
@@ -119,6 +135,7 @@ RUNNERS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "hosts16": sweep(sweep="gap", hosts=16),
     "scale": scale,
     "ui": ui,
+    "eta": eta,
 }
 
 

@@ -132,6 +132,7 @@ class Settings(TypedDict, total=False):
     pid: int
     goals: dict[str, str]  # metric -> max | min (the manifest's goal, phases merged)
     group_over: str  # the grid key results average over
+    phase_group_over: dict[str, str]  # each phase's own (a phase may set its own)
 
 
 class Snapshot(TypedDict, total=False):

@@ -185,6 +185,12 @@ class JobState:
     reports_attempt: int = 0  # the attempt `reports` belong to
     reports_offset: int = 0  # bytes of that attempt's log read for reports
     run_to_end: bool = False  # a person retried it after it was pruned: never stopped early
+    # the whole job's progress in its current attempt (api/job_progress.py JobProgress, as
+    # JSON: `fraction`, `at` — when that fraction was first seen —, `unit`, `total`,
+    # `source`), kept by the engine from what its probes saw (engine/tick/progress.py); None
+    # before any, and again on a new attempt
+    progress: dict[str, Any] | None = None
+    progress_attempt: int = 0  # the attempt `progress` belongs to
 
     @property
     def current(self) -> Attempt | None:
@@ -277,6 +283,8 @@ class JobState:
             reports_attempt=int(data.get("reports_attempt") or 0),
             reports_offset=int(data.get("reports_offset") or 0),
             run_to_end=bool(data.get("run_to_end")),
+            progress=data["progress"] if isinstance(data.get("progress"), dict) else None,
+            progress_attempt=int(data.get("progress_attempt") or 0),
         )
 
 

@@ -99,7 +99,7 @@ def _from_manifest(manifest: str | None, job_id: str | None
 
 def _explain(text: str, *, pattern: re.Pattern[str] | None, cmd: str,
              watched: dict[str, str], every: bool, skipped: int) -> None:
-    from eq_tui.api.progress_line import progress_reading
+    from eq_tui.api.job_progress import JobProgress
     from eq_tui.results.parse import log_lines, read_log_line
     from eq_tui.results.stacks import Reports
 
@@ -107,9 +107,15 @@ def _explain(text: str, *, pattern: re.Pattern[str] | None, cmd: str,
         print(f"(the first {skipped} bytes skipped: reading the log's last {MAX_BYTES >> 20} MiB)")
     reports = Reports()
     found = _Explained()
-    last_tenth = -1
+    progress = JobProgress()
+    if cmd:
+        progress.cmd_totals(cmd)
+    last_source = ""
     number = 0
-    for number, raw in enumerate(text.split("\n"), start=1):
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for number, raw in enumerate(lines, start=1):
         for line in log_lines(raw):
             read = read_log_line(line, pattern)
             said: list[str] = []
@@ -134,19 +140,24 @@ def _explain(text: str, *, pattern: re.Pattern[str] | None, cmd: str,
                 why = "partial" if read.partial else "repeats"
                 said.append(f"{'redraw' if read.redraw else 'line'} {_pairs(read.metrics)} "
                             f"({why}: not a report)")
-            reading = progress_reading(line)
-            if reading is not None:
-                tenth = int(reading.fraction * 10)
-                if every or tenth > last_tenth:
-                    unit = f" ({reading.unit} of {reading.total:g})" \
-                        if reading.unit and reading.total else ""
-                    said.append(f"progress {reading.fraction:.0%}{unit}")
-                    last_tenth = max(last_tenth, tenth)
+            before = progress.fraction
+            progress.observe(line, float(number))
+            fraction = progress.fraction
+            if fraction is not None and progress.source != last_source and (
+                    every or before is None or int(fraction * 10) > int(before * 10)):
+                said.append(f"progress {fraction:.0%} ({progress.source})")
+                last_source = progress.source
             if said:
                 stack = read.stack or "plain"
                 print(f"line {number:>6}  {stack:<10} " + "; ".join(said))
     found.lines = number
     _summary(found, watched, cmd)
+    if progress.fraction is None:
+        print("progress: none read (no epoch k/N, step of a known total, or the run's bar; "
+              "give the MANIFEST so the job's --epochs / --max_steps count)")
+    else:
+        print(f"progress: {progress.fraction:.0%} at the end ({progress.source}); it never "
+              f"goes backwards")
 
 
 def _pairs(values: dict[str, float]) -> str:

@@ -13,6 +13,7 @@ from eq_tui.results.group import MixedConfigurations, group
 from eq_tui.results.records import RESULTS_FILE, Record, loads, read_records
 from eq_tui.results.render import FORMATS, render
 from eq_tui.results.settings import ResultSettings, from_manifest_json, read_settings
+from eq_tui.results.unseen import Watched, read_watched, unseen_in_records, watched_from_json
 
 DESCRIPTION = """\
 The results table of a run (running or finished), from its results.jsonl: one row per
@@ -20,7 +21,9 @@ configuration (its grid parameters minus the seed-like key), n of expected, mean
 max of each metric over the seeds, the missing or failed seeds named, duplicate seeds flagged,
 the best row of each phase per metric marked by the manifest's `goal`. A row whose jobs ran
 different commands (one edited, a clone with --set, a manifest changed after some completed)
-says `commands differ` and is never marked best."""
+says `commands differ` and is never marked best. A goal or early_stop metric never read from
+completed jobs is said below the table (json: `metrics_never_read`; csv and latex: on stderr),
+with the jobs and the metrics read instead."""
 
 
 def parser(verb: str = "results") -> argparse.ArgumentParser:
@@ -41,26 +44,32 @@ def parser(verb: str = "results") -> argparse.ArgumentParser:
     return parser
 
 
-def table_text(records: list[Record], settings: ResultSettings, options: argparse.Namespace
-               ) -> str:
+def table_text(records: list[Record], settings: ResultSettings, options: argparse.Namespace,
+               watched: Sequence[Watched] = ()) -> str:
     by = [key.strip() for key in options.by.split(",") if key.strip()] if options.by else None
     try:
         table = group(records, group_over=options.group_over or settings.group_over,
                       goals=settings.goals, metrics=options.metric, by=by)
     except MixedConfigurations as exc:
         raise UsageError(str(exc)) from None
-    return render(table, options.format)
+    unseen = unseen_in_records(watched, records)
+    if unseen and options.format in ("csv", "latex"):
+        sys.stderr.writelines(f"{finding.text()}\n" for finding in unseen)
+    return render(table, options.format, unseen)
 
 
-def _local(run_dir: Path) -> tuple[list[Record], ResultSettings]:
+Read = tuple[list[Record], ResultSettings, list[Watched]]
+
+
+def _local(run_dir: Path) -> Read:
     records = read_records(run_dir, series=False)
     if records is None:
         raise RunDirError(f"{run_dir}: no {RESULTS_FILE} yet (the engine writes it as jobs "
                           "finish)")
-    return records, read_settings(run_dir)
+    return records, read_settings(run_dir), read_watched(run_dir)
 
 
-def _remote(spec: str, config_path: str | None) -> tuple[list[Record], ResultSettings]:
+def _remote(spec: str, config_path: str | None) -> Read:
     import asyncio
     import json
     import posixpath
@@ -89,10 +98,11 @@ def _remote(spec: str, config_path: str | None) -> tuple[list[Record], ResultSet
     if text is None:
         raise RunDirError(f"{spec}: no {RESULTS_FILE} yet (the engine writes it as jobs finish)")
     try:
-        settings = from_manifest_json(json.loads(manifest)) if manifest else ResultSettings()
+        data = json.loads(manifest) if manifest else None
     except ValueError:
-        settings = ResultSettings()
-    return loads(text, series=False), settings
+        data = None
+    settings = from_manifest_json(data) if data is not None else ResultSettings()
+    return loads(text, series=False), settings, watched_from_json(data)
 
 
 def run(verb: str, argv: Sequence[str]) -> int:
@@ -100,10 +110,11 @@ def run(verb: str, argv: Sequence[str]) -> int:
     from eq_tui.cli.remote.target import parse_target
 
     if parse_target(options.run_dir) is not None:
-        records, settings = _remote(options.run_dir, ssh_config_path(options.ssh_config))
+        records, settings, watched = _remote(options.run_dir,
+                                             ssh_config_path(options.ssh_config))
     else:
         from eq_tui.cli.run_dirs import resolve
 
-        records, settings = _local(resolve(options.run_dir))
-    sys.stdout.write(table_text(records, settings, options))
+        records, settings, watched = _local(resolve(options.run_dir))
+    sys.stdout.write(table_text(records, settings, options, watched))
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from eq_tui.api.client import Snapshot
 from eq_tui.api.held import held_phase_todo
 from eq_tui.api.model import JobState, JobStatus, status_counts
 from eq_tui.errors import RunDirError
+from eq_tui.results.records import read_records
+from eq_tui.results.unseen import Unseen, read_watched, unseen_in_records
 from eq_tui.runfiles.statefile import StateFile
 
 
@@ -63,7 +66,19 @@ def print_status(run_dir: Path, *, as_json: bool = False, each_job: bool = False
         saved, jobs = from_snapshot(live)
     else:
         saved, jobs = load_jobs(run_dir)
-    return show_status(saved, jobs, as_json=as_json, each_job=each_job, run_dir=str(run_dir))
+    return show_status(saved, jobs, as_json=as_json, each_job=each_job, run_dir=str(run_dir),
+                       unseen=() if each_job else never_read(run_dir))
+
+
+def never_read(run_dir: Path) -> list[Unseen]:
+    """The goal and early_stop metrics never read from the run's completed jobs (its
+    results.jsonl and manifest.json say); [] when either is missing."""
+    watched = read_watched(run_dir)
+    try:
+        records = read_records(run_dir, series=False) if watched else None
+    except OSError:
+        return []
+    return unseen_in_records(watched, records) if records else []
 
 
 def needs_person_line(job: JobState) -> str:
@@ -124,10 +139,12 @@ def held_todo(saved: dict[str, Any], jobs: list[JobState], run_dir: str) -> dict
 
 
 def show_status(saved: dict[str, Any], jobs: list[JobState], *, as_json: bool = False,
-                where: str = "", each_job: bool = False, run_dir: str = "RUN_DIR") -> int:
+                where: str = "", each_job: bool = False, run_dir: str = "RUN_DIR",
+                unseen: Sequence[Unseen] = ()) -> int:
     """Prints the counts and the jobs that need a person (`each_job`: a line per job instead);
-    `where` names the SSH host of a remote run dir, `run_dir` the run dir as commands name it.
-    Exit code: 1 when a job needs a person, else 0."""
+    `where` names the SSH host of a remote run dir, `run_dir` the run dir as commands name it,
+    `unseen` the goal and early_stop metrics never read. Exit code: 1 when a job needs a
+    person, else 0."""
     counts = status_counts(jobs)
     needing = [job for job in jobs if job.status.needs_person]
     todo = held_todo(saved, jobs, run_dir)
@@ -143,7 +160,8 @@ def show_status(saved: dict[str, Any], jobs: list[JobState], *, as_json: bool = 
             "total": len(jobs), "counts": counts,
             "needs_person": [{"id": j.id, "status": str(j.status),
                               "failure": j.failure.to_json() if j.failure else None,
-                              "log": j.log} for j in needing]}, indent=1))
+                              "log": j.log} for j in needing],
+            "metrics_never_read": [finding.to_json() for finding in unseen]}, indent=1))
         return 1 if needing else 0
     out = sys.stdout
     paused = " (launching paused)" if saved.get("paused") else ""
@@ -157,6 +175,10 @@ def show_status(saved: dict[str, Any], jobs: list[JobState], *, as_json: bool = 
     for phase, why in ((saved.get("crash_guard") or {}).get("held") or {}).items():
         out.write(f"\nphase {phase} is held, nothing of it launches: {why}\n"
                   f"  {todo[phase]}\n")
+    if unseen:
+        out.write("\nmetrics never read:\n")
+        for finding in unseen:
+            out.write(f"  {finding.text()}\n")
     if needing:
         out.write("\nneeds a person:\n")
         for job in needing:

@@ -44,6 +44,7 @@ from eq_tui.engine.tick.reconcile import Reconciler
 from eq_tui.engine.tick.side_by_side import ticks_side_by_side
 from eq_tui.engine.tick.stall import StallWatch
 from eq_tui.engine.tick.tick_timing import Pacing
+from eq_tui.engine.tick.unseen import UnseenWatch
 from eq_tui.engine.tick.wants import Wants
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import Host, HostSnapshot
@@ -96,7 +97,9 @@ class Engine:
         self.leftovers = Leftovers(self.ctx, self.lock)
         self.commands = Commands(self)
         self.harvest = Harvest(self.ctx, self.lock)
-        self.persistence.summary_tail = self.harvest.summary_table
+        self.unseen = UnseenWatch(self.ctx, self.early_stop.names_seen, self.harvest.collected,
+                                  self.harvest.records, self.harvest.summary_table)
+        self.persistence.summary_tail = self.unseen.summary_tail
         # watch=False leaves only the periodic probe (how today's polling scripts work: the
         # benchmarks compare against it)
         self.watchers = HostWatchers(hosts if watch else {}, self.pacing.on_watch_event)
@@ -255,6 +258,7 @@ class Engine:
             self.memory.observe(probed)  # after judging: an attempt that ended settles now
             await self.stall.check(probed)
             await self.early_stop.check(probed)
+            self.unseen.check()
             self.leftovers.check(probed)
             self.gpu_health.check(probed)
             self.observation.apply_output_scan()
@@ -413,7 +417,10 @@ class Engine:
                          "oom_delay": manifest.oom_retry.delay,
                          "threshold_mib": manifest.gpu_free_threshold_mib,
                          "waves": manifest.waves, "poll": self.pacing.poll, "pid": os.getpid(),
-                         "goals": goals, "group_over": group_over},
+                         "goals": goals, "group_over": group_over,
+                         # each phase's own, for the front ends' `slow` (present/pace.py)
+                         "phase_group_over": {phase.name: phase.results.group_over
+                                              for phase in manifest.phases}},
             "jobs": [job.to_json() for job in self.jobs.values()],  # type: ignore[misc]
             "hosts": hosts,  # type: ignore[typeddict-item]
             "alerts": list(ctx.bus.alerts),

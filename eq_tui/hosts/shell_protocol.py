@@ -164,7 +164,8 @@ def hex_text(value: str) -> str:
 
 
 def hex_lines(lines: list[str], kind: str) -> dict[str, str]:
-    """`KIND<TAB>key<TAB>hex` lines (log tails `T`, last lines `L`) as key → text."""
+    """`KIND<TAB>key<TAB>hex` lines (log tails `T`, last lines `L`, epoch lines `E`) as
+    key → text."""
     found = {}
     for line in lines:
         parts = line.split("\t")
@@ -222,6 +223,7 @@ def parse_probe(host: str, text: str, boundary: str, request: ProbeRequest, *,
     tails = hex_lines(requests, "T")
     followed = _followed(requests)
     last_lines = {key: clean_line(text) for key, text in hex_lines(requests, "L").items()}
+    epoch_lines = {key: clean_line(text) for key, text in hex_lines(requests, "E").items()}
     attempts: dict[str, AttemptProbe] = {}
     for ref in request.attempts:
         fact = facts.get(ref.key)
@@ -239,6 +241,7 @@ def parse_probe(host: str, text: str, boundary: str, request: ProbeRequest, *,
             log_size=_int(size) or 0,
             output_ok=None if out == "-" else out == "1",
             log_tail=tails.get(ref.key, ""), last_line=last_lines.get(ref.key, ""),
+            epoch_line=epoch_lines.get(ref.key, ""),
             pgid=_int(pgid) if pgid != "-" else None,
             followed=followed.get(ref.key, (None, b""))[1],
             followed_from=followed.get(ref.key, (None, b""))[0])

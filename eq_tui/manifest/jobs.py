@@ -28,8 +28,8 @@ from eq_tui.manifest.expand import (
     valid_arg_key,
 )
 from eq_tui.manifest.ids import ID_PATTERN
-from eq_tui.manifest.model import JobSpec, MetricsSpec, Precondition
-from eq_tui.manifest.results_keys import parse_metrics
+from eq_tui.manifest.model import METRICS_FILE_KEYS, JobSpec, MetricsSpec, Precondition
+from eq_tui.manifest.results_keys import HOST_PATTERN_KEYS, check_host_pattern, parse_metrics
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.sharing import Sharing, for_gpus, parse_sharing
 from eq_tui.manifest.watch_keys import parse_on_stall, parse_stall_after
@@ -267,8 +267,10 @@ class JobMaker:
         else:
             return None
         files = {key: self._sub(value, variables, (*where, key), point)
-                 for key in ("json", "jsonl", "csv")
-                 if (value := getattr(spec, key)) is not None}
+                 for key in METRICS_FILE_KEYS if (value := getattr(spec, key)) is not None}
+        for key in HOST_PATTERN_KEYS:
+            if key in files:
+                check_host_pattern(self.ctx, files[key], (*where, key))
         return MetricsSpec(**{**spec.__dict__, **files})
 
     def _sub(self, text: str, variables: dict[str, str], path: Path_, point: dict[str, str],

@@ -140,6 +140,10 @@ _SHARING = {
                       default=False),
 }
 
+# a path or glob the host expands (results_keys.check_host_pattern): no shell metacharacters
+# but `${NAME}`, never `..`
+_HOST_PATTERN = (r"^(?!(.*/)?\.\.(/|$))"
+                 r"([A-Za-z0-9_./*?\[\]~+@%=,: -]|\$\{[A-Za-z_][A-Za-z0-9_]*\})+$")
 _METRICS = _obj({
     "json": _doc({"type": "string", "minLength": 1}, "A JSON file: every numeric leaf, with "
                  "dotted keys."),
@@ -151,8 +155,17 @@ _METRICS = _obj({
                 default=False),
     "pattern": _doc({"type": "string", "minLength": 1}, "A regular expression with named "
                     "groups over log lines; each group names a metric."),
-}, description="Where a job's numbers are; paths take the launch-time variables. Without it, "
-               "the conventional files in the attempt dir and the log are read.")
+    "hf_state": _doc({"type": "string", "minLength": 1, "pattern": _HOST_PATTERN},
+                     "HF Trainer's trainer_state.json (its log_history); a glob reads the newest "
+                     "written while the job ran.", examples=["out/${JOB_ID}/trainer_state.json"]),
+    "tensorboard": _doc({"type": "string", "minLength": 1, "pattern": _HOST_PATTERN},
+                        "A TensorBoard event file, or a directory: the newest event file written "
+                        "in it (or two levels below) while the job ran; needs eq-tui[tensorboard].",
+                        examples=["runs/${JOB_ID}"]),
+}, description="Where a job's numbers are; paths take the launch-time variables. Without it, or "
+               "without a file named, the conventional files in the attempt dir, what HF Trainer, "
+               "Lightning and TensorBoard write in the job's cwd while it runs, and the log are "
+               "read.")
 _METRICS_REF = _doc(_nullable({"$ref": "#/$defs/metrics"}), "Where the jobs' metrics are.")
 _RESULTS = {
     "goal": _doc(_nullable({"type": "object", "additionalProperties": {"enum": ["max", "min"]}}),

@@ -93,13 +93,23 @@ Goal = Literal["max", "min"]
 @dataclass(frozen=True)
 class MetricsSpec:
     """Where a job's numbers are (`metrics:`); paths relative to the job's cwd, launch-time
-    variables still in. Without one, the conventional files and the log are looked at."""
+    variables still in. Without one, or without a file named, the conventional files, what the
+    stacks write in the cwd while the job runs and the log are looked at."""
 
     json: str | None = None
     jsonl: str | None = None
     csv: str | None = None
     log: bool = False
     pattern: str | None = None  # a regex with named groups, over log lines (implies log)
+    hf_state: str | None = None  # HF Trainer's trainer_state.json; a glob: the newest written
+    tensorboard: str | None = None  # an event file, or a directory: its newest written
+
+    def files(self) -> tuple[str, ...]:
+        """The paths it names."""
+        return tuple(path for key in METRICS_FILE_KEYS if (path := getattr(self, key)))
+
+
+METRICS_FILE_KEYS = ("json", "jsonl", "csv", "hf_state", "tensorboard")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,13 @@ import re
 from typing import Any
 
 from eq_tui.manifest import schema
-from eq_tui.manifest.model import EarlyStopSpec, Goal, MetricsSpec, ResultsSpec
+from eq_tui.manifest.model import (
+    METRICS_FILE_KEYS,
+    EarlyStopSpec,
+    Goal,
+    MetricsSpec,
+    ResultsSpec,
+)
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.yaml_lines import Path_
 
@@ -16,17 +22,21 @@ METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
 
 
 def parse_metrics(ctx: Context, raw: Any, path: Path_) -> MetricsSpec:
-    """`{json: PATH}`, `{jsonl: PATH}`, `{csv: PATH}`, `{log: true}`, `{pattern: REGEX}`; several
-    at once are merged (a file's value wins over the log's)."""
+    """`{json: PATH}`, `{jsonl: PATH}`, `{csv: PATH}`, `{hf_state: PATH}`, `{tensorboard: DIR}`,
+    `{log: true}`, `{pattern: REGEX}`; several at once are merged (a file's value wins over the
+    log's)."""
     spec = ctx.mapping(raw, path)
     ctx.check_keys(spec, schema.METRICS_KEYS, path)
     if not spec:
-        ctx.fail("name at least one source: json, jsonl, csv, log or pattern", path)
+        ctx.fail("name at least one source: json, jsonl, csv, hf_state, tensorboard, log or "
+                 "pattern", path)
     files = {key: ctx.string(spec[key], (*path, key)) if spec.get(key) is not None else None
-             for key in ("json", "jsonl", "csv")}
+             for key in METRICS_FILE_KEYS}
     for key, value in files.items():
         if value is not None and not value.strip():
             ctx.fail(f"'{key}' needs a path", (*path, key))
+        if value is not None and key in HOST_PATTERN_KEYS:
+            check_host_pattern(ctx, value, (*path, key))
     log = ctx.boolean(spec["log"], (*path, "log")) if spec.get("log") is not None else False
     pattern = None
     if spec.get("pattern") is not None:
@@ -40,7 +50,27 @@ def parse_metrics(ctx: Context, raw: Any, path: Path_) -> MetricsSpec:
                      "a metric", (*path, "pattern"))
         log = True
     return MetricsSpec(json=files["json"], jsonl=files["jsonl"], csv=files["csv"], log=log,
-                       pattern=pattern)
+                       pattern=pattern, hf_state=files["hf_state"],
+                       tensorboard=files["tensorboard"])
+
+
+# the keys whose path the host expands as a pattern (`*`, `?`, `[...]`): a path of the job's
+# own, written plainly, variables `${NAME}` aside
+HOST_PATTERN_KEYS = ("hf_state", "tensorboard")
+_VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_./*?\[\]~+@%=,: -]")
+
+
+def check_host_pattern(ctx: Context, value: str, path: Path_) -> None:
+    """A path or glob the host expands: never above the cwd (`..`), no shell metacharacters."""
+    plain = _VARIABLE.sub("x", value)
+    if ".." in plain.split("/"):
+        ctx.fail(f"{value!r}: '..' is not allowed here; give a path under the job's cwd or an "
+                 "absolute one", path)
+    bad = _UNSAFE.search(plain)
+    if bad is not None:
+        ctx.fail(f"{value!r}: {bad.group(0)!r} is not allowed here: letters, digits, '_ . / - + "
+                 "@ % = , :', spaces, '~/' and the glob characters '* ? [ ]' are", path)
 
 
 def parse_results(ctx: Context, raw: dict[str, Any], path: Path_,

@@ -5,24 +5,36 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from eq_tui.results import numbers
 from eq_tui.results.group import Cell, Row, Table
+from eq_tui.results.unseen import Unseen, markdown
 
 FORMATS = ("table", "csv", "json", "markdown", "latex")
 
 
-def num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
+num = numbers.plain
 
 
 def mean_std(cell: Cell, *, pm: str = "±") -> str:
-    if cell.mean is None:
-        return "-"
-    if cell.std is None:
-        return num(cell.mean)
-    return f"{num(cell.mean)} {pm} {num(cell.std)}"
+    """`0.763 ± 0.010`: rounded as a person writes it (numbers.py)."""
+    return numbers.mean_std(cell.mean, cell.std, pm=pm)
+
+
+def gpu_time_cell(cell: Cell, *, pm: str = "±") -> str:
+    """A row's GPU time (its cell is in hours) in the unit that fits: `3.3 ± 0.21 GPU-min`."""
+    return numbers.gpu_time_mean_std(_scaled(cell.mean, 3600), _scaled(cell.std, 3600), pm=pm)
+
+
+def energy_cell(cell: Cell, *, pm: str = "±") -> str:
+    """A row's energy (its cell is in Wh) in Wh or kWh."""
+    return numbers.energy_mean_std(cell.mean, cell.std, pm=pm)
+
+
+def _scaled(value: float | None, by: float) -> float | None:
+    return None if value is None else value * by
 
 
 def param_keys(table: Table) -> list[str]:
@@ -72,7 +84,7 @@ def _grid(table: Table, *, best: Callable[[str], str], pm: str = "±",
     for metric in table.metrics:
         header += [title(metric), "min..max"]
     if table.has_cost:
-        header += ["GPU-h", "energy (Wh)"]
+        header += ["GPU time", "energy"]
     header.append("notes")
     body = []
     for row in table.rows:
@@ -82,7 +94,8 @@ def _grid(table: Table, *, best: Callable[[str], str], pm: str = "±",
             text = mean_std(cell, pm=pm)
             line += [best(text) if metric in row.best else text, span(cell)]
         if table.has_cost:
-            line += [mean_std(row.cost.gpu_h, pm=pm), mean_std(row.cost.energy_wh, pm=pm)]
+            line += [gpu_time_cell(row.cost.gpu_h, pm=pm),
+                     energy_cell(row.cost.energy_wh, pm=pm)]
         line.append(notes(table, row))
         body.append(line)
     return header, body
@@ -92,6 +105,10 @@ def goal_hint(table: Table) -> str | None:
     """How to get the best marked, when no metric shown has a goal."""
     if not table.metrics or any(m in table.goals for m in table.metrics):
         return None
+    read = {name for row in table.rows for member in row.members
+            for name in member.get("metrics") or {}}
+    if table.goals and not read & set(table.goals):  # said below the table (unseen.py)
+        return f"no best marked: no job's metrics include the goal's ({', '.join(table.goals)})"
     return (f"no best marked: no metric has a goal; `goal: {{{table.metrics[0]}: max}}` (or min) "
             "in the manifest marks each phase's best")
 
@@ -119,9 +136,9 @@ def render_table(table: Table) -> str:
 def total_line(table: Table) -> str:
     """The sweep's cost in all: every job, every attempt."""
     hours, wh = table.total_cost()
-    energy = "unknown (some GPUs had no power reading)" if wh is None else f"{wh:.4g} Wh"
-    return (f"cost in all: {hours:.4g} GPU-h, energy {energy}; GPU-h and energy (Wh) per row: "
-            "mean ± std over its completed jobs")
+    energy = "unknown (some GPUs had no power reading)" if wh is None else numbers.energy(wh)
+    return (f"cost in all: {numbers.gpu_time(hours * 3600)}, energy {energy}; GPU time and "
+            "energy per row: mean ± std over its completed jobs")
 
 
 def render_markdown(table: Table) -> str:
@@ -189,10 +206,12 @@ def _cost_data(row: Row) -> dict[str, Any]:
                           "unknown": cost.unknown}}
 
 
-def render_json(table: Table) -> str:
+def render_json(table: Table, unseen: Sequence[Unseen] = ()) -> str:
+    """`metrics_never_read`: the goal and early_stop metrics never read (results/unseen.py)."""
     data: dict[str, Any] = {"group_over": table.group_over, "goals": table.goals,
                             "metrics": table.metrics,
-                            "rows": [_row_data(table, row) for row in table.rows]}
+                            "rows": [_row_data(table, row) for row in table.rows],
+                            "metrics_never_read": [finding.to_json() for finding in unseen]}
     if table.has_cost:
         hours, wh = table.total_cost()
         data["cost"] = {"gpu_hours": hours, "energy_wh": wh}
@@ -239,5 +258,19 @@ RENDERERS: dict[str, Callable[[Table], str]] = {
     "markdown": render_markdown, "latex": render_latex}
 
 
-def render(table: Table, fmt: str) -> str:
-    return RENDERERS[fmt](table)
+def unseen_text(unseen: Sequence[Unseen]) -> str:
+    """The metrics never read, as lines below a terminal's table."""
+    return "\n" + "".join(f"{finding.text()}\n" for finding in unseen)
+
+
+def render(table: Table, fmt: str, unseen: Sequence[Unseen] = ()) -> str:
+    """The table in `fmt`; the metrics never read below a table or markdown's, under json's
+    `metrics_never_read` (csv and latex stay the table alone: a program reads them)."""
+    if fmt == "json":
+        return render_json(table, unseen)
+    text = RENDERERS[fmt](table)
+    if unseen and fmt == "table":
+        return text + unseen_text(unseen)
+    if unseen and fmt == "markdown":
+        return f"{text}\n{markdown(unseen)}"
+    return text

@@ -79,6 +79,10 @@ _TQDM_BAR = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d+)?%(?:\|[^|]*\||\s+\d+/\d+\s+\
 # its postfix: after the rate, up to the `]` (or the line's end: tqdm cuts a bar at the
 # terminal's width)
 _TQDM_POSTFIX = re.compile(r"\[[^\[\],]*?(?:,\s*[^\[\],=]*?(?:it/s|s/it))?,\s*([^\[\]]*)(?:\]|\Z)")
+# Lightning's RichProgressBar: `Epoch 3/9  ━━━━━━━╸━━━ 20/50 0:00:01 • 0:00:02 14.2it/s v_num: 0
+# val_loss: 0.459` (lightning/pytorch/callbacks/progress/rich_progress.py, MetricsTextColumn)
+_LIGHTNING_RICH = re.compile(r"^\s*(?:Epoch \d+/\d+|Validation|Testing|Predicting)\s+"
+                             r"[━─╸╺\s]*[━─╸╺]+[━─╸╺\s]*\d+/\d+")
 _LIGHTNING = re.compile(r"^\s*(?:Epoch \d+|Validation(?: DataLoader \d+)?|Sanity Checking"
                         r"(?: DataLoader \d+)?|Testing(?: DataLoader \d+)?|Predicting"
                         r"(?: DataLoader \d+)?)\s*:\s+\d{1,3}%")
@@ -188,6 +192,9 @@ def _tqdm_postfix(line: str) -> dict[str, float]:
 
 
 def _lightning(line: str) -> LineRead | None:
+    rich = _LIGHTNING_RICH.search(line)
+    if rich is not None:
+        return LineRead(pairs(line[rich.end():]), "lightning", redraw=True)
     if _LIGHTNING.search(line) is None:
         return None
     return LineRead(_tqdm_postfix(line), "lightning", redraw=True)

@@ -1,5 +1,6 @@
 """The header's ETA: how long the queue still needs, from the durations of finished jobs of each
-phase and, where a job prints its progress ("epoch 3/8", "42% done"), from how far it has come.
+phase and, where a job prints its progress ("epoch 3/8", "42% done"), from how far it has come
+(dated: by when that progress was seen).
 So it says something while the first 64 jobs run, before any has finished.
 
 Incremental: the run view keeps the figures as records change (each line parsed once, the
@@ -14,7 +15,8 @@ from statistics import fmean
 from eq_tui.tui.run_view import RunView
 
 ALL = ""  # the key of the mean over every phase (a phase's key is `project/phase`)
-Running = tuple[str, float, float | None]  # phase, elapsed, fraction
+# phase, elapsed, fraction[, dated: how long it had run when that fraction was seen]
+Running = tuple[str, float, float | None] | tuple[str, float, float | None, float | None]
 
 
 def estimate_eta(running: Iterable[Running], waiting: Mapping[str, int],
@@ -25,12 +27,15 @@ def estimate_eta(running: Iterable[Running], waiting: Mapping[str, int],
     left: list[float] = []
     slots = 0
     by_progress: dict[str, list[float]] = {}
-    for phase, elapsed, fraction in running:
+    for item in running:
+        phase, elapsed, fraction = item[0], item[1], item[2]
+        # a fraction is as old as its line: the run's length is the time it took to get there
+        dated = item[3] if len(item) > 3 else elapsed
         slots += 1
-        if fraction and elapsed > 0:
-            total: float | None = elapsed / fraction
-            by_progress.setdefault(phase, []).append(elapsed / fraction)
-            by_progress.setdefault(ALL, []).append(elapsed / fraction)
+        if fraction and dated is not None and dated > 0:
+            total: float | None = dated / fraction
+            by_progress.setdefault(phase, []).append(dated / fraction)
+            by_progress.setdefault(ALL, []).append(dated / fraction)
         else:
             total = means.get(phase, means.get(ALL))
         if total is not None:
@@ -57,6 +62,4 @@ def view_eta(view: RunView, now: float) -> float | None:
     means, overall = view.paces.mean_durations()
     if overall is not None:
         means[ALL] = overall
-    running = [(phase, now - started if started is not None else 0.0, fraction)
-               for phase, started, fraction in view.paces.running()]
-    return estimate_eta(running, view.waiting_by_group, means)
+    return estimate_eta(list(view.paces.dated(now)), view.waiting_by_group, means)

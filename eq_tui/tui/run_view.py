@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eq_tui.api import Event, JobRecord, ProjectState
-from eq_tui.present.pace import Pace, PaceBook
+from eq_tui.present.pace import DEFAULT_GROUP_OVER, Pace, PaceBook
 from eq_tui.tui.progress import Progress, completed_duration, estimate
 from eq_tui.tui.rows import row_key, split_row_key
 
@@ -163,7 +163,15 @@ class RunView:
         group = phase_group(key, job)
         if status in WAITING:
             self.waiting_by_group[group] += 1
-        self.paces.update(key, group, job)
+        self.paces.update(key, group, job, self._group_over(key, job))
+
+    def _group_over(self, key: str, job: Mapping[str, Any]) -> str:
+        """The key a job's phase averages its seeds over: its siblings differ only in it."""
+        view = self.projects.get(split_row_key(key)[0])
+        settings = view.settings if view is not None else {}
+        by_phase = settings.get("phase_group_over") or {}
+        return str(by_phase.get(str(job.get("phase") or "")) or settings.get("group_over")
+                   or DEFAULT_GROUP_OVER)
 
     def _unindex(self, key: str, job: Mapping[str, Any]) -> None:
         status = str(job.get("status"))

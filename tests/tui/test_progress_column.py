@@ -103,8 +103,9 @@ async def test_the_column_shows_only_where_it_fits_and_the_last_line_makes_room(
         assert one.query_one(JobTable).columns["last_line"].width == 50  # off screen anyway
     wide = EqTuiApp([FakeClient()], clock=lambda: T0)
     async with wide.run_test(size=SIZE) as pilot:
-        # the last log line narrows so that the row still fits in 160 columns
-        assert wide.query_one(JobTable).columns["last_line"].width == 44
+        # the last log line narrows so that the row still fits in 160 columns (no priority
+        # set: no pri column)
+        assert wide.query_one(JobTable).columns["last_line"].width == 49
         await pilot.resize_terminal(240, 70)
         await eventually(pilot, lambda: wide.query_one(JobTable).columns["last_line"].width
                          == 50)
@@ -112,7 +113,7 @@ async def test_the_column_shows_only_where_it_fits_and_the_last_line_makes_room(
 
 
 async def test_long_jobs_at_their_siblings_pace_read_running_at_80x24() -> None:
-    """Issue 33: twelve two-epoch jobs and two sixty-epoch ones in one phase, all at one epoch
+    """Issue 33: twelve two-epoch jobs and three sixty-epoch ones in one phase, all at one epoch
     a minute; the long ones are thirty times as long, not slower."""
     snapshot = sample_snapshot()
     cmd = "fake-train --epochs {epochs} --seed {seed}"
@@ -122,9 +123,11 @@ async def test_long_jobs_at_their_siblings_pace_read_running_at_80x24() -> None:
     jobs += [job(f"short_s{n}", "running", cmd=cmd.format(epochs=2, seed=n),
                  history=[attempt(1, "rtx-box", n % 4, T0 - 60)], last_line="epoch 1/2")
              for n in (10, 11)]
+    # three seeds of the long configuration: a job's siblings are its configuration's seeds
+    # (issue 41), never the short jobs
     jobs += [job(f"long_s{n}", "running", cmd=cmd.format(epochs=60, seed=n),
                  history=[attempt(1, "a100-box", n, T0 - 1200)], last_line="epoch 20/60")
-             for n in (1, 2)]
+             for n in (1, 2, 3)]
     snapshot["jobs"] = jobs
     client = FakeClient(snapshot)
     app = EqTuiApp([client], clock=lambda: T0)

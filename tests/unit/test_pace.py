@@ -48,21 +48,24 @@ def test_remaining_and_projected_time_come_from_elapsed_and_the_fraction() -> No
 
 
 def test_long_jobs_at_their_siblings_epochs_per_second_are_not_slow() -> None:
-    # issue 33: twelve two-epoch jobs and two sixty-epoch ones in one phase, every one at one
-    # epoch per 10 minutes: the long ones are 30 times as long, not slower
+    # issue 33: twelve two-epoch jobs and three sixty-epoch ones in one phase, every one at
+    # one epoch per 10 minutes: the long ones are 30 times as long, not slower. Issue 41: a
+    # job's siblings are the seeds of its configuration (its command differs only in
+    # `--seed`), so the long ones are compared with each other, never with the short ones
     cmd = "fake-train --epochs {} --seed {}"
     jobs = {f"short{n}": completed(1200, line="epoch 2/2", cmd=cmd.format(2, n))
             for n in range(10)}
     jobs |= {f"short_run{n}": running(600, "epoch 1/2", cmd=cmd.format(2, 10 + n))
              for n in range(2)}
-    jobs |= {f"long{n}": running(HOUR, "epoch 6/60", cmd=cmd.format(60, n)) for n in range(2)}
+    jobs |= {f"long{n}": running(HOUR, "epoch 6/60", cmd=cmd.format(60, n)) for n in range(3)}
     book = book_of(**jobs)
-    for key in ("long0", "long1"):
+    for key in ("long0", "long1", "long2"):
         pace = pace_of(book, key)
         assert pace.projected_s == pytest.approx(10 * HOUR)  # 30 x the short ones' 20 min
         assert pace.rate == pytest.approx(pace.siblings_rate)
-        assert pace.siblings == 13 and not pace.slow
-    # the same long job at a third of the pace is slow
+        assert pace.siblings == 2 and not pace.slow
+    assert pace_of(book, "short_run0").siblings == 11
+    # the same long job at a third of its seeds' pace is slow
     book.update("long0", "train", running(3 * HOUR, "epoch 3/60", cmd=cmd.format(60, 0)))
     assert pace_of(book, "long0").slow
 

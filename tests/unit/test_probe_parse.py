@@ -59,6 +59,7 @@ WHOLE = answer(
      "A\tshort\t1\n"
      "O\tj1\t1\nO\tj2\t0\nP\tj3\t1\nP\tbad\nT\tb\t" + b"boom\n".hex() + "\n"
      "L\ta\t" + b"\x1b[1mepoch 3\r".hex() + "\n"
+     "E\ta\t" + b"\x1b[1mEpoch 5/8\r\n".hex() + "\n"
      "F\ta\t100\t" + b"more".hex() + "\nF\tb\tnope\tzz\n"),
 )
 
@@ -82,7 +83,7 @@ def test_a_whole_probe_gives_every_fact() -> None:
     assert snap.attempts == {
         "a": AttemptProbe("a", True, 4240, True, 1700000000.5, None, None, 2048, None,
                           log_tail="", last_line="epoch 3", pgid=4240, followed=b"more",
-                          followed_from=100),
+                          followed_from=100, epoch_line="Epoch 5/8"),
         "b": AttemptProbe("b", True, None, False, None, 3, 1700000100.25, 0, True,
                           log_tail="boom\n", last_line="", pgid=None)}
 

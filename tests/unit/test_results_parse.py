@@ -115,7 +115,9 @@ def test_many_keys_are_capped() -> None:
 def test_what_to_read() -> None:
     auto = wanted_files(None, attempt_dir="/a", run_dir="/r", job_id="j", attempt=2)
     assert [w.path for w in auto] == ["/a/metrics.json", "/a/results.jsonl", "/a/metrics.csv",
-                                      "/a/wandb-summary.json", "/a/log"]
+                                      "/a/wandb-summary.json", "", "", "", "/a/log"]
+    assert [(w.how, w.since) for w in auto if not w.path] == [
+        ("find-hf", "/a"), ("find-pl", "/a"), ("find-tb", "/a")]  # the stacks' files in the cwd
     spec = MetricsSpec(json="${RUN_DIR}/out/${JOB_ID}_a${ATTEMPT}.json")
     assert [w.path for w in wanted_files(spec, attempt_dir="/a", run_dir="/r", job_id="j",
                                          attempt=2)] == ["/r/out/j_a2.json"]

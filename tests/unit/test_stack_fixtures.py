@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,25 @@ def test_the_stack_is_recognised_by_itself(log: Path) -> None:
         assert seen & {"keras2", "keras3"}, seen
     else:
         assert stack in seen, seen
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[log.stem for log in LOGS])
+def test_progress_never_goes_backwards_and_counts_the_whole_run(log: Path) -> None:
+    """Fed line by line as the engine sees them, a job's progress never decreases; where the
+    log states the run's total (`Epoch k/N`), it is read in the log's own unit."""
+    from eq_tui.api.job_progress import JobProgress
+
+    text = log.read_bytes().decode("utf-8", errors="replace")
+    progress = JobProgress()
+    seen: list[float] = []
+    for at, line in enumerate(log_lines(text)):
+        progress.observe(line, float(at))
+        if progress.fraction is not None:
+            seen.append(progress.fraction)
+    assert all(b >= a for a, b in pairwise(seen)), seen
+    assert all(0.0 <= f <= 1.0 for f in seen)
+    want = expectation(log)["expect"]["progress"]  # type: ignore[index]
+    if want.get("total"):  # type: ignore[union-attr]
+        assert seen, "the log states its total, yet no progress was read"
+        assert progress.unit == want["unit"] and progress.total == want["total"], (  # type: ignore[index]
+            progress.unit, progress.total, progress.source)

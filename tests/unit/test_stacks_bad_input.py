@@ -133,3 +133,13 @@ def test_a_bar_redrawn_any_number_of_times_reports_each_value_once(
             line = f" {step}%|█ | {step}/100 [00:01<00:02, 3.1it/s, {name}={value}.5]"
             made += len(reports.new(read_line(line)))
     assert made == len(names)
+
+
+def test_lightning_rich_progress_bar() -> None:
+    # lightning/pytorch/callbacks/progress/rich_progress.py: the bar, the counts, the times,
+    # the rate, then MetricsTextColumn's `name: value` pairs
+    read = read_line("Epoch 3/9  ━━━━━━━━━━━━━━━━━╸━━━━ 20/50 0:00:01 • 0:00:02 14.20it/s "
+                     "v_num: 0 train_loss: 0.693 val_loss: nan")
+    assert read.stack == "lightning" and read.redraw
+    assert read.metrics["train_loss"] == 0.693 and math.isnan(read.metrics["val_loss"])
+    assert "v_num" not in read.metrics

@@ -7,7 +7,9 @@ complete line that prints the metric (the way `metrics:` reads a log: key=value,
 state file): a restarted engine goes on from there. `decide/pruning.py` judges each new report;
 a loser's session is stopped like a kill and the ledger records it `pruned` (not a failure:
 never retried, no person needed, not the crash guard's business), with the reason in words.
-A line that shows the job at its end (`epoch 9/9`) is never judged: it is finishing anyway.
+A report made when the whole job is at its end (`epoch 9/9`, read as `api/job_progress.py`
+reads a job's lines: never a per-epoch or an evaluation bar at 100 %) is never judged: it is
+finishing anyway.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from dataclasses import replace
 from functools import lru_cache
 
 from eq_tui.api.events import JobPruned
+from eq_tui.api.job_progress import JobProgress
 from eq_tui.api.model import JobState, JobStatus
-from eq_tui.api.progress_line import progress_fraction
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.decide.pruning import Config, Entry, Pruned, judge, last_rung
 from eq_tui.errors import HostError
@@ -61,6 +63,9 @@ class EarlyStop:
         # per job: the reports of each metric its current attempt's log printed (for "never
         # seen": what was read instead, and whether it has evaluated at all)
         self.names_seen: dict[str, tuple[int, dict[str, int]]] = {}
+        # per job: how far its whole run is, from the lines followed (a report at its end is
+        # not judged; a per-epoch bar at 100 % is no end)
+        self._progress: dict[str, tuple[int, JobProgress]] = {}
 
     def spec_for(self, job: JobState) -> EarlyStopSpec | None:
         if job.run_to_end:
@@ -93,7 +98,7 @@ class EarlyStop:
             return
         ctx = self.ctx
         jobs = ctx.ledger.jobs
-        judged: list[tuple[JobState, EarlyStopSpec, list[tuple[int, str]]]] = []
+        judged: list[tuple[JobState, EarlyStopSpec, list[tuple[int, bool]]]] = []
         for host in probed:
             record = ctx.hosts.get(host)
             snap = record.snapshot if record is not None else None
@@ -119,8 +124,9 @@ class EarlyStop:
                                    for job, spec, verdict in losers))
 
     def _ingest(self, job: JobState, spec: EarlyStopSpec,
-                probe: AttemptProbe) -> list[tuple[int, str]]:
-        """Add the reports in the probe's new log bytes; the (step, line) of each."""
+                probe: AttemptProbe) -> list[tuple[int, bool]]:
+        """Add the reports in the probe's new log bytes; the step of each, and whether the
+        job was at its end when it made it."""
         if job.reports_attempt != job.attempts:
             job.reports, job.reports_offset, job.reports_attempt = [], 0, job.attempts
         if probe.followed_from is None or probe.followed_from != job.reports_offset:
@@ -136,8 +142,11 @@ class EarlyStop:
         metrics = self._metrics_of(job)
         counter = self._counter(job, spec)
         seen = self._names(job)
-        new: list[tuple[int, str]] = []
+        progress = self._progress_of(job)
+        now = self.ctx.clock()
+        new: list[tuple[int, bool]] = []
         for line in log_lines(chunk.decode("utf-8", errors="replace")):
+            progress.observe(line, now)
             read = line_read(line, metrics)
             reported = counter.new(read)
             for name in reported:
@@ -145,7 +154,8 @@ class EarlyStop:
             value = reported.get(spec.metric)
             if value is not None:
                 job.reports.append(value)
-                new.append((len(job.reports), line))
+                at_end = progress.fraction is not None and progress.fraction >= 1.0
+                new.append((len(job.reports), at_end))
         if new:
             self.ctx.ledger.changed(job)
         return new
@@ -157,6 +167,14 @@ class EarlyStop:
             if job.reports:
                 counter.seed(spec.metric, job.reports[-1])
             held = self._counters[job.id] = (job.attempts, counter)
+        return held[1]
+
+    def _progress_of(self, job: JobState) -> JobProgress:
+        held = self._progress.get(job.id)
+        if held is None or held[0] != job.attempts:
+            progress = JobProgress()
+            progress.cmd_totals(job.cmd)
+            held = self._progress[job.id] = (job.attempts, progress)
         return held[1]
 
     def _names(self, job: JobState) -> dict[str, int]:
@@ -180,12 +198,11 @@ class EarlyStop:
                 if job.phase == phase and job.reports]
 
     def _judge(self, job: JobState, spec: EarlyStopSpec,
-               new: list[tuple[int, str]]) -> Pruned | None:
+               new: list[tuple[int, bool]]) -> Pruned | None:
         entries: list[Entry] | None = None
         config = self._config(job)
-        for step, line in new:
-            fraction = progress_fraction(line)
-            if fraction is not None and fraction >= 1.0:
+        for step, at_end in new:
+            if at_end:
                 continue  # its last report: it is finishing anyway
             if entries is None:
                 entries = self._entries(job.phase)

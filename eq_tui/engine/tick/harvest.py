@@ -49,6 +49,7 @@ class Harvest:
         self._writer: asyncio.Task[None] | None = None
         self._hooks_done: set[str] = set()
         self._collecting: set[str] = set()  # job ids whose metrics are being read
+        self._noted: set[str] = set()  # collect's notes already alerted
         self._lines: dict[str, tuple[tuple[Any, ...], str]] = {}  # job id -> (its key, line)
 
     @property
@@ -134,6 +135,10 @@ class Harvest:
             ctx.bus.alert("warning", f"{job.id}: metrics not read: {exc}", host=current.host,
                           job=job.id)
             return
+        for note in found.notes:
+            if note not in self._noted:  # once a run: every job of a sweep would say the same
+                self._noted.add(note)
+                ctx.bus.alert("info", f"{job.id}: {note}", host=current.host, job=job.id)
         async with self.lock:
             self._apply(job, current.n, found.metrics, found.sources)
 

@@ -20,6 +20,7 @@ from eq_tui.engine.tick.judge import (
     verdict_for_exit,
     verdict_for_lost,
 )
+from eq_tui.engine.tick.progress import ProgressKeeper
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import AttemptProbe, ProbeRequest
 from eq_tui.hosts.logclean import clean_text
@@ -32,6 +33,7 @@ class Reconciler:
                  on_gpu_fault: Callable[[JobState], None] | None = None) -> None:
         self.ctx = ctx
         self.on_gpu_fault = on_gpu_fault
+        self.progress = ProgressKeeper()  # each running job's whole-job progress
 
     async def judge(self, probed: set[str], requests: dict[str, ProbeRequest],
                     starting: frozenset[str]) -> None:
@@ -60,6 +62,8 @@ class Reconciler:
                 job.last_line = probe.last_line
                 ctx.ledger.changed(job)
                 ctx.crash_guard.saw_output(job, (probe.last_line,))
+            if probe is not None and self.progress.saw(job, probe, snap.taken_at):
+                ctx.ledger.changed(job)
             if probe is not None and (probe.detail or None) != job.reason and not (
                     job.reason or "").startswith("launch"):
                 job.reason = probe.detail or None

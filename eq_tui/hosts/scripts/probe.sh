@@ -42,23 +42,31 @@ first_line() {
 }
 # last_lines_hex: for each `BOUNDARY KEY` line of stdin, an `L<TAB>KEY<TAB>HEX` line: the last
 # non-blank line (a carriage return also ends a line, as progress bars use it) of the text
-# after it, hex-encoded with its newline (nothing if none)
+# after it, its last 2 KiB hex-encoded with its newline (nothing if none); and, when an earlier
+# line states an epoch counter (Keras's `Epoch 5/8` above the bar that redraws after it), an
+# `E<TAB>KEY<TAB>HEX` line: the last such line, its first 1 KiB
 last_lines_hex() {
     LC_ALL=C awk -v b="$b" '
         BEGIN { for (i = 1; i < 256; i++) code[sprintf("%c", i)] = i; mark = b " " }
-        function flush(    text, out, i) {
-            if (key == "") return
+        function hexed(text,    out, i) {
             out = ""
-            if (last != "") {
-                text = last "\n"
-                for (i = 1; i <= length(text); i++) out = out sprintf("%02x", code[substr(text, i, 1)])
-            }
-            print "L\t" key "\t" out
+            for (i = 1; i <= length(text); i++) out = out sprintf("%02x", code[substr(text, i, 1)])
+            return out
         }
-        index($0, mark) == 1 { flush(); key = substr($0, length(mark) + 1); last = ""; next }
+        function flush() {
+            if (key == "") return
+            if (length(last) > 2048) last = substr(last, length(last) - 2047)
+            print "L\t" key "\t" (last != "" ? hexed(last "\n") : "")
+            if (epoch != "" && epoch != last) print "E\t" key "\t" hexed(substr(epoch, 1, 1024) "\n")
+        }
+        index($0, mark) == 1 { flush(); key = substr($0, length(mark) + 1); last = ""; epoch = ""; next }
         {
             n = split($0, parts, "\r")
-            for (i = 1; i <= n; i++) if (parts[i] !~ /^[ \t\v\f]*$/) last = parts[i]
+            for (i = 1; i <= n; i++) {
+                if (parts[i] ~ /^[ \t\v\f]*$/) continue
+                last = parts[i]
+                if (last ~ /[Ee][Pp][Oo][Cc][Hh][^A-Za-z0-9]*[0-9]/) epoch = last
+            }
         }
         END { flush() }'
 }
@@ -321,13 +329,16 @@ while IFS="$tab" read -r kind key a b2 c follow; do
 done <<REQUESTS
 $requests
 REQUESTS
-# each running attempt's last line (`L`): its log's last 2 KiB after a line naming it, which
-# starts with this probe's boundary (no log can have written that before the probe began)
+# each running attempt's last line (`L`) and epoch line (`E`): its log's last 32 KiB after a
+# line naming it, which starts with this probe's boundary (no log can have written that before
+# the probe began); 32 KiB, not the 2 the last line needs: Keras redraws its bar 20 times a
+# second, each time with as many backspaces, and pushes its epoch's line out of a short tail
+# within a second (one awk reads 64 attempts' 32 KiB in some 20 ms)
 if [ -n "$running" ]; then
     while IFS="$tab" read -r key log; do
         [ -n "$key" ] || continue
         printf '%s %s\n' "$b" "$key"
-        tail -c 2048 "$log" 2>/dev/null </dev/null
+        tail -c 32768 "$log" 2>/dev/null </dev/null
         echo
     done <<RUNNING | last_lines_hex
 $running

@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Log, Static
+from textual.widgets import DataTable, Log, Static
 from textual.worker import Worker
 
 from eq_tui.api.holders import job_gpu_lines
@@ -26,6 +26,7 @@ from eq_tui.results.cost import (
     gpu_hours_text,
     job_cost,
 )
+from eq_tui.tui.key_footer import KeyFooter
 from eq_tui.tui.log_pane import MAX_LOG_LINES, TAIL_LINES, TailFetcher, sanitise
 from eq_tui.tui.memory_text import attempt_memory, escalation_detail
 from eq_tui.tui.palette import status_markup_style
@@ -34,6 +35,7 @@ from eq_tui.tui.rows import attempt_text, format_duration, progress_bar, where
 ATTEMPT_COLUMNS = ("#", "host:gpu", "start", "end", "time", "exit", "failure", "memory", "cost",
                    "log")
 WAITING = ("pending", "failed_oom")
+ATTEMPTS = Binding.Group("Attempt", compact=True)  # `[]` in the footer
 
 
 def clock_text(stamp: float | None) -> str:
@@ -75,8 +77,8 @@ def pace_lines(pace: Pace) -> list[Content]:
             ("slow ", "bold $warning"),
             f"{rate_text(pace.rate, pace.unit, per)}, siblings' median "
             f"{rate_text(pace.siblings_rate, pace.unit, per)}",
-            (f" (less than 1/{SLOW_FACTOR:g} of it, among the jobs of its phase and command "
-             "template; shown only, nothing is done to it)", "dim")))
+            (f" (less than 1/{SLOW_FACTOR:g} of it, among its configuration's other seeds; "
+             "shown only, nothing is done to it)", "dim")))
     return lines
 
 
@@ -112,6 +114,9 @@ def job_summary(job: Mapping[str, Any], max_attempts: int, pace: Pace | None = N
         lines.append(Content.assemble(("retry at ", "dim"), clock_text(job["retry_at"])))
     if pace is not None:
         lines.extend(pace_lines(pace))
+        source = (job.get("progress") or {}).get("source")
+        if source:  # where the engine read the whole job's progress
+            lines.append(Content.assemble(("progress from ", "dim"), str(source)))
     if status == "running" and job.get("stalled_since"):
         lines.append(Content.assemble(("stalled ", "dim"), ("since ", "$error"),
                                       clock_text(job["stalled_since"]), ("  log silent since ",
@@ -161,9 +166,10 @@ def cost_line(job: Mapping[str, Any]) -> Content | None:
 
 class JobDetailsScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q", "close", "Close"),
-        Binding("left_square_bracket", "attempt(-1)", "Earlier attempt"),
-        Binding("right_square_bracket", "attempt(1)", "Later attempt"),
+        Binding("escape", "close", "Close"),
+        Binding("q", "close", "Close", show=False),
+        Binding("left_square_bracket", "attempt(-1)", "Earlier attempt", group=ATTEMPTS),
+        Binding("right_square_bracket", "attempt(1)", "Later attempt", group=ATTEMPTS),
     ]
 
     def __init__(self, key: str, job: Mapping[str, Any], *, max_attempts: int,
@@ -184,7 +190,7 @@ class JobDetailsScreen(Screen[None]):
             yield Static(id="details-summary")
             yield DataTable(id="attempts", cursor_type="row")
             yield Log(max_lines=MAX_LOG_LINES, id="details-log")
-        yield Footer()
+        yield KeyFooter()  # wrapped where one line cannot hold every key
 
     def on_mount(self) -> None:
         self.query_one("#details").border_title = f"job {self.job.get('id')}"

@@ -1,0 +1,196 @@
+"""The whole job's progress from its lines in order (api/job_progress.py): epoch k of N with the
+step inside it, HF's step of max_steps, never a per-epoch or an evaluation bar alone, never
+backwards. The lines are each stack's as its source prints them (the shapes named in issue 41;
+the verbatim fixtures of tests/fixtures/stacks/ name their sources)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from eq_tui.api.job_progress import JobProgress
+from eq_tui.results.parse import log_lines
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "stacks"
+
+
+def fed(lines: list[str], cmd: str = "") -> tuple[JobProgress, list[float | None]]:
+    """A tracker fed `lines` one a second, and its fraction after each."""
+    progress = JobProgress()
+    progress.cmd_totals(cmd)
+    seen = []
+    for at, line in enumerate(lines):
+        progress.observe(line, float(at))
+        seen.append(progress.fraction)
+    return progress, seen
+
+
+def never_backwards(seen: list[float | None]) -> None:
+    known = [f for f in seen if f is not None]
+    assert known == sorted(known), known
+    assert all(0 <= f <= 1 for f in known)
+
+
+def keras2_bar(n: int, total: int) -> str:
+    done = 30 * n // total
+    bar = "=" * max(done - 1, 0) + (">" if done < 30 else "=") + "." * (30 - done)
+    return f"{n:>4}/{total} [{bar[:30]}] - ETA: 7:20 - loss: 0.6191 - accuracy: 0.6652"
+
+
+def test_keras2_epoch_5_of_8_and_step_58_of_469_is_that_far_into_the_whole_job() -> None:
+    progress, seen = fed(["Epoch 5/8", keras2_bar(58, 469)])
+    assert seen[0] == pytest.approx(4 / 8)  # the epoch has started, not ended
+    assert progress.fraction == pytest.approx((4 + 58 / 469) / 8)
+    assert (progress.unit, progress.total) == ("epoch", 8)
+    assert progress.source == "epoch 5/8 + step 58/469"
+
+
+def test_the_last_epoch_starting_is_not_the_end() -> None:
+    progress, _ = fed(["Epoch 8/8", keras2_bar(1, 469)])
+    assert progress.fraction == pytest.approx((7 + 1 / 469) / 8)
+
+
+def test_keras_bars_that_start_over_are_the_next_epochs_even_when_its_line_was_not_seen() -> None:
+    # the probe sees the epoch line once; later only the bar, which starts over each epoch
+    lines = ["Epoch 1/4", keras2_bar(100, 469), keras2_bar(469, 469), keras2_bar(30, 469),
+             keras2_bar(400, 469), "Epoch 3/4", keras2_bar(10, 469)]
+    progress, seen = fed(lines)
+    never_backwards(seen)
+    assert seen[3] == pytest.approx((1 + 30 / 469) / 4)
+    assert progress.fraction == pytest.approx((2 + 10 / 469) / 4)
+
+
+def test_keras3_bar_gives_progress_under_its_epoch_line() -> None:
+    bar = "  58/469 ━━━━━━━━━━━━━━━━━━━━ 3s 7ms/step - loss: 0.41"
+    progress, _ = fed(["Epoch 2/10", bar])
+    assert progress.fraction == pytest.approx((1 + 58 / 469) / 10)
+
+
+def test_a_per_epoch_bar_alone_is_no_fraction_rather_than_a_wrong_one() -> None:
+    progress, _ = fed([keras2_bar(58, 469)])
+    assert progress.fraction is None
+    # Lightning's 0-based epoch with no total, and no --max_epochs in the command
+    progress, _ = fed(["Epoch 3:  45%|████▌     | 20/50 [00:10<00:12, 4.1it/s, v_num=0]"])
+    assert progress.fraction is None
+
+
+def test_lightning_takes_its_total_from_the_command_and_its_epoch_is_0_based() -> None:
+    lines = [f"Epoch {e}:  {4 * s}%|████▌     | {s}/25 [00:10<00:12, 4.1it/s, v_num=0]"
+             for e in range(8) for s in (5, 20, 25)]
+    lines.insert(4, "Validation: 0it [00:00, ?it/s]")
+    lines.insert(5, "Validating:  50%|█████     | 1/2 [00:00<00:00, 30.1it/s]")
+    for cmd in ("python train.py --max_epochs 8", "python train.py --trainer.max_epochs=8",
+                "python train.py --epochs 8"):
+        progress, seen = fed(lines, cmd)
+        never_backwards(seen)
+        assert seen[0] == pytest.approx((0 + 5 / 25) / 8)
+        assert progress.fraction == 1.0
+    _, seen = fed(["Epoch 3:  40%|████      | 20/50 [00:10<00:12, v_num=0, val_acc=0.634]"],
+                  "python train.py --max_epochs 8")
+    assert seen[-1] == pytest.approx((3 + 0.4) / 8)
+
+
+def test_hf_evaluation_bars_between_training_bars_are_ignored() -> None:
+    train = "{pct:>3}%|████      | {n}/1000 [00:10<00:12, 43.2it/s]"
+    evaluation = "{pct:>3}%|██████████| {n}/8 [00:00<00:00, 30.12it/s]"
+    lines = []
+    for step in range(100, 1001, 100):
+        lines.append(train.format(pct=step // 10, n=step))
+        lines += [evaluation.format(pct=100 * n // 8, n=n) for n in (1, 4, 8)]
+        lines.append("{'eval_loss': 0.4533, 'eval_accuracy': 0.645, 'epoch': 0.75}")
+    for cmd in ("python run_glue.py --max_steps 1000", "python run_glue.py"):
+        progress, seen = fed(lines, cmd)
+        never_backwards(seen)
+        assert seen[5] == pytest.approx(0.2) and seen[9] == pytest.approx(0.2)
+        assert progress.fraction == 1.0 and progress.unit == "step"
+
+
+def test_hf_epoch_in_its_dicts_over_num_train_epochs() -> None:
+    progress, _ = fed(["{'loss': 0.0408, 'learning_rate': 3.6e-05, 'epoch': 1.5}"],
+                      "python run.py --num_train_epochs 3")
+    assert progress.fraction == pytest.approx(0.5) and progress.unit == "epoch"
+
+
+def test_timm_epoch_is_0_based_of_its_epochs_option() -> None:
+    lines = ["Train: 3 [   0/100 (  1%)]  Loss: 6.86 (6.86)  Time: 9.575s",
+             "Train: 3 [  50/100 ( 50%)]  Loss: 6.77 (6.83)  Time: 0.320s",
+             "Test: [  30/30]  Time: 3.856 (0.732)  Loss:   6.615 ( 6.691)  Acc@1:   0.000",
+             "Train: 4 [   0/100 (  1%)]  Loss: 6.86 (6.86)  Time: 9.575s"]
+    progress, seen = fed(lines, "./train.py /data --epochs 10")
+    never_backwards(seen)
+    assert seen[1] == pytest.approx(3.5 / 10)
+    assert progress.fraction == pytest.approx(4 / 10)
+
+
+def test_nanogpt_iter_of_max_iters() -> None:
+    lines = ["iter 500: loss 1.2100, time 893.76ms, mfu 16.68%",
+             "step 500: train loss 1.1900, val loss 1.3100",
+             "iter 510: loss 1.2000, time 893.76ms, mfu 16.68%"]
+    progress, seen = fed(lines, "python train.py config/train_shakespeare_char.py "
+                                "--max_iters=5000")
+    never_backwards(seen)
+    assert progress.fraction == pytest.approx(510 / 5000) and progress.unit == "step"
+    assert fed(lines)[0].fraction is None
+
+
+def test_fairseq_epochs_are_1_based_of_max_epoch() -> None:
+    lines = ["| epoch 003:  45%|████▌     | 45/100 [00:10<00:12, 4.1it/s, loss=4.2]",
+             "2021-03-08 10:13:05 | INFO | train_inner | epoch 003:    100 / 100 loss=9.412",
+             "| epoch 003 | valid on 'valid' subset | loss 9.2 | ppl 12.3 | num_updates 300",
+             "| epoch 003 | loss 4.2 | ppl 18.4 | num_updates 300",
+             "2021-03-08 10:14:17 | INFO | fairseq_cli.train | begin training epoch 4",
+             "| epoch 004:  10%|█         | 10/100 [00:10<00:12, 4.1it/s, loss=4.2]"]
+    progress, seen = fed(lines, "fairseq-train data-bin --max-epoch 8 --arch lstm")
+    never_backwards(seen)
+    assert seen[0] == pytest.approx(2.45 / 8) and seen[2] == pytest.approx(3 / 8)
+    assert progress.fraction == pytest.approx(3.1 / 8)
+
+
+def test_torchtune_epoch_of_its_epochs_override() -> None:
+    lines = [f"1|{n}|Loss: 0.57:  {10 * n}%|█         | {n}/10 [00:02<00:18,  2.03s/it]"
+             for n in (1, 5)] + ["2|11|Loss: 0.5:  10%|█         | 1/10 [00:02<00:18]"]
+    progress, seen = fed(lines, "tune run full_finetune_single_device --config c.yaml epochs=3")
+    never_backwards(seen)
+    assert seen[1] == pytest.approx(0.5 / 3)
+    assert progress.fraction == pytest.approx(1.1 / 3)
+
+
+def test_progress_never_goes_backwards_in_any_stacks_real_log() -> None:
+    logs = sorted(FIXTURES.glob("*.log"))
+    assert logs
+    for log in logs:
+        lines = list(log_lines(log.read_bytes().decode("utf-8", errors="replace")))
+        for cmd in ("", "train --epochs 400 --max_epochs 400 --max_iters 5000"):
+            _, seen = fed(lines, cmd)
+            never_backwards(seen)
+
+
+def test_real_keras_logs_read_the_whole_job() -> None:
+    # keras2_1: one end-of-epoch line per epoch, stopped after epoch 7 of 10
+    keras2 = list(log_lines((FIXTURES / "keras2_1.log").read_text()))
+    assert json.loads((FIXTURES / "keras2_1.json").read_text())["expect"]["progress"] == {
+        "unit": "epoch", "total": 10}
+    progress, _ = fed(keras2)
+    assert progress.fraction == pytest.approx(0.7) and progress.total == 10
+    # keras3_1: epoch 1 of 20, its bar at step 48 of 469
+    keras3 = list(log_lines((FIXTURES / "keras3_1.log").read_bytes().decode()))
+    progress, _ = fed(keras3)
+    assert progress.fraction == pytest.approx(48 / 469 / 20)
+
+
+def test_it_keeps_its_state_across_a_restart() -> None:
+    progress, _ = fed(["Epoch 5/8", keras2_bar(58, 469)])
+    again = JobProgress.from_json(json.loads(json.dumps(progress.to_json())))
+    assert again.to_json() == progress.to_json()
+    again.observe(keras2_bar(2, 469), 10.0)  # the bar started over: epoch 6
+    assert again.fraction == pytest.approx((5 + 2 / 469) / 8) and again.at == 10.0
+    assert JobProgress.from_json({"inner": "junk"}).fraction is None
+
+
+def test_a_fraction_is_dated_by_when_it_was_first_seen() -> None:
+    progress = JobProgress()
+    progress.observe("epoch 2/10 loss=0.4", 20.0)
+    progress.observe("epoch 2/10 loss=0.4", 25.0)  # the same line, seen again
+    assert (progress.fraction, progress.at) == (0.2, 20.0)

@@ -1,0 +1,144 @@
+"""What is never seen, the pure rule (results/unseen.py): which goal and early_stop metrics were
+never read from which jobs, what was read instead, and the jobs that do not count yet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from eq_tui.manifest.model import EarlyStopSpec, PhaseSpec, ResultsSpec
+from eq_tui.results.group import group
+from eq_tui.results.records import make_record
+from eq_tui.results.render import render
+from eq_tui.results.unseen import (
+    Sighting,
+    Watched,
+    from_records,
+    markdown,
+    unseen,
+    watched_from_json,
+    watched_of,
+)
+from tests.support.engine_run import job, make_manifest
+
+GOAL = Watched(phase="main", metric="val_accuracy", role="goal")
+EARLY = Watched(phase="main", metric="val_accuracy", role="goal and early_stop", grace=2,
+                while_running=True)
+FINAL = {"loss": 0.41, "val_acc": 0.82}
+
+
+def done(job_id: str, final: dict[str, float | None] | None = None,
+         status: str = "completed") -> Sighting:
+    return Sighting(id=job_id, phase="main", status=status,
+                    final=dict(FINAL) if final is None else final)
+
+
+def running(job_id: str, reported: dict[str, int], progress: float | None = 0.6) -> Sighting:
+    return Sighting(id=job_id, phase="main", status="running", reported=reported,
+                    progress=progress)
+
+
+def test_completed_jobs_lacking_the_goal_metric_are_named_with_what_was_read() -> None:
+    [finding] = unseen([GOAL], [done("a"), done("b", {"val_acc": 0.7}), done("c", {})])
+    assert finding.key == ("main", "val_accuracy")
+    assert finding.jobs == ("a", "b", "c")
+    assert finding.instead == ("val_acc", "loss")  # the most common first
+    assert finding.near() == "val_acc"
+    text = finding.text()
+    assert text.startswith("metric 'val_accuracy' (goal) never read from 3 jobs of phase main "
+                           "(a, b, c): read instead: val_acc, loss")
+    assert "is it 'val_acc'?" in text and "eq-tui explain-log" in text
+
+
+def test_the_healthy_path_says_nothing() -> None:
+    jobs = [done("a", {"val_accuracy": 0.8, "loss": 0.3}),
+            done("nan", {"val_accuracy": None}),  # read as nan (null in JSON): it was read
+            Sighting(id="not_collected", phase="main", status="completed", final=None),
+            Sighting(id="other_phase", phase="eval", status="completed", final={}),
+            running("printing", {"loss": 4, "val_accuracy": 4})]
+    assert unseen([GOAL, EARLY], jobs) == []
+    assert unseen([], [done("a")]) == []
+
+
+def test_jobs_that_ended_early_never_count() -> None:
+    jobs = [done(f"x_{status}", {"loss": 1.0}, status=status)
+            for status in ("pruned", "killed", "failed_oom", "stuck", "pending", "blocked")]
+    assert unseen([GOAL, EARLY], jobs) == []
+
+
+def test_a_running_job_counts_for_the_early_stop_metric_past_grace_and_half_its_run() -> None:
+    [finding] = unseen([EARLY], [running("a", {"loss": 2, "val_acc": 2})])
+    assert finding.jobs == ("a",) and finding.instead == ("loss", "val_acc")
+    assert "(goal and early_stop)" in finding.text()
+    assert unseen([EARLY], [running("a", {"loss": 1})]) == []  # below grace (2)
+    assert unseen([EARLY], [running("a", {"loss": 5}, progress=0.2)]) == []  # early in its run
+    [unknown] = unseen([EARLY], [running("a", {"loss": 2}, progress=None)])  # no progress known
+    assert unknown.jobs == ("a",)
+    assert unseen([EARLY], [running("a", {"loss": 9, "val_accuracy": 0})]) != []  # 0: none yet
+
+
+def test_a_running_job_waits_while_a_sibling_has_printed_the_metric() -> None:
+    sibling = running("b", {"loss": 3, "val_accuracy": 3})
+    assert unseen([EARLY], [running("a", {"loss": 3}), sibling]) == []
+    finished = done("c", {"val_accuracy": 0.9})
+    assert unseen([EARLY], [running("a", {"loss": 3}), finished]) == []
+
+
+def test_a_goal_metric_is_never_due_while_running() -> None:
+    """A goal metric alone (a test accuracy printed at the end) is judged at the end only."""
+    assert unseen([GOAL], [running("a", {"loss": 50}, progress=0.99)]) == []
+
+
+def test_long_lists_are_cut_with_a_count() -> None:
+    [finding] = unseen([GOAL], [done(f"job{i}", {f"m{i}": 1.0}) for i in range(8)])
+    assert "(job0, job1, job2, job3, job4 and 3 more)" in finding.text()
+    assert "read instead: m0, m1, m2, m3, m4 and 3 more" in finding.text()
+    assert "is it" not in finding.text()  # no name looks like it
+
+
+def test_watched_from_the_manifest_and_from_its_json_agree(tmp_path: Path) -> None:
+    early = EarlyStopSpec(metric="val_loss", goal="min", grace=3)
+    phases = (PhaseSpec(name="main", results=ResultsSpec(goal=(("val_acc", "max"),
+                                                               ("val_loss", "min")),
+                                                         early_stop=early)),
+              PhaseSpec(name="final", results=ResultsSpec(goal=(("test_acc", "max"),))),
+              PhaseSpec(name="warmup"))
+    manifest = make_manifest(tmp_path, [job("a")], phases=phases)
+    watched = watched_of(manifest)
+    assert watched == [
+        Watched("main", "val_acc", "goal", 3, False),
+        Watched("main", "val_loss", "goal and early_stop", 3, True),
+        Watched("final", "test_acc", "goal", 1, False)]
+    assert watched_from_json(json.loads(json.dumps(manifest.to_json()))) == watched
+    assert watched_from_json(None) == [] and watched_from_json({"phases": [3]}) == []
+    only_early = (PhaseSpec(name="main", results=ResultsSpec(
+        early_stop=EarlyStopSpec(metric="eval_accuracy", goal="max"))),)
+    assert watched_of(make_manifest(tmp_path, [job("a")], phases=only_early)) == [
+        Watched("main", "eval_accuracy", "early_stop", 1, True)]
+
+
+def _record(job_id: str, metrics: dict[str, list[float]], collected: bool = True) -> dict:
+    return make_record(job_id=job_id, phase="main", params={"lr": "0.1", "seed": job_id[-1]},
+                       attempt=1, status="completed", metrics=metrics,
+                       collected_at=5.0 if collected else None)
+
+
+def test_records_count_once_collected_and_every_front_end_says_it() -> None:
+    records = [_record("lr_s1", {"val_acc": [0.5, 0.6]}), _record("lr_s2", {"val_acc": [0.7]}),
+               _record("lr_s3", {}, collected=False)]
+    sightings = from_records(records)
+    assert [s.final for s in sightings] == [{"val_acc": 0.6}, {"val_acc": 0.7}, None]
+    findings = unseen([GOAL], sightings)
+    assert [f.jobs for f in findings] == [("lr_s1", "lr_s2")]
+    table = group(records, goals={"val_accuracy": "max"})
+    text = render(table, "table", findings)
+    assert text.rstrip().endswith(findings[0].text())
+    data = json.loads(render(table, "json", findings))
+    assert data["metrics_never_read"] == [{
+        "phase": "main", "metric": "val_accuracy", "role": "goal", "jobs": ["lr_s1", "lr_s2"],
+        "instead": ["val_acc"], "near": "val_acc"}]
+    assert json.loads(render(table, "json"))["metrics_never_read"] == []
+    assert "## Metrics never read\n\n- metric 'val_accuracy'" in render(table, "markdown",
+                                                                         findings)
+    assert findings[0].text() not in render(table, "csv", findings)
+    assert markdown([]) == ""
