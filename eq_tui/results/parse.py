@@ -62,13 +62,15 @@ def flatten(data: Any, prefix: str = "", out: dict[str, float] | None = None) ->
     return out
 
 
-def _add(metrics: Metrics, values: dict[str, float]) -> None:
+def add_values(metrics: Metrics, values: dict[str, float]) -> None:
+    """Each value onto its metric's series (at most MAX_KEYS metrics)."""
     for key, value in values.items():
         if key in metrics or len(metrics) < MAX_KEYS:
             metrics.setdefault(key, []).append(value)
 
 
-def _loads(text: str) -> Any:
+def json_or_none(text: str) -> Any:
+    """A JSON text's value; None for one that is not JSON (or nested past recursion)."""
     try:
         return json.loads(text)
     except (ValueError, RecursionError):
@@ -78,7 +80,7 @@ def _loads(text: str) -> Any:
 def parse_json(text: str, *, skip_private: bool = False) -> Metrics:
     """One JSON document: each numeric leaf is a metric with one value. `skip_private` drops
     top-level keys starting with `_` (wandb-summary.json's `_runtime`, `_step`, `_wandb`)."""
-    data = _loads(text)
+    data = json_or_none(text)
     if skip_private and isinstance(data, dict):
         data = {k: v for k, v in data.items() if not str(k).startswith("_")}
     return {key: [value] for key, value in flatten(data).items()}
@@ -92,9 +94,9 @@ def parse_jsonl(text: str) -> Metrics:
         line = line.strip()
         if not line.startswith("{"):
             continue
-        data = _loads(line)
+        data = json_or_none(line)
         if isinstance(data, dict):
-            _add(metrics, flatten(data))
+            add_values(metrics, flatten(data))
     return metrics
 
 
@@ -112,7 +114,7 @@ def parse_csv(text: str) -> Metrics:
         for row in rows:
             if len(row) != len(header):
                 continue
-            _add(metrics, {name: value for name, cell in zip(header, row, strict=True)
+            add_values(metrics, {name: value for name, cell in zip(header, row, strict=True)
                            if name and (value := number(cell)) is not None})
     except csv.Error:
         pass
@@ -164,7 +166,7 @@ def parse_log(lines: Iterable[str], pattern: re.Pattern[str] | None = None) -> M
     reports = Reports()
     for raw in lines:
         for line in log_lines(raw):
-            _add(metrics, reports.new(read_log_line(line, pattern)))
+            add_values(metrics, reports.new(read_log_line(line, pattern)))
     return metrics
 
 

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 import struct
 from collections.abc import Iterator
 from typing import Any
 
-from eq_tui.results.parse import MAX_KEYS, Metrics, number, parse_csv
+from eq_tui.results.parse import Metrics, add_values, json_or_none, number, parse_csv
 
 POSITIONS = frozenset({"epoch", "step"})
 # Lightning's TensorBoardLogger writes `hp_metric` -1 at the start as a placeholder
@@ -44,21 +43,8 @@ _RECORD_FOOTER = 4  # uint32 masked crc32c of the data
 MAX_RECORD = 64 << 20
 
 
-def _add(metrics: Metrics, values: dict[str, float]) -> None:
-    for key, value in values.items():
-        if key in metrics or len(metrics) < MAX_KEYS:
-            metrics.setdefault(key, []).append(value)
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-
-
 def _log_entries(text: str) -> list[Any]:
-    data = _loads(text)
+    data = json_or_none(text)
     if isinstance(data, dict):
         history = data.get("log_history")
         return history if isinstance(history, list) else []
@@ -66,7 +52,7 @@ def _log_entries(text: str) -> list[Any]:
     # written; its entries are still whole objects, in order
     entries = []
     for match in _FLAT_OBJECT.finditer(text):
-        entry = _loads(match.group(0))
+        entry = json_or_none(match.group(0))
         if isinstance(entry, dict) and number(entry.get("step")) is not None:
             entries.append(entry)
     return entries
@@ -79,7 +65,7 @@ def parse_trainer_state(text: str) -> Metrics:
     metrics: Metrics = {}
     for entry in _log_entries(text):
         if isinstance(entry, dict):
-            _add(metrics, {str(key): value for key, raw in entry.items()
+            add_values(metrics, {str(key): value for key, raw in entry.items()
                            if key not in POSITIONS and (value := number(raw)) is not None})
     return metrics
 
@@ -184,5 +170,5 @@ def parse_events(data: bytes, *, cut: bool = False) -> Metrics:
             found = _scalar(value, plugins.get(value.tag, ""))
             if found is not None:
                 values[value.tag] = found
-        _add(metrics, values)
+        add_values(metrics, values)
     return metrics

@@ -12,20 +12,8 @@
 # Output: `exit CODE` when the attempt has an exit record by then.
 set -u
 launcher=$1 session=$2 dir=$3 reason=${4:-} stop_signal=${5:-TERM} grace=${6:-5}
-stop_signal=${stop_signal#SIG}
-case $stop_signal in
-    ''|*[!A-Z0-9]*) echo "eq-tui: kill.sh: not a signal name: $stop_signal" >&2; exit 2 ;;
-esac
-# the grace in tenths of a second (the poll's step)
-case $grace in
-    *.*) whole=${grace%%.*} tenth=${grace#*.} ;;
-    *) whole=$grace tenth=0 ;;
-esac
-tenth=$(printf '%.1s' "$tenth")
-case $whole$tenth in
-    *[!0-9]*) echo "eq-tui: kill.sh: not a grace in seconds: $grace" >&2; exit 2 ;;
-esac
-grace_tenths=$(( ${whole:-0} * 10 + ${tenth:-0} ))
+# eq-tui include: _stop_args.sh
+stop_args kill.sh "$stop_signal" "$grace"
 
 pgid=$(tr -d ' \n' < "$dir/pgid" 2>/dev/null)
 # eq-tui include: _proc_groups.sh

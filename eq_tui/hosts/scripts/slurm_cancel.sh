@@ -9,19 +9,8 @@
 # SIGKILLed with its wrapper gets its exit record here.
 set -u
 name=$1 dir=$2 stop_signal=${3:-TERM} grace=${4:-5}
-stop_signal=${stop_signal#SIG}
-case $stop_signal in
-    ''|*[!A-Z0-9]*) echo "eq-tui: slurm_cancel.sh: not a signal name: $stop_signal" >&2; exit 2 ;;
-esac
-case $grace in
-    *.*) whole=${grace%%.*} tenth=${grace#*.} ;;
-    *) whole=$grace tenth=0 ;;
-esac
-tenth=$(printf '%.1s' "$tenth")
-case $whole$tenth in
-    *[!0-9]*) echo "eq-tui: slurm_cancel.sh: not a grace in seconds: $grace" >&2; exit 2 ;;
-esac
-grace_tenths=$(( ${whole:-0} * 10 + ${tenth:-0} ))
+# eq-tui include: _stop_args.sh
+stop_args slurm_cancel.sh "$stop_signal" "$grace"
 
 set -f
 killed=
