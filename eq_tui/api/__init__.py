@@ -31,6 +31,7 @@ from eq_tui.api.events import (
     PreflightReported,
     QueueFinished,
     QueuePaused,
+    QueueReopened,
     QueueWaiting,
     event_from_json,
 )
@@ -42,6 +43,6 @@ __all__ = [
     "COMMANDS", "Alert", "Applied", "CommandResult", "EngineClient", "Event", "FailureClass",
     "GpuView", "HostEntry", "HostProbed", "HostStateChanged", "JobRecord", "JobState",
     "JobStateChanged", "JobStatus", "JobUpdated", "NodeView", "PhaseHeld", "PhaseReleased",
-    "PreflightReported", "ProjectState", "QueueFinished", "QueuePaused", "QueueWaiting",
-    "Snapshot", "event_from_json", "progress_fraction",
+    "PreflightReported", "ProjectState", "QueueFinished", "QueuePaused", "QueueReopened",
+    "QueueWaiting", "Snapshot", "event_from_json", "progress_fraction",
 ]

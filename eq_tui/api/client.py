@@ -143,6 +143,7 @@ class Snapshot(TypedDict, total=False):
     created: float
     now: float
     finished: bool
+    finished_at: float | None  # when the last job ended, while finished
     exit_code: int | None
     settings: Settings
     jobs: list[JobRecord]  # manifest order

@@ -95,9 +95,21 @@ class QueueWaiting(Event):
 
 @dataclass(frozen=True)
 class QueueFinished(Event):
+    """Every job finished. `finished_at`: when the last of them ended (the host's clock where
+    it said), so a finished run's elapsed time stands still; None: not known (an older engine)."""
+
     type: ClassVar[str] = "queue_finished"
     counts: dict[str, int] = field(default_factory=dict)
     exit_code: int = 0
+    finished_at: float | None = None
+
+
+@dataclass(frozen=True)
+class QueueReopened(Event):
+    """A finished queue has work again (a job added, retried, edited or reloaded): it is no
+    longer finished."""
+
+    type: ClassVar[str] = "queue_reopened"
 
 
 @dataclass(frozen=True)
@@ -237,8 +249,8 @@ class Fanout:
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (JobStateChanged, JobUpdated, HostProbed, HostStateChanged, Alert,
-                              QueuePaused, QueueFinished, PreflightReported, JobEdited,
-                              JobAdded, JobRetired, PhaseHeld, PhaseReleased, JobStalled,
+                              QueuePaused, QueueFinished, QueueReopened, PreflightReported,
+                              JobEdited, JobAdded, JobRetired, PhaseHeld, PhaseReleased, JobStalled,
                               GpuQuarantined, QueueWaiting, JobPruned)
 }
 

@@ -299,3 +299,10 @@ def attempt_limit(job: JobState, max_attempts: int) -> int:
 def status_counts(jobs: Sequence[JobState]) -> dict[str, int]:
     counts = Counter(str(job.status) for job in jobs)
     return {str(status): counts[str(status)] for status in JobStatus if counts[str(status)]}
+
+
+def last_end(jobs: Sequence[JobState], default: float) -> float:
+    """When the last of these jobs' attempts ended (its host's clock where the host said);
+    `default` when none has an end (every job finished without running)."""
+    ends = [attempt.end for job in jobs for attempt in job.history if attempt.end is not None]
+    return max(ends, default=default)

@@ -28,6 +28,7 @@ from eq_tui.api.events import (
     JobUpdated,
     QueueFinished,
     QueuePaused,
+    QueueReopened,
 )
 from eq_tui.api.local_tail import local_log_path, read_tail
 from eq_tui.api.reducer import ProjectState
@@ -62,7 +63,10 @@ def catch_up(old: ProjectState, new: ProjectState, at: float) -> list[Event]:
     if old.paused != new.paused:
         events.append(QueuePaused(project=project, at=at, paused=new.paused))
     if new.finished and not old.finished:
-        events.append(QueueFinished(project=project, at=at, exit_code=new.exit_code or 0))
+        events.append(QueueFinished(project=project, at=at, exit_code=new.exit_code or 0,
+                                    finished_at=new.finished_at))
+    elif old.finished and not new.finished:
+        events.append(QueueReopened(project=project, at=at))
     return events
 
 

@@ -20,6 +20,7 @@ from eq_tui.api.events import (
     PhaseReleased,
     QueueFinished,
     QueuePaused,
+    QueueReopened,
     QueueWaiting,
 )
 from eq_tui.api.gpu_view import holds_memory
@@ -47,6 +48,7 @@ class ProjectState:
     started_at: float | None = None
     created: float | None = None
     finished: bool = False
+    finished_at: float | None = None  # when the last job ended, while finished
     exit_code: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     jobs: dict[str, JobRecord] = field(default_factory=dict)
@@ -61,6 +63,7 @@ class ProjectState:
             project=str(snapshot.get("project", "")), run_dir=str(snapshot.get("run_dir", "")),
             paused=bool(snapshot.get("paused")), started_at=snapshot.get("started_at"),
             created=snapshot.get("created"), finished=bool(snapshot.get("finished")),
+            finished_at=snapshot.get("finished_at") if snapshot.get("finished") else None,
             exit_code=snapshot.get("exit_code"), settings=dict(snapshot.get("settings") or {}),
             jobs={str(job["id"]): dict(job) for job in snapshot.get("jobs") or []},  # type: ignore[misc]
             hosts={str(h["name"]): dict(h) for h in snapshot.get("hosts") or []},  # type: ignore[misc]
@@ -72,6 +75,7 @@ class ProjectState:
         snap: dict[str, Any] = {
             "project": self.project, "run_dir": self.run_dir, "paused": self.paused,
             "started_at": self.started_at, "finished": self.finished,
+            "finished_at": self.finished_at,
             "exit_code": self.exit_code, "settings": dict(self.settings),
             "jobs": list(self.jobs.values()), "hosts": list(self.hosts.values()),
             "alerts": list(self.alerts), "held_phases": dict(self.held_phases),
@@ -122,11 +126,15 @@ class ProjectState:
             applied.header = True
         elif isinstance(event, QueueFinished):
             self.finished, self.exit_code = True, event.exit_code
+            self.finished_at = event.finished_at if event.finished_at is not None else event.at
             applied.header = True
             counts = ", ".join(f"{status} {n}" for status, n in event.counts.items())
             applied.alert = {"project": event.project, "at": event.at,
                              "level": "info" if event.exit_code == 0 else "warning",
                              "message": f"queue finished (exit {event.exit_code}): {counts}"}
+        elif isinstance(event, QueueReopened):
+            self.finished, self.exit_code, self.finished_at = False, None, None
+            applied.header = True
         elif isinstance(event, PhaseHeld):
             self.held_phases[event.phase] = event.reason
             applied.header = True

@@ -30,6 +30,7 @@ from eq_tui.api.events import (
     PreflightReported,
     QueueFinished,
     QueuePaused,
+    QueueReopened,
 )
 
 SUMMARY_EVERY_S = 30.0
@@ -73,6 +74,8 @@ def format_event(event: Event, *, with_project: bool) -> str | None:
     if isinstance(event, QueueFinished):
         counts = ", ".join(f"{k} {v}" for k, v in event.counts.items())
         return f"{prefix}queue finished (exit {event.exit_code}): {counts}"
+    if isinstance(event, QueueReopened):
+        return f"{prefix}queue reopened: a job has work again"
     return _living_line(event, prefix)
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from eq_tui.api.client import CommandResult, SecretsAnswer, Snapshot
 from eq_tui.api.commands import Command
-from eq_tui.api.events import Event, QueueFinished, QueueWaiting
+from eq_tui.api.events import Event, QueueFinished, QueueReopened, QueueWaiting
 from eq_tui.api.gpu_view import node_views
-from eq_tui.api.model import FailureClass, JobState, JobStatus, status_counts
+from eq_tui.api.model import FailureClass, JobState, JobStatus, last_end, status_counts
 from eq_tui.engine.commands.dispatch import Commands
 from eq_tui.engine.commands.rerun import start_notices
 from eq_tui.engine.context import RunContext, output_pattern
@@ -65,6 +65,7 @@ class Engine:
         self.exit_when_done = exit_when_done
         self.await_command = await_command  # seconds: see RunContext.awaiting_command_until
         self.finished = False
+        self.finished_at: float | None = None  # when the last job ended, once all have
         self.exit_code: int | None = None
         store = RunDir(Path(run_dir))
         bus = Bus(manifest.project, store, clock)
@@ -350,13 +351,17 @@ class Engine:
             self.finished = True
             self.exit_code = 0 if all(job.status in (JobStatus.COMPLETED, JobStatus.PRUNED)
                                       for job in jobs) else 1
+            self.finished_at = last_end(jobs, self.ctx.clock())
             self._summary_task = asyncio.ensure_future(self.persistence.write_summary())
             self.ctx.bus.publish(QueueFinished(project=self.project, at=self.ctx.clock(),
                                                counts=status_counts(jobs),
-                                               exit_code=self.exit_code))
+                                               exit_code=self.exit_code,
+                                               finished_at=self.finished_at))
         elif not done and self.finished:
             self.finished = False
             self.exit_code = None
+            self.finished_at = None
+            self.ctx.bus.publish(QueueReopened(project=self.project, at=self.ctx.clock()))
         self.persistence.finished = self.finished
 
     async def wait_summary(self) -> None:
@@ -412,7 +417,8 @@ class Engine:
         return {
             "project": self.project, "run_dir": str(ctx.run_dir.path), "paused": ctx.paused,
             "started_at": ctx.started_at, "created": ctx.created, "now": now,
-            "finished": self.finished, "exit_code": self.exit_code,
+            "finished": self.finished, "finished_at": self.finished_at,
+            "exit_code": self.exit_code,
             "settings": {"max_attempts": manifest.oom_retry.max_attempts,
                          "oom_delay": manifest.oom_retry.delay,
                          "threshold_mib": manifest.gpu_free_threshold_mib,

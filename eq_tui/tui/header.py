@@ -53,8 +53,11 @@ def _header(view: RunView, now: float, eta_s: float | None, *, compact: bool, ba
     # the whole run, across resumes: from when the run dir was created
     starts = [start for p in view.projects.values()
               if (start := p.created or p.started_at) is not None]
-    elapsed = format_duration(now - min(starts)) if starts else "-"
     finished = bool(view.projects) and all(p.finished for p in view.projects.values())
+    # a finished run's clock stops when its last job ended
+    ends = [p.finished_at for p in view.projects.values() if p.finished_at is not None]
+    end = max(ends) if finished and ends else now
+    elapsed = format_duration(max(0.0, end - min(starts))) if starts else "-"
     eta = eta_text(eta_s, finished=finished, held=bool(view.keys_with_status("held")))
     done = f"{progress.completed}/{progress.total} ({progress.fraction:.0%})"
     drawn: list[Part] = [progress_bar(progress.fraction, bar), " "] if bar else []

@@ -24,11 +24,13 @@ from eq_tui.api.events import (
     PreflightReported,
     QueueFinished,
     QueuePaused,
+    QueueReopened,
 )
 from eq_tui.engine.state.store import RunDir
 
 MAX_ALERTS = 200
 PERSISTED_EVENTS = (JobStateChanged, HostStateChanged, Alert, QueuePaused, QueueFinished,
+                    QueueReopened,
                     PreflightReported, JobEdited, JobAdded, JobRetired, PhaseHeld,
                     PhaseReleased, JobStalled, GpuQuarantined, JobPruned)
 
