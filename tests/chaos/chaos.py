@@ -1,7 +1,7 @@
 """The chaos suite: a sweep on real sshd hosts while the engine, the network and the hosts fail.
 
     .venv/bin/python -m tests.chaos.chaos --json           # the long run: 240 jobs
-    .venv/bin/python -m tests.chaos.chaos --jobs 40 --faults short   # what CI runs (a test)
+    .venv/bin/python -m tests.chaos.chaos --jobs 40 --faults short --seed 210   # the suite's
 
 Fake jobs OOM (once, or always), fail for other reasons, leave stale sessions and linger memory
 (0.5 s after exit). While the queue runs the driver kills the engine with SIGKILL and restarts
@@ -12,9 +12,11 @@ copy, as the error message says), sends a clone from the shell as the engine is 
 again with its command id, it must run once), and starts a second engine of another login user
 on the same hosts (its jobs allocate their memory 2 s after they start: until then only their
 claims say the GPU is taken). Each fault is injected while jobs of ours run (on the host it
-hits). What each fault left on the hosts or the disk (the OS's reaping of a killed engine and
-engine.lock, the state files, the processes a reboot killed) is read as it happens; the rest
-(sshd's log, the attempt records on a log disk, runs.jsonl) at the check.
+hits), at jittered gaps, in an order and on hosts drawn from the seed (tests/chaos/schedule.py):
+the seed, printed at the start and in the verdict, replays the schedule and the jobs. What each
+fault left on the hosts or the disk (the OS's reaping of a killed engine and engine.lock, the
+state files, the processes a reboot killed) is read as it happens; the rest (sshd's log, the
+attempt records on a log disk, runs.jsonl) at the check.
 
 The verdict (tests/chaos/verdict.py) comes from the hosts: the fake jobs' own start/end records
 (runs.jsonl), the outputs they wrote and the processes left alive. A start before the previous
@@ -54,6 +56,7 @@ from tests.chaos.host_records import (
     wait_lock_holder,
     wait_state_past,
 )
+from tests.chaos.schedule import PlannedFault, fault_schedule
 from tests.chaos.traces import HostRecords, attempts_of, fault_trace
 from tests.chaos.verdict import (
     FAULT_CLASSES,
@@ -222,42 +225,57 @@ def unmount(mounts: list[Path]) -> None:
 
 
 def in_flight(bed: SshBed) -> Counter[str]:
-    """Runs of ours alive now, per host, from the hosts' own start/end records."""
+    """Runs of ours alive now, per host, from the hosts' own start/end records (a start with no
+    end whose process is gone, killed by a reboot, is not alive)."""
     alive: Counter[str] = Counter()
     for name, host in bed.hosts.items():
         open_keys: set[tuple[Any, ...]] = set()
         for rec in read_runs(host.sim_state):
+            if str(rec.get("job", "")).startswith(SECOND_ENGINE):
+                continue
             key = (rec.get("pid"), rec.get("job"), rec.get("attempt"))
             if rec.get("event") == "start":
                 open_keys.add(key)
             elif rec.get("event") == "end":
                 open_keys.discard(key)
-        alive[name] = len(open_keys)
+        alive[name] = sum(1 for key in open_keys if pid_alive(key[0]))
     return alive
 
 
-def wait_for_work(driver: Driver, bed: SshBed, progress_s: float = 20,
-                  work_s: float = 120) -> bool:
-    """Let the queue progress (two more completions, for up to `progress_s`) and have runs of
-    ours alive (waiting up to `work_s` for one: an engine that has just recovered from a fault
-    on a loaded box may take a while to launch again), so that the next fault meets something
-    to break. False: still no run of ours alive (the fault would meet nothing; the verdict
-    counts it as idle and fails)."""
-    start_completed = driver.counts()["completed"]
-    started = time.monotonic()
-    while time.monotonic() < started + work_s and not driver.finished():
-        alive = sum(in_flight(bed).values())
-        progressed = driver.counts()["completed"] >= start_completed + 2
-        if alive and (progressed or time.monotonic() >= started + progress_s):
+def pid_alive(pid: object) -> bool:
+    """The bed's hosts are loopback: a run's pid is a process of this machine."""
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process, alive
+    return True
+
+
+def wait_gap(driver: Driver, bed: SshBed, gap_s: float, work_s: float = 120) -> bool:
+    """Wait the fault's drawn gap, then until runs of ours are alive (up to `work_s`: an engine
+    that has just recovered from a fault on a loaded box may take a while to launch again), so
+    that the fault meets something to break. False: still no run of ours alive (the fault
+    would meet nothing; the verdict counts it as idle and fails)."""
+    due = time.monotonic() + gap_s
+    while not driver.finished() and (left := due - time.monotonic()) > 0:
+        time.sleep(min(left, 0.05))  # the gap itself is the point: it places the fault
+    deadline = due + work_s
+    while not driver.finished() and time.monotonic() < deadline:
+        if sum(in_flight(bed).values()):
             return True
-        time.sleep(0.2)  # a harness poll, not a test's wait before an assertion
+        time.sleep(0.1)  # a harness poll, not a test's wait before an assertion
     return bool(sum(in_flight(bed).values()))
 
 
-def busiest_host(bed: SshBed, rng: random.Random) -> str:
+def target_host(bed: SshBed, planned: PlannedFault) -> str:
+    """The planned host while a run of ours is alive there, else one where one is."""
     alive = in_flight(bed)
     busy = sorted(name for name, n in alive.items() if n)
-    return rng.choice(busy or sorted(bed.hosts))
+    return planned.host if planned.host in busy or not busy else busy[0]
 
 
 def wait_disk_trace(log_dir: Path, since: float, timeout: float = 15) -> None:
@@ -287,8 +305,9 @@ def start_second_engine(driver: Driver, bed: SshBed, n: int) -> str:
     return project
 
 
-def inject(fault: str, driver: Driver, bed: SshBed, work: Path, rng: random.Random) -> Fault:
-    host = busiest_host(bed, rng)
+def inject(planned: PlannedFault, driver: Driver, bed: SshBed, work: Path) -> Fault:
+    fault = planned.kind
+    host = target_host(bed, planned)
     t0 = time.time()
     if fault == "kill9":
         killed = driver.kill_engine()
@@ -296,7 +315,7 @@ def inject(fault: str, driver: Driver, bed: SshBed, work: Path, rng: random.Rand
         return Fault(fault, None, t0, time.time(), pid=killed[0], kill=took_over)
     if fault == "cut_host":
         bed.take_down(host)
-        time.sleep(rng.uniform(2, 4))
+        time.sleep(planned.hold_s)
         bed.start(host)
         return Fault(fault, host, t0, time.time())
     if fault == "reboot":
@@ -337,8 +356,8 @@ def corrupt_state(driver: Driver, t0: float) -> Fault:
         recovered[0] if recovered else None, recovered[1] if recovered else frozenset()))
 
 
-def command_while_killed(driver: Driver, behaviours: dict[str, str],
-                         n: int) -> tuple[str, Fault]:
+def command_while_killed(driver: Driver, behaviours: dict[str, str], n: int,
+                         lead_s: float) -> tuple[str, Fault]:
     """A clone sent from the shell as the engine is killed with SIGKILL: it may or may not
     have arrived. Sent again with its id while no engine runs (exit 3: --no-start, the driver
     restarts the engine itself), then to the restarted engine: applied once either way (the
@@ -349,7 +368,7 @@ def command_while_killed(driver: Driver, behaviours: dict[str, str],
     verb = [*EQ, "clone", str(driver.run_dir), source, "--id", clone, "--command-id",
             f"chaos-{n}", "--no-start"]
     sent = subprocess.Popen(verb, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(random.uniform(0.0, 0.3))
+    time.sleep(lead_s)
     killed = driver.kill_engine()
     first = sent.wait(timeout=120)
     assert first in (0, 3), f"clone while killed: exit {first}"
@@ -407,24 +426,32 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
     behaviours = write_manifest(bed, work, manifest, n_jobs, seed)
     run_dir = root / "run"
     driver = Driver(bed, manifest, run_dir, poll=0.5)
-    rng = random.Random(seed + 1)
-    plan = SHORT_PLAN * (2 if faults == "long" else 1)
+    plan = fault_schedule(seed, SHORT_PLAN * (2 if faults == "long" else 1), list(bed.hosts))
+    say(f"seed {seed} (replay: --jobs {n_jobs} --faults {faults} --seed {seed}); faults: "
+        + ", ".join(planned.describe() for planned in plan))
     injected: list[Fault] = []
     idle: list[str] = []
     try:
         driver.start_engine()
-        for kind in plan:
-            working = wait_for_work(driver, bed)
+        for planned in plan:
+            waited = time.monotonic()
+            working = wait_gap(driver, bed, planned.gap_s)
+            began = time.monotonic()
             if driver.finished():
                 break
             if not working:
-                idle.append(f"{kind} injected while no job of ours ran")
-            if kind == "command_kill9":  # an engine kill with a command in flight
-                clone, fault = command_while_killed(driver, behaviours, len(injected))
+                idle.append(f"{planned.kind} injected while no job of ours ran")
+            if planned.kind == "command_kill9":  # an engine kill with a command in flight
+                clone, fault = command_while_killed(driver, behaviours, len(injected),
+                                                    planned.hold_s)
                 behaviours[clone] = "ok"
                 injected.append(fault)
             else:
-                injected.append(inject(kind, driver, bed, work, rng))
+                injected.append(inject(planned, driver, bed, work))
+            say(f"fault {len(injected)}/{len(plan)} {planned.kind} on "
+                f"{injected[-1].host or 'the engine'} at +{began - started:.1f}s, "
+                f"{began - waited:.1f}s after the previous (gap {planned.gap_s:.2f}s), "
+                f"lasted {time.monotonic() - began:.1f}s")
         assert driver.engine is not None
         wait_to_end(driver, timeout=600)
         for second in driver.second:  # the other users' queues end too (a fault may leave
@@ -432,6 +459,7 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
         victims = retry_fault_victims(manifest, run_dir, bed)
         verdict = check(driver, bed, behaviours, injected, victims, work)
         verdict.min_effective, verdict.min_kinds = EVIDENCE[faults]
+        verdict.seed = seed
         verdict.idle_faults = len(idle)
         verdict.details += idle
         if len(injected) < len(plan):
@@ -610,16 +638,23 @@ def left_running(bed: SshBed) -> int:
     return count
 
 
+def say(line: str) -> None:
+    """Progress on stderr (stdout may be the JSON verdict)."""
+    print(f"chaos: {line}", file=sys.stderr, flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=240)
     parser.add_argument("--faults", choices=("short", "long"), default="long")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=None,
+                        help="the jobs' mix and the fault schedule (default: drawn, printed)")
     parser.add_argument("--keep", action="store_true", help="keep the bed and run dir")
     parser.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
     args = parser.parse_args()
     try:
-        verdict = run(args.jobs, args.faults, args.seed, keep=args.keep)
+        seed = random.randrange(1 << 31) if args.seed is None else args.seed
+        verdict = run(args.jobs, args.faults, seed, keep=args.keep)
     except RunStopped as exc:
         print(f"chaos: no verdict: {exc}", file=sys.stderr)
         sys.exit(1)

@@ -54,7 +54,8 @@ def readme(run: dict[str, Any]) -> str:
 
 
 def testing(run: dict[str, Any]) -> str:
-    v = {k: val for k, val in run["verdict"].items() if k not in ("details", "fault_traces")}
+    v = {k: val for k, val in run["verdict"].items()
+         if k not in ("details", "fault_traces", "seed")}
     lines = textwrap.wrap(json.dumps(v), 96)
     return (f"Commit {run['commit']}, {run['date']}, seed {run['seed']}:\n\n```json\n"
             + "\n".join(lines) + "\n```\n")
@@ -89,7 +90,7 @@ def main() -> None:
     verdict = json.loads(Path(sys.argv[1]).read_text())
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
-    seed = int(sys.argv[2]) if len(sys.argv) > 2 else 7
+    seed = verdict.get("seed", int(sys.argv[2]) if len(sys.argv) > 2 else None)
     run = {"commit": commit, "date": time.strftime("%Y-%m-%d"), "seed": seed,
            "verdict": verdict}
     RECORD.write_text(json.dumps(run, indent=1) + "\n")

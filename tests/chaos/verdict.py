@@ -123,10 +123,11 @@ class Verdict:
     min_effective: int = 0
     min_kinds: int = 0
     idle_faults: int = 0
+    seed: int | None = None  # the run's (its jobs' mix and fault schedule): --seed replays it
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "jobs": self.jobs, "packed_jobs": self.packed_jobs,
+            "seed": self.seed, "jobs": self.jobs, "packed_jobs": self.packed_jobs,
             "multi_gpu_jobs": self.multi_gpu_jobs, "hung_jobs": self.hung_jobs,
             "hung_restarted": self.hung_restarted,
             "faults": sum(self.faults.values()),

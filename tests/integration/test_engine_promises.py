@@ -29,6 +29,7 @@ from eq_tui.manifest.model import PhaseSpec
 from eq_tui.sim.state import read_runs
 from tests.support.engine_run import job, make_manifest, sim_hosts, start_engine
 from tests.support.ground_truth import launches, launches_per_job, overlaps
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.integration
 LONG = "fake-train --epochs 40 --epoch-seconds 0.1 --mem 1000"
@@ -85,12 +86,11 @@ async def test_a_launch_cut_short_by_a_crash_waits_the_grace_period(tmp_path: Pa
         await engine.tick()  # undone as never started; its GPU is free: launched anew
         first = engine.jobs["a"].history[0]
         assert first.launched is False and first.failure_class == "launch_failed"
-        for _ in range(200):
-            if str(engine.jobs["a"].status) == "completed":
-                break
+        async def completed() -> bool:
             await engine.tick()
-            await asyncio.sleep(0.05)
-        assert str(engine.jobs["a"].status) == "completed"
+            return str(engine.jobs["a"].status) == "completed"
+
+        await wait_until(completed, timeout=60, what="a, launched anew, to complete")
         assert launches_per_job([sim]) == {"a": 1}
     finally:
         await engine.stop()
@@ -106,11 +106,13 @@ async def test_launches_missing_from_a_recovered_state_file_are_adopted(tmp_path
     before = tmp_path / "before_launch.json"
     shutil.copy(run_dir / "queue_state.json", before)
     await first.tick()
-    for _ in range(200):
-        if {r["job"] for r in read_runs(sim_state_dir(run_dir, "sim"))
-                if r["event"] == "start"} == {"a", "b"}:
-            break
-        await asyncio.sleep(0.05)
+
+    async def both_started() -> bool:
+        return {r["job"] for r in read_runs(sim_state_dir(run_dir, "sim"))
+                if r["event"] == "start"} == {"a", "b"}
+
+    # the point is launches the recovered copy does not know: both must have happened
+    await wait_until(both_started, timeout=60, what="a and b to start on the host (runs.jsonl)")
     await first.stop()
     await first.run()  # its jobs keep running in their sessions
     # the state file is lost; a person recovers the previous copy, which knows no launch
