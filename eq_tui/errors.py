@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class EqTuiError(Exception):
-    """Base class: carries the process exit code that cli.py returns."""
+    """Base class: carries the process exit code that cli/main.py returns."""
 
     exit_code = 1
 

@@ -1,6 +1,6 @@
 """`--dry-run`: the expanded plan (id, phase, where it would go first, command) and preflight;
 over a run dir with state, each job's status and what the manifest edit changes
-(plan_existing.py).
+(engine/preflight/existing_plan.py).
 
 Nothing is launched and no run state is written.
 """

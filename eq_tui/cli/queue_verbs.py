@@ -1,5 +1,5 @@
 """The command-line forms of what a person can ask of a running queue: `eq-tui VERB
-[HOST:]RUN_DIR ...`. Parsing and checking only; sending is shell_commands.py."""
+[HOST:]RUN_DIR ...`. Parsing and checking only; sending is queue_send.py."""
 
 from __future__ import annotations
 

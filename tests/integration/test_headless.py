@@ -129,7 +129,7 @@ async def test_a_summary_line_comes_every_period_with_the_counts_and_hosts(
     from eq_tui.engine.engine import Engine
     from eq_tui.hosts.factory import make_hosts
 
-    assert SUMMARY_EVERY_S == 30.0  # the README's "a compact summary every 30 s"
+    assert SUMMARY_EVERY_S == 30.0  # the README's "a summary every 30 s"
     manifest = make_manifest(tmp_path, [job("long", "fake-train --epochs 100 --epoch-seconds "
                                                     "0.1 --mem 100")])
     run_dir = tmp_path / "run"

@@ -1,6 +1,6 @@
-"""What README.md and `?` say of the keys is what the app binds (issue 33: README's `d` for
-details was `enter`; `?` said marks act on k/r/u where README said k/r/u/h/+/-), each key is
-bound once, and held jobs sort among the waiting ones in "active first"."""
+"""What README.md's key table and `?` say of the keys is what the app binds (issue 33: README's
+`d` for details was `enter`; `?` said marks act on k/r/u where README said k/r/u/h/+/-), each key
+is bound once, and held jobs sort among the waiting ones in "active first"."""
 
 from __future__ import annotations
 
@@ -21,17 +21,20 @@ BOUND = {name for key in KEYS for name in (key.key, key.written, key.glyph) if n
 NOT_APP = {"ctrl+p", "tab", "left", "right", "home", "end", "up", "down", "shift+tab"}
 
 
-def keys_paragraph() -> str:
-    start = README.index("Keys (the footer lists them")
-    return README[start:README.index("An attached UI", start)]
+def keys_table() -> str:
+    """The README's table of keys, under "The UI and its keys"."""
+    start = README.index("| key | what it does |", README.index("## The UI and its keys"))
+    return README[start:README.index("\n\n", start)]
 
 
 def test_every_key_readme_names_is_bound_and_every_binding_is_named() -> None:
-    named = set(re.findall(r"`([^`]+)`", keys_paragraph()))
+    rows = keys_table().splitlines()[2:]
+    named = set(re.findall(r"`([^`]+)`", keys_table()))
     unbound = named - BOUND - NOT_APP
     assert not unbound, f"README names keys the app does not bind: {unbound}"
-    unnamed = {key.written for key in KEYS} - named
-    assert not unnamed, f"README's Keys paragraph leaves out: {unnamed}"
+    in_key_column = {key for row in rows for key in re.findall(r"`([^`]+)`", row.split("|")[1])}
+    unnamed = {key.written for key in KEYS} - in_key_column
+    assert not unnamed, f"README's key table leaves out: {unnamed}"
     assert {k for line in OTHER_KEYS for k in re.split(r" / ", line[0])} <= NOT_APP
 
 

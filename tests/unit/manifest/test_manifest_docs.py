@@ -1,5 +1,6 @@
 """docs/manifest.md describes every key of the schema, in the section of the place it goes,
-and the README links only to files inside the repository."""
+the README links only to files inside the repository, and its manifest example loads with the
+keys its table names."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from eq_tui.manifest import json_schema
 from eq_tui.manifest.expand import LAUNCH_TIME_VARS
+from eq_tui.manifest.loader import load_manifest_text
 
 ROOT = Path(__file__).resolve().parent.parent.parent.parent
 DOC = (ROOT / "docs" / "manifest.md").read_text(encoding="utf-8")
@@ -121,3 +123,16 @@ def test_readme_links_stay_inside_the_repository() -> None:
             continue
         target = (ROOT / link.split("#")[0]).resolve()
         assert target.is_relative_to(ROOT) and target.exists(), link
+
+
+def test_the_readme_manifest_example_loads_and_its_table_names_top_level_keys() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    part = readme[readme.index("## The main manifest keys"):]
+    example = re.search(r"```yaml\n(.*?)```", part, re.DOTALL)
+    assert example is not None
+    manifest = load_manifest_text(example.group(1), "README.md")
+    assert len(manifest.jobs) == 6 and {host.kind for host in manifest.hosts} == {"ssh"}
+    start = part.index("| key |")
+    rows = part[start:part.index("\n\n", start)].splitlines()[2:]
+    keys = {key for row in rows for key in re.findall(r"`([^`]+)`", row.split("|")[1])}
+    assert len(keys) >= 20 and keys <= json_schema.keys("top"), keys - json_schema.keys("top")
