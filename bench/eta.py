@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eq_tui.api.job_progress import JobProgress
 from eq_tui.present.pace import PaceBook
-from eq_tui.tui.eta import estimate_eta
+from eq_tui.present.queue_eta import estimate_eta
 
 GROUP = "bench/train"
 

@@ -65,10 +65,13 @@ class JobRecord(TypedDict, total=False):
     last_line: str
     params: dict[str, str]  # the job's grid point
     metrics: dict[str, float | None]  # final metric values once read (null: NaN/inf)
+    edits: list[dict[str, Any]]  # what a person (or a reload) changed, in order
     stalled_since: float | None  # hang detection: stalled since then (running jobs only)
     silent_since: float | None  # while stalled: its log's last growth
     mem_escalation: int  # CUDA OOMs on a shared GPU: 1 asks 1.5x its estimate, 2 its GPU alone
     min_gpu_mib: int | None  # its OOM asked more than its card: only larger GPUs from then on
+    next_ask_level: int  # the OOMs `next_ask_mib` was computed for (shown when = mem_escalation)
+    next_ask_mib: int | None  # the next attempt's ask per GPU after OOMs; None: its GPUs alone
 
 
 class GpuJob(TypedDict):
@@ -144,6 +147,8 @@ class Snapshot(TypedDict, total=False):
     now: float
     finished: bool
     finished_at: float | None  # when the last job ended, while finished
+    eta_s: float | None  # the engine's ETA of the queue as of `eta_at` (None: nothing known)
+    eta_at: float | None
     exit_code: int | None
     settings: Settings
     jobs: list[JobRecord]  # manifest order

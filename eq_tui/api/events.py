@@ -105,6 +105,16 @@ class QueueFinished(Event):
 
 
 @dataclass(frozen=True)
+class QueueEta(Event):
+    """How long the queue still needs, as of `at` (None: nothing to go on yet): the engine's
+    estimate (present/queue_eta.py), sent when it moves away from counting down; front ends
+    count it down and compute none."""
+
+    type: ClassVar[str] = "queue_eta"
+    eta_s: float | None = None
+
+
+@dataclass(frozen=True)
 class QueueReopened(Event):
     """A finished queue has work again (a job added, retried, edited or reloaded): it is no
     longer finished."""
@@ -249,9 +259,9 @@ class Fanout:
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (JobStateChanged, JobUpdated, HostProbed, HostStateChanged, Alert,
-                              QueuePaused, QueueFinished, QueueReopened, PreflightReported,
-                              JobEdited, JobAdded, JobRetired, PhaseHeld, PhaseReleased, JobStalled,
-                              GpuQuarantined, QueueWaiting, JobPruned)
+                              QueuePaused, QueueFinished, QueueReopened, QueueEta,
+                              PreflightReported, JobEdited, JobAdded, JobRetired, PhaseHeld,
+                              PhaseReleased, JobStalled, GpuQuarantined, QueueWaiting, JobPruned)
 }
 
 

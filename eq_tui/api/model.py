@@ -179,6 +179,11 @@ class JobState:
     mem_escalation: int = 0
     # its CUDA OOM asked more than its card's total: it launches only on GPUs larger than this
     min_gpu_mib: int | None = None
+    # what the scheduler asks for its next attempt after CUDA OOMs on a shared GPU, as the
+    # engine computed it (engine/tick/memory_asks.py) for `next_ask_level` OOMs: MiB per GPU,
+    # None for its GPUs alone; front ends show it only while the level is `mem_escalation`
+    next_ask_level: int = 0
+    next_ask_mib: int | None = None
     # early stopping: the current attempt's reports of the phase's early_stop metric, in order
     # (its step is their count), and how far into its log they were read
     reports: list[float] = field(default_factory=list)
@@ -279,6 +284,8 @@ class JobState:
             silent_since=data.get("silent_since"),
             mem_escalation=int(data.get("mem_escalation") or 0),
             min_gpu_mib=data.get("min_gpu_mib"),
+            next_ask_level=int(data.get("next_ask_level") or 0),
+            next_ask_mib=data.get("next_ask_mib"),
             reports=[float(x) for x in data.get("reports") or []],
             reports_attempt=int(data.get("reports_attempt") or 0),
             reports_offset=int(data.get("reports_offset") or 0),

@@ -18,6 +18,7 @@ from eq_tui.api.events import (
     JobUpdated,
     PhaseHeld,
     PhaseReleased,
+    QueueEta,
     QueueFinished,
     QueuePaused,
     QueueReopened,
@@ -49,6 +50,8 @@ class ProjectState:
     created: float | None = None
     finished: bool = False
     finished_at: float | None = None  # when the last job ended, while finished
+    eta_s: float | None = None  # the engine's ETA as of `eta_at` (None: nothing to go on)
+    eta_at: float | None = None
     exit_code: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     jobs: dict[str, JobRecord] = field(default_factory=dict)
@@ -64,6 +67,7 @@ class ProjectState:
             paused=bool(snapshot.get("paused")), started_at=snapshot.get("started_at"),
             created=snapshot.get("created"), finished=bool(snapshot.get("finished")),
             finished_at=snapshot.get("finished_at") if snapshot.get("finished") else None,
+            eta_s=snapshot.get("eta_s"), eta_at=snapshot.get("eta_at"),
             exit_code=snapshot.get("exit_code"), settings=dict(snapshot.get("settings") or {}),
             jobs={str(job["id"]): dict(job) for job in snapshot.get("jobs") or []},  # type: ignore[misc]
             hosts={str(h["name"]): dict(h) for h in snapshot.get("hosts") or []},  # type: ignore[misc]
@@ -75,7 +79,7 @@ class ProjectState:
         snap: dict[str, Any] = {
             "project": self.project, "run_dir": self.run_dir, "paused": self.paused,
             "started_at": self.started_at, "finished": self.finished,
-            "finished_at": self.finished_at,
+            "finished_at": self.finished_at, "eta_s": self.eta_s, "eta_at": self.eta_at,
             "exit_code": self.exit_code, "settings": dict(self.settings),
             "jobs": list(self.jobs.values()), "hosts": list(self.hosts.values()),
             "alerts": list(self.alerts), "held_phases": dict(self.held_phases),
@@ -132,6 +136,9 @@ class ProjectState:
             applied.alert = {"project": event.project, "at": event.at,
                              "level": "info" if event.exit_code == 0 else "warning",
                              "message": f"queue finished (exit {event.exit_code}): {counts}"}
+        elif isinstance(event, QueueEta):
+            self.eta_s, self.eta_at = event.eta_s, event.at
+            applied.header = True
         elif isinstance(event, QueueReopened):
             self.finished, self.exit_code, self.finished_at = False, None, None
             applied.header = True

@@ -8,11 +8,14 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eq_tui import __version__
 from eq_tui.cli.parsing import add_ssh_config, check_paths, new_parser, ssh_config_path
 from eq_tui.errors import UsageError
+
+if TYPE_CHECKING:
+    from eq_tui.manifest.model import Manifest
 
 DESCRIPTION = """\
 Run batches of ML experiments on GPU hosts (SSH, local, simulated, Slurm): place each job on a
@@ -215,7 +218,8 @@ def _refuse_if_locked(run_dir: Path) -> None:
     probe.release_lock()
 
 
-async def _after_start(engine: Any, options: argparse.Namespace, *, multi: bool) -> None:
+async def _after_start(engine: Any, manifest: Manifest, options: argparse.Namespace, *,
+                       multi: bool) -> None:
     """--no-ui prints what starting said (preflight warnings, stuck jobs from an earlier run,
     commands changed): it subscribes only afterwards. --retry-stuck retries them;
     --rerun-changed runs again the completed jobs whose command changed."""
@@ -223,7 +227,7 @@ async def _after_start(engine: Any, options: argparse.Namespace, *, multi: bool)
 
     from eq_tui.api.events import event_from_json
     from eq_tui.cli.headless import format_event
-    from eq_tui.engine.commands.rerun import rerun_changed, retry_stuck
+    from eq_tui.cli.rerun_flags import rerun_changed, retry_stuck
 
     if options.no_ui:
         for alert in engine.ctx.bus.alerts:
@@ -234,7 +238,7 @@ async def _after_start(engine: Any, options: argparse.Namespace, *, multi: bool)
         line = await retry_stuck(engine)
         print(f"eq-tui: {line or 'no stuck jobs to retry'}", file=sys.stderr)
     if options.rerun_changed:
-        line = await rerun_changed(engine)
+        line = await rerun_changed(engine, manifest)
         print(f"eq-tui: {line or 'no completed job ran a command the manifest has changed'}",
               file=sys.stderr)
 
@@ -269,7 +273,7 @@ async def _run_engines(options: argparse.Namespace, manifests: list, run_dirs: l
                             await_command=options.await_command)
             await engine.start()
             engines.append(engine)
-            await _after_start(engine, options, multi=len(manifests) > 1)
+            await _after_start(engine, manifest, options, multi=len(manifests) > 1)
             await serve_control(engine, run_dir)
             await serve_notifications(engine, run_dir)
     except BaseException:

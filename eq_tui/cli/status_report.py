@@ -14,6 +14,7 @@ from eq_tui.api.client import Snapshot
 from eq_tui.api.held import held_phase_todo
 from eq_tui.api.model import JobState, JobStatus, status_counts
 from eq_tui.errors import RunDirError
+from eq_tui.present.memory_ask import next_ask
 from eq_tui.results.records import read_records
 from eq_tui.results.unseen import Unseen, read_watched, unseen_in_records
 from eq_tui.runfiles.statefile import StateFile
@@ -102,19 +103,23 @@ def job_where(job: JobState) -> str | None:
 
 def job_reason(job: JobState, queue_reason: str = "") -> str:
     """Why it waits (its own reason, else the queue's), or what ended it (for a job that
-    needs a person)."""
-    if job.reason:
-        return job.reason
-    if job.status.is_waiting:
-        return queue_reason
-    return job.failure.detail if job.failure and job.status.needs_person else ""
+    needs a person); a job waiting after CUDA OOMs on a shared GPU says what its next attempt
+    asks (the engine's figure: present/memory_ask.py)."""
+    why = job.reason or (queue_reason if job.status.is_waiting else "")
+    if not why and not job.status.is_waiting:
+        why = job.failure.detail if job.failure and job.status.needs_person else ""
+    ask = next_ask(job.to_json()) if job.status.is_waiting else ""
+    if ask:
+        why = f"{why}; next attempt asks {ask}" if why else f"next attempt asks {ask}"
+    return why
 
 
 def job_row(job: JobState, queue_reason: str = "") -> dict[str, Any]:
     where = job_where(job)
+    ask = next_ask(job.to_json()) if job.status.is_waiting else ""
     return {"id": job.id, "status": str(job.status), "host": job.host if where else None,
             "gpus": list(job.gpus) if where else [], "where": where,
-            "reason": job_reason(job, queue_reason)}
+            "reason": job_reason(job, queue_reason), "next_ask": ask or None}
 
 
 def show_jobs(jobs: list[JobState], *, as_json: bool = False, queue_reason: str = "") -> None:

@@ -73,6 +73,11 @@ class RunContext:
     def phase_jobs(self, phase: str) -> list[JobState]:
         return [job for job in self.ledger.jobs.values() if job.phase == phase]
 
+    def replace_manifest(self, manifest: Manifest) -> None:
+        """The one place the run's manifest is replaced (secrets handed over, early stopping
+        edited or reloaded): every part reads it from here, never keeps a copy."""
+        self.manifest = manifest
+
     def awaiting_command(self) -> bool:
         until = self.awaiting_command_until
         if until is not None and self.clock() >= until:

@@ -22,6 +22,7 @@ from eq_tui.api.events import Event, QueueFinished, QueueReopened, QueueWaiting
 from eq_tui.api.gpu_view import node_views
 from eq_tui.api.model import FailureClass, JobState, JobStatus, last_end, status_counts
 from eq_tui.engine.commands.dispatch import Commands
+from eq_tui.engine.commands.door import Door
 from eq_tui.engine.commands.rerun import start_notices
 from eq_tui.engine.context import RunContext, output_pattern
 from eq_tui.engine.decide.scheduler import Decision, decide
@@ -39,7 +40,9 @@ from eq_tui.engine.tick.host_watchers import HostWatchers
 from eq_tui.engine.tick.launcher import Launcher
 from eq_tui.engine.tick.leftover_memory import Leftovers
 from eq_tui.engine.tick.memory import MemoryBook
+from eq_tui.engine.tick.memory_asks import MemoryAsks
 from eq_tui.engine.tick.observation import Observation, Readings
+from eq_tui.engine.tick.queue_eta import QueueEtaKeeper
 from eq_tui.engine.tick.reconcile import Reconciler
 from eq_tui.engine.tick.side_by_side import ticks_side_by_side
 from eq_tui.engine.tick.stall import StallWatch
@@ -85,6 +88,8 @@ class Engine:
         self.pacing = Pacing(self.ctx, poll)
         self.gpu_health = GpuHealthWatch(self.ctx)
         self.memory = MemoryBook(self.ctx)
+        self.memory_asks = MemoryAsks(self.ctx, self.memory)
+        self.queue_eta = QueueEtaKeeper(self.ctx)
         self.observation = Observation(self.ctx, self.pacing.released_at,
                                        self.gpu_health.want_health, self.memory,
                                        Wants(self.ctx, lambda: self.pacing.poll).arg)
@@ -96,7 +101,11 @@ class Engine:
         self.early_stop = EarlyStop(self.ctx, self.launcher.stop_session)
         self.observation.follow = self.early_stop.offsets
         self.leftovers = Leftovers(self.ctx, self.lock)
-        self.commands = Commands(self)
+        self.commands = Commands(self.ctx, Door(
+            lock=self.lock, wake=self.wake, stop_engine=self.request_stop,
+            check_finished=self.check_finished, persist=self.persistence.persist,
+            persist_if_unsaved=self.persist_if_unsaved,
+            stop_session=self.launcher.stop_session))
         self.harvest = Harvest(self.ctx, self.lock)
         self.unseen = UnseenWatch(self.ctx, self.early_stop.names_seen, self.harvest.collected,
                                   self.harvest.records, self.harvest.summary_table)
@@ -156,8 +165,9 @@ class Engine:
             if saved is not None:
                 self.persistence.restore(saved)
                 await self.persistence.replay_launches(float(saved.get("updated") or 0.0))
-            for job in self.ctx.ledger.reconcile():
+            for job in self.ctx.ledger.reconcile(self.manifest):
                 self.ctx.crash_guard.release(job.phase, f"{job.id}'s command changed")
+            self.queue_eta.seed(self.jobs.values())
             for notice in start_notices(self.manifest, self.jobs.values(),
                                         self.ctx.ledger.specs, run_dir.path):
                 self.ctx.bus.alert("warning", notice)
@@ -257,6 +267,7 @@ class Engine:
             self.observation.apply(requests, results, probed)
             await self.reconciler.judge(probed, requests, starting)
             self.memory.observe(probed)  # after judging: an attempt that ended settles now
+            self.memory_asks.refresh()
             await self.stall.check(probed)
             await self.early_stop.check(probed)
             self.unseen.check()
@@ -285,6 +296,7 @@ class Engine:
                 self.observation.publish_gpu_views({x.host for x in decision.launches})
             if not self.ctx.awaiting_command():  # a finished queue: said after the command
                 self.check_finished()
+            self.queue_eta.publish(self.finished)
             self.persist_if_unsaved()
             self.watchers.sync(self._watch_requests())
 
@@ -295,7 +307,7 @@ class Engine:
         ledger = self.ctx.ledger
         for job_id, reason in decision.block.items():
             job = self.jobs[job_id]
-            job.reason = reason
+            ledger.update(job, reason=reason)
             ledger.set_status(job, JobStatus.BLOCKED, failure_class=FailureClass.DEPENDENCY,
                               detail=reason)
         if not whole_picture:
@@ -318,9 +330,7 @@ class Engine:
             # the queue's own reason is kept once (snapshot, state file), not in every record:
             # it changes as GPUs free and fill, and 10,000 records rewritten each time would
             # make every tick a whole-state write
-            own: str | None = None if why == shared else why
-            if job.reason != own:
-                job.reason = own
+            if ledger.update(job, reason=None if why == shared else why):
                 ledger.changed(job)
 
     def _watch_requests(self) -> dict[str, WatchRequest]:
@@ -418,6 +428,7 @@ class Engine:
             "project": self.project, "run_dir": str(ctx.run_dir.path), "paused": ctx.paused,
             "started_at": ctx.started_at, "created": ctx.created, "now": now,
             "finished": self.finished, "finished_at": self.finished_at,
+            "eta_s": self.queue_eta.eta_s, "eta_at": self.queue_eta.eta_at,
             "exit_code": self.exit_code,
             "settings": {"max_attempts": manifest.oom_retry.max_attempts,
                          "oom_delay": manifest.oom_retry.delay,

@@ -103,7 +103,7 @@ class Persistence:
                 ctx.hosts[name].stopped = str(why)
         ctx.crash_guard.restore(saved.get("crash_guard"))
         ctx.early_stop_edits.restore(saved.get("early_stop_edits"))
-        ctx.manifest = ctx.early_stop_edits.apply(ctx.manifest)
+        ctx.replace_manifest(ctx.early_stop_edits.apply(ctx.manifest))
         ctx.ledger.restore(saved, str(ctx.run_dir.state_file))
 
     async def replay_launches(self, saved_at: float) -> None:

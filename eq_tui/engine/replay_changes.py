@@ -36,8 +36,10 @@ def replay_change(ctx: RunContext, event: dict[str, Any]) -> None:
     new = event.get("new_cmd")
     if job is None or not isinstance(new, str) or job.cmd == new or job.status.is_active:
         return
-    job.edits.append({"kind": "edit", "at": event.get("at"), "by": event.get("by", ""),
-                      "old": job.cmd, "new": new, "requeued": False})
-    job.change_cmd(new)
+    ledger = ctx.ledger
+    ledger.update(job, edits=[*job.edits, {"kind": "edit", "at": event.get("at"),
+                                           "by": event.get("by", ""), "old": job.cmd,
+                                           "new": new, "requeued": False}])
+    ledger.change_cmd(job, new)
     if job.spec is not None:
-        job.spec = {**job.spec, "cmd": new}
+        ledger.update(job, spec={**job.spec, "cmd": new})

@@ -10,7 +10,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from eq_tui.api import ProjectState
-from eq_tui.tui.eta import view_eta
+from eq_tui.present.queue_eta import counted_down
 from eq_tui.tui.palette import status_markup_style
 from eq_tui.tui.progress import Progress, ordered_counts
 from eq_tui.tui.rows import format_duration
@@ -49,7 +49,7 @@ def header_content(view: RunView, now: float, eta_s: float | None = None, *,
 def _header(view: RunView, now: float, eta_s: float | None, *, compact: bool, bar: int,
             brand: bool, two_lines: bool) -> Content:
     projects = ", ".join(view.projects) or "-"
-    progress: Progress = view.progress(now)
+    progress: Progress = view.progress()
     # the whole run, across resumes: from when the run dir was created
     starts = [start for p in view.projects.values()
               if (start := p.created or p.started_at) is not None]
@@ -124,3 +124,13 @@ class RunHeader(Static):
         width = (self.screen_width or self.app.size.width) - PADDING
         self.update(header_content(view, now, view_eta(view, now), compact=self.compact,
                                    width=max(1, width)))
+
+
+def view_eta(view: RunView, now: float) -> float | None:
+    """The engines' ETAs counted down to `now`: the longest of the projects still running;
+    None while one of them has nothing to go on."""
+    left = [counted_down(p.eta_s, p.eta_at, now) for p in view.projects.values()
+            if not p.finished]
+    if not left:
+        return 0.0 if view.projects else None
+    return None if any(eta is None for eta in left) else max(e for e in left if e is not None)

@@ -5,18 +5,17 @@ Pure (no Textual): `apply` folds one event in and says what changed, so widgets 
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from eq_tui.api import Event, JobRecord, ProjectState
 from eq_tui.present.pace import DEFAULT_GROUP_OVER, Pace, PaceBook
-from eq_tui.tui.progress import Progress, completed_duration, estimate
+from eq_tui.tui.progress import Progress, counted
 from eq_tui.tui.rows import row_key, split_row_key
 
 MAX_ALERTS = 50
-WAITING = frozenset({"pending", "failed_oom"})
 Job = JobRecord
 ProjectView = ProjectState  # the engine's reducer holds each project's picture
 
@@ -46,11 +45,9 @@ class RunView:
         self.projects: dict[str, ProjectView] = {}
         self.alerts: deque[dict[str, Any]] = deque(maxlen=MAX_ALERTS)
         self._by_status: dict[str, set[str]] = {}
-        self._completed_durations: dict[str, float] = {}
-        # kept as records change, for the header's ETA and each running job's pace: one
-        # group per project and phase
+        # kept as records change, for each running job's pace: one group per project and
+        # phase (the queue's ETA is the engine's)
         self.paces = PaceBook()
-        self.waiting_by_group: Counter[str] = Counter()
         self._shares: dict[str, dict[str, int]] = {}  # host key -> job id -> jobs on its GPU
 
     # ---- loading ---------------------------------------------------------------------------
@@ -143,12 +140,9 @@ class RunView:
     def paused(self) -> bool:
         return any(view.paused for view in self.projects.values())
 
-    def progress(self, now: float) -> Progress:
-        """Counts and ETA without walking every job: the running ones only."""
-        counts = {status: len(keys) for status, keys in self._by_status.items() if keys}
-        running_elapsed = [now - started for _, started, _ in self.paces.running()
-                           if started is not None]
-        return estimate(counts, self._completed_durations.values(), running_elapsed)
+    def progress(self) -> Progress:
+        """Counts without walking every job."""
+        return counted({status: len(keys) for status, keys in self._by_status.items() if keys})
 
     def pace(self, key: str, now: float) -> Pace | None:
         """A running job's progress, ETA and whether it is slow beside its phase (PaceBook)."""
@@ -157,13 +151,7 @@ class RunView:
     def _index(self, key: str, job: Mapping[str, Any]) -> None:
         status = str(job.get("status"))
         self._by_status.setdefault(status, set()).add(key)
-        duration = completed_duration(job)
-        if duration is not None:
-            self._completed_durations[key] = duration
-        group = phase_group(key, job)
-        if status in WAITING:
-            self.waiting_by_group[group] += 1
-        self.paces.update(key, group, job, self._group_over(key, job))
+        self.paces.update(key, phase_group(key, job), job, self._group_over(key, job))
 
     def _group_over(self, key: str, job: Mapping[str, Any]) -> str:
         """The key a job's phase averages its seeds over: its siblings differ only in it."""
@@ -176,9 +164,6 @@ class RunView:
     def _unindex(self, key: str, job: Mapping[str, Any]) -> None:
         status = str(job.get("status"))
         self._by_status.get(status, set()).discard(key)
-        self._completed_durations.pop(key, None)
-        if status in WAITING:
-            self.waiting_by_group[phase_group(key, job)] -= 1
 
 
 def phase_group(key: str, job: Mapping[str, Any]) -> str:

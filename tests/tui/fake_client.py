@@ -9,6 +9,7 @@ from typing import Any
 
 from eq_tui.api.commands import Command
 from eq_tui.api.events import Event, JobUpdated, QueuePaused
+from eq_tui.present.queue_eta import EtaBook
 
 T0 = 1_700_000_000.0  # the fixed clock the sample data is built around
 
@@ -117,7 +118,13 @@ class FakeClient:
         self._queues: list[asyncio.Queue[Event]] = []
 
     def snapshot(self) -> dict[str, Any]:
-        return copy.deepcopy(self.state)
+        state = copy.deepcopy(self.state)
+        if "eta_s" not in state:  # what an engine publishes: its ETA of these jobs, now
+            book = EtaBook()
+            for record in state.get("jobs") or []:
+                book.update(str(record["id"]), record)
+            state["eta_s"], state["eta_at"] = book.eta(self.clock()), self.clock()
+        return state
 
     def subscribe(self) -> asyncio.Queue[Event]:
         queue: asyncio.Queue[Event] = asyncio.Queue()
@@ -324,10 +331,12 @@ def packed_snapshot(project: str = "demo") -> dict[str, Any]:
     jobs[-1]["gpus"] = jobs[-1]["history"][0]["gpus"] = []
     oom = ("cuda_oom", "torch.OutOfMemoryError: CUDA out of memory")
     jobs.append(job("sweep_lr1_s1", "failed_oom", failure=oom, retry_at=T0 + 12, mem_escalation=1,
+                    next_ask_level=1, next_ask_mib=15360,
                     history=[shared_attempt(1, "a100-box", 1, T0 - 90, estimate=10240,
                                             peak=10300, end=T0 - 20, exit_code=1,
                                             failure_class="cuda_oom")]))
     jobs.append(job("sweep_lr1_s2", "failed_oom", failure=oom, retry_at=T0 + 30, mem_escalation=2,
+                    next_ask_level=2, next_ask_mib=None,
                     history=[shared_attempt(n, "a100-box", 0, T0 - 400 + 150 * n,
                                             estimate=10240 * (3 if n == 2 else 2) // 2,
                                             peak=15500, end=T0 - 390 + 150 * n, exit_code=1,

@@ -3,9 +3,10 @@ pane gets, the ETA."""
 
 from __future__ import annotations
 
-from eq_tui.api.events import JobUpdated
-from eq_tui.tui.eta import ALL, estimate_eta, view_eta
+from eq_tui.api.events import QueueEta, QueueFinished
+from eq_tui.present.queue_eta import ALL, EtaBook, counted_down, estimate_eta
 from eq_tui.tui.grid_plan import full_height, plan_grid
+from eq_tui.tui.header import view_eta
 from eq_tui.tui.host_line import gpu_totals, host_line, line_widths
 from eq_tui.tui.layout import LAST_LINE_MIN, fit_table, room_for
 from eq_tui.tui.rows import GPU_ONLY_WIDTH, where_width
@@ -90,19 +91,34 @@ def test_eta_from_printed_progress_before_any_job_finished_then_from_phase_durat
     assert estimate_eta([], {"eval": 0}, means) == 0  # a phase whose waiting jobs all left
 
 
-def test_the_views_eta_follows_the_records_as_they_change() -> None:
+def test_the_engines_eta_book_follows_the_records_as_they_change() -> None:
+    book = EtaBook()
+    records = {
+        "c1": job("c1", "completed", history=[attempt(1, "h", 0, T0 - 100, T0)]),
+        "c2": job("c2", "completed", phase="eval", history=[attempt(1, "h", 0, T0 - 10, T0)]),
+        "r": job("r", "running", history=[attempt(1, "h", 1, T0 - 40)]),
+        "w": job("w", "pending", phase="eval")}
+    for job_id, record in records.items():
+        book.update(job_id, record)
+    assert book.eta(T0) == 70  # as above: 60 s of train left, then 10 s of eval
+    book.update("r", dict(records["r"], last_line="epoch 1/2"))
+    assert book.eta(T0) == 50  # halfway after 40 s: 40 s left, then 10 s of eval
+    book.update("w", dict(records["w"], status="held"))
+    assert book.eta(T0) == 40
+    book.update("w", dict(records["w"], status="pending"))
+    book.update("w", None)  # retired by a reload: no longer waited for
+    assert book.eta(T0) == 40
+
+
+def test_the_header_counts_the_engines_eta_down_and_takes_the_longest_project() -> None:
     view = RunView()
-    snapshot = sample_snapshot()
-    snapshot["jobs"] = [
-        job("c1", "completed", history=[attempt(1, "h", 0, T0 - 100, T0)]),
-        job("c2", "completed", phase="eval", history=[attempt(1, "h", 0, T0 - 10, T0)]),
-        job("r", "running", history=[attempt(1, "h", 1, T0 - 40)]),
-        job("w", "pending", phase="eval")]
-    view.load_snapshot(snapshot)
-    assert view_eta(view, T0) == 70  # as above: 60 s of train left, then 10 s of eval
-    record = dict(view.projects["demo"].jobs["r"], last_line="epoch 1/2")
-    view.apply(JobUpdated(project="demo", at=T0, job="r", state=record))
-    assert view_eta(view, T0) == 50  # halfway after 40 s: 40 s left, then 10 s of eval
-    view.apply(JobUpdated(project="demo", at=T0, job="w",
-                          state=dict(view.projects["demo"].jobs["w"], status="held")))
-    assert view_eta(view, T0) == 40
+    view.load_snapshot(sample_snapshot("a"))
+    view.load_snapshot(sample_snapshot("b"))
+    assert view_eta(view, T0) is None  # an engine that has said nothing yet: nothing to show
+    view.apply(QueueEta(project="a", at=T0, eta_s=300.0))
+    view.apply(QueueEta(project="b", at=T0 - 100, eta_s=250.0))
+    assert view_eta(view, T0) == 300
+    assert view_eta(view, T0 + 60) == 240  # counted down, not computed again
+    view.apply(QueueFinished(project="a", at=T0 + 60, exit_code=0))
+    assert view_eta(view, T0 + 60) == 90  # b's alone: 250 s from T0 - 100
+    assert counted_down(10.0, T0, T0 + 60) == 0  # never below nothing left

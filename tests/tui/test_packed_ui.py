@@ -10,13 +10,12 @@ from typing import Any
 from textual.widgets import DataTable, Static
 
 from eq_tui.api.events import HostProbed
-from eq_tui.engine.tick.memory import ESCALATION as ENGINE_ESCALATION
 from eq_tui.tui.app import EqTuiApp
 from eq_tui.tui.gpu_grid import GRID_PANELS, HostPanel
 from eq_tui.tui.gpu_segments import segment_bar, shares, spans
 from eq_tui.tui.host_line import host_line, line_widths
 from eq_tui.tui.host_panel import gpu_line, host_body
-from eq_tui.tui.memory_text import ESCALATION, attempt_memory, escalation_text
+from eq_tui.tui.memory_text import attempt_memory, escalation_text
 from eq_tui.tui.rows import SHARED_MARK, where
 from eq_tui.tui.screens.details import JobDetailsScreen
 from tests.tui.fake_client import T0, FakeClient, packed_snapshot
@@ -148,10 +147,14 @@ async def test_the_retry_pane_shows_what_a_shared_oom_asks_for_next() -> None:
         assert "student_s2 in 0:07  attempt 1/3  cuda_oom" in retry  # not shared: as before
 
 
-def test_the_escalation_words_follow_the_engines_factor() -> None:
-    assert ESCALATION == ENGINE_ESCALATION
-    job = {"mem_escalation": 1, "history": [{"estimate_mib": 10240}, {"estimate_mib": None}]}
+def test_the_escalation_words_say_the_engines_ask_and_compute_none() -> None:
+    job = {"mem_escalation": 1, "next_ask_level": 1, "next_ask_mib": 15360,
+           "history": [{"estimate_mib": 10240}, {"estimate_mib": None}]}
     assert escalation_text(job) == "oom (shared) → 15.0 GiB"
+    assert escalation_text({**job, "next_ask_mib": 20000}) == "oom (shared) → 19.5 GiB"
+    assert escalation_text({**job, "next_ask_mib": None}) == "oom (shared) → GPU alone"
+    # the engine has not yet said what the latest OOM asks: nothing rather than a guess
+    assert escalation_text({**job, "mem_escalation": 2}) == ""
     assert escalation_text({"mem_escalation": 0}) == ""
     assert attempt_memory({"estimate_mib": 18432, "peak_mib": 17612}) == \
         "estimate 18.0 GiB · peak 17.2 GiB"

@@ -228,23 +228,48 @@ def test_modules_and_classes_stay_small() -> None:
     assert long_modules == [] and big_classes == []
 
 
-def test_only_the_ledger_assigns_a_jobs_status_or_attempts() -> None:
-    """docs/architecture.md: 'Only the ledger assigns a job's status or its attempt count'."""
+def test_only_the_ledger_writes_a_jobs_or_an_attempts_fields() -> None:
+    """docs/architecture.md: 'Only the ledger writes a job's or an attempt's fields': every
+    field of JobState and Attempt, by assignment, setattr, a mutating call, one of their own
+    writing methods, or through another name (tests/support/field_writes.py; its own tests in
+    tests/unit/test_field_writes.py)."""
+    from tests.support.field_writes import writes_outside
+
+    assert [str(w) for w in writes_outside(ROOT, "eq_tui/engine/state/ledger.py")] == []
+
+
+def test_the_run_manifest_is_replaced_in_one_place() -> None:
+    """One manifest object, RunContext's (the ledger keeps none): replaced by
+    RunContext.replace_manifest only (secrets, early stopping edited or reloaded)."""
     import ast
 
     writers = []
-    for path in sorted((ROOT / "eq_tui").rglob("*.py")):
-        if path.relative_to(ROOT).as_posix() == "eq_tui/engine/state/ledger.py":
-            continue
+    for path in sorted((ROOT / "eq_tui" / "engine").rglob("*.py")):
+        for function in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                targets = node.targets if isinstance(node, ast.Assign) else \
+                    [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+                writers += [f"{path.relative_to(ROOT)}:{function.name}" for target in targets
+                            if isinstance(target, ast.Attribute) and target.attr == "manifest"]
+    assert writers == ["eq_tui/engine/context.py:replace_manifest"]
+
+
+def test_command_handlers_get_a_door_not_the_engine() -> None:
+    """The handlers are handed the run's state and a Door (engine/commands/door.py); none
+    imports the Engine, even for type checking."""
+    import ast
+
+    importers = []
+    for path in sorted((ROOT / "eq_tui" / "engine" / "commands").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            targets = node.targets if isinstance(node, ast.Assign) else \
-                [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
-            for target in targets:
-                for leaf in (target.elts if isinstance(target, ast.Tuple) else [target]):
-                    if isinstance(leaf, ast.Attribute) and leaf.attr in ("status", "attempts") \
-                            and not (isinstance(leaf.value, ast.Name) and leaf.value.id == "self"):
-                        writers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-    assert writers == []
+            if isinstance(node, ast.ImportFrom) and (node.module or "") == "eq_tui.engine.engine":
+                importers.append(path.name)
+            if isinstance(node, ast.Import) and any(
+                    alias.name == "eq_tui.engine.engine" for alias in node.names):
+                importers.append(path.name)
+    assert importers == []
 
 
 def test_the_tick_runs_its_phases_in_the_order_the_architecture_says() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eq_tui.api.client import CommandResult, SecretsAnswer
 from eq_tui.api.command_result import result
@@ -34,17 +34,16 @@ from eq_tui.api.commands import (
     from_wire,
 )
 from eq_tui.api.model import JobState
+from eq_tui.engine.commands.door import Door
 from eq_tui.engine.commands.early_stop_edit import set_early_stop
 from eq_tui.engine.commands.editing import Editing
 from eq_tui.engine.commands.holds import Holds
 from eq_tui.engine.commands.job_commands import JobCommands, kill_stop
 from eq_tui.engine.commands.queue_commands import QueueCommands
+from eq_tui.engine.context import RunContext
 from eq_tui.engine.tick.gpu_health import release as release_gpu
 from eq_tui.errors import HostError
 from eq_tui.manifest.secrets import take_secrets
-
-if TYPE_CHECKING:
-    from eq_tui.engine.engine import Engine
 
 __all__ = ["Commands", "result"]
 
@@ -53,11 +52,11 @@ Handler = Callable[[Any, str | None], Awaitable[CommandResult]]
 
 
 class Commands:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.ctx = engine.ctx
-        holds, editing = Holds(self.ctx), Editing(self.ctx, engine)
-        jobs, queue = JobCommands(engine), QueueCommands(engine)
+    def __init__(self, ctx: RunContext, door: Door) -> None:
+        self.door = door
+        self.ctx = ctx
+        holds, editing = Holds(ctx), Editing(ctx, door)
+        jobs, queue = JobCommands(ctx, door), QueueCommands(ctx, door)
         self._release_jobs = self._each_job(holds.release)
         self._jobs = jobs
         self.handlers: dict[type[Command], Handler] = {
@@ -98,22 +97,22 @@ class Commands:
             if not command.job_ids:
                 return result(error=f"{command.name} needs at least one job id")
             unique_ids = list(dict.fromkeys(command.job_ids))
-            async with self.engine.lock:
+            async with self.door.lock:
                 answers = await asyncio.gather(*(self._on_job(handler, job_id)
                                                  for job_id in unique_ids))
                 done = result(dict(zip(unique_ids, answers, strict=True)))
                 self._written(command_id, done)
-            self.engine.wake()
+            self.door.wake()
             return done
         return run
 
     def _locked(self, handler: Callable[[Any], Awaitable[CommandResult]]) -> Handler:
         """A command with arguments beyond job ids, run whole under the engine lock."""
         async def run(command: Command, command_id: str | None) -> CommandResult:
-            async with self.engine.lock:
+            async with self.door.lock:
                 done = await handler(command)
                 self._written(command_id, done)
-            self.engine.wake()
+            self.door.wake()
             return done
         return run
 
@@ -128,9 +127,9 @@ class Commands:
 
     def _written(self, command_id: str | None, done: CommandResult) -> None:
         """The command's id goes to disk in the same write as the changes it made."""
-        self.engine.check_finished()
+        self.door.check_finished()
         self.ctx.commands.remember(command_id, done)
-        self.engine.persist_if_unsaved()
+        self.door.persist_if_unsaved()
 
     async def _kill(self, command: Kill, command_id: str | None) -> CommandResult:
         """Each named job killed, with the grace the command gives its job to save first."""
@@ -146,14 +145,14 @@ class Commands:
             return await self._release_jobs(command, command_id)
         if command.job_ids:
             return result(error="release takes job ids or a phase, not both")
-        async with self.engine.lock:
+        async with self.door.lock:
             by = f"release by {command.by}" if command.by else "release"
             released = self.ctx.crash_guard.release(command.phase, by)
             done = result({f"phase {command.phase}": "ok" if released else
                            "not held by the crash guard"})
-            self.engine.persistence.persist()
+            self.door.persist()
             self._written(command_id, done)
-        self.engine.wake()
+        self.door.wake()
         return done
 
     async def _early_stop(self, command: SetEarlyStop) -> CommandResult:
@@ -164,23 +163,23 @@ class Commands:
         if not command.gpus:
             return result(error="name at least one GPU as HOST:GPU")
         results: dict[str, str] = {}
-        async with self.engine.lock:
+        async with self.door.lock:
             for target in command.gpus:
                 host, _, index = target.rpartition(":")
                 results[target] = (release_gpu(self.ctx, host, int(index))
                                    if host and index.isdigit() else "not HOST:GPU")
             done = result(results)
             self._written(command_id, done)
-        self.engine.wake()
+        self.door.wake()
         return done
 
     # ---- secrets, handed over while the engine runs -----------------------------------------
 
     async def take_secrets(self, values: dict[str, str], project: str) -> SecretsAnswer:
         """Not a logged command: its values must never reach the state file's command log."""
-        async with self.engine.lock:
+        async with self.door.lock:
             taken = take_secrets(self.ctx.manifest, values, project)
-            self.ctx.manifest = taken.manifest
+            self.ctx.replace_manifest(taken.manifest)
             if taken.given:
                 still = (f"; still missing: {', '.join(taken.missing)}" if taken.missing
                          else "; nothing missing now")
@@ -188,7 +187,7 @@ class Commands:
                                            f"{', '.join(taken.given)} (kept in memory only)"
                                            f"{still}")
         if taken.given:
-            self.engine.wake()
+            self.door.wake()
         return {"given": taken.given, "refused": taken.refused, "missing": taken.missing,
                 "error": taken.error}
 

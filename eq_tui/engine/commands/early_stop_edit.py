@@ -62,11 +62,10 @@ def set_early_stop(ctx: RunContext, command: SetEarlyStop) -> CommandResult:
         else:
             spec = replace(base, eta=base.eta if eta is None else eta,
                            grace=base.grace if grace is None else grace)
-        if state == "on" and spec == edits.manifests(phase, ctx.manifest):
-            ctx.manifest = edits.set(ctx.manifest, phase, spec)
+        as_the_manifest = state == "on" and spec == edits.manifests(phase, ctx.manifest)
+        ctx.replace_manifest(edits.set(ctx.manifest, phase, spec))
+        if as_the_manifest:
             edits.forget(phase)  # as the manifest says: a reload's changes apply again
-        else:
-            ctx.manifest = edits.set(ctx.manifest, phase, spec)
         ctx.bus.alert("info", f"phase {phase}: early_stop is now {early_stop_text(spec)} "
                               f"for the rest of the run ({by})")
         answers[f"phase {phase}"] = "ok"

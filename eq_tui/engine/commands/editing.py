@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eq_tui.api.client import CommandResult
 from eq_tui.api.command_args import ArgError, apply_sets, unknown_flag
@@ -14,14 +14,12 @@ from eq_tui.api.command_result import result
 from eq_tui.api.commands import Add, Clone, Edit, Reload
 from eq_tui.api.events import JobAdded, JobEdited
 from eq_tui.api.model import JobState, JobStatus
+from eq_tui.engine.commands.door import Door
 from eq_tui.engine.commands.reload import reload_manifest
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.state.job_specs import sharing_args, spec_to_json
 from eq_tui.engine.state.naming import ID_PATTERN
 from eq_tui.manifest.model import AddedJobDefaults, JobSpec
-
-if TYPE_CHECKING:
-    from eq_tui.engine.engine import Engine
 
 MAX_ID = 100
 MAX_CMD = 64 * 1024
@@ -48,9 +46,9 @@ def check_cmd(cmd: Any) -> str | None:
 
 
 class Editing:
-    def __init__(self, ctx: RunContext, engine: Engine) -> None:
+    def __init__(self, ctx: RunContext, door: Door) -> None:
         self.ctx = ctx
-        self.engine = engine
+        self.door = door
 
     def _new_cmd(self, base: str, cmd: Any, sets: Mapping[str, Any],
                  add_flags: Mapping[str, Any] | None = None) -> tuple[str | None, str | None]:
@@ -92,16 +90,17 @@ class Editing:
         if new == job.cmd:
             return "unchanged: that is its command already"
         by = command.by
+        ledger = ctx.ledger
         old, requeue = job.cmd, job.status.is_finished
         now = ctx.clock()
-        job.change_cmd(new)
-        spec = ctx.ledger.specs.get(job.id)
+        ledger.change_cmd(job, new)
+        spec = ledger.specs.get(job.id)
         if spec is not None:
-            ctx.ledger.set_spec(job.id, replace(spec, cmd=new))
+            ledger.set_spec(job.id, replace(spec, cmd=new))
         if job.spec is not None:
-            job.spec = {**job.spec, "cmd": new}
-        job.edits.append({"kind": "edit", "at": now, "by": by, "old": old, "new": new,
-                          "requeued": requeue})
+            ledger.update(job, spec={**job.spec, "cmd": new})
+        ledger.update(job, edits=[*job.edits, {"kind": "edit", "at": now, "by": by, "old": old,
+                                               "new": new, "requeued": requeue}])
         ctx.bus.publish(JobEdited(project=ctx.project, at=now, job=job.id, old_cmd=old,
                                   new_cmd=new, by=by, requeued=requeue))
         if requeue:  # a finished job edited runs again, with a fresh count of attempts
@@ -200,7 +199,7 @@ class Editing:
         done = await reload_manifest(self.ctx, by=command.by, dry_run=bool(command.dry_run),
                                      force=command.force is True)
         if done["ok"] and not command.dry_run:
-            self.engine.persistence.persist(whole=True)  # retired jobs leave the state file
+            self.door.persist(whole=True)  # retired jobs leave the state file
         return done
 
 

@@ -24,15 +24,15 @@ class Holds:
             return f"{status}: kill or requeue it first (a held job is one that waits)"
         if status.is_finished:
             return f"already {status}"
-        job.retry_at = None  # an OOM retry's wait starts over on release
-        job.reason = "held by a person"
+        # an OOM retry's wait starts over on release
+        self.ctx.ledger.update(job, retry_at=None, reason="held by a person")
         self.ctx.ledger.set_status(job, JobStatus.HELD)
         return "ok"
 
     async def release(self, job: JobState) -> str:
         if not job.status.is_held:
             return f"not held ({job.status})"
-        job.reason = None
+        self.ctx.ledger.update(job, reason=None)
         self.ctx.ledger.set_status(job, JobStatus.PENDING)
         return "ok"
 
@@ -54,9 +54,9 @@ class Holds:
             if job is None:
                 results[job_id] = "no such job"
                 continue
-            job.priority = value if value is not None else \
-                max(-MAX_PRIORITY, min(MAX_PRIORITY, job.priority + int(delta or 0)))
-            job.priority_set = True
+            self.ctx.ledger.update(job, priority=value if value is not None else max(
+                -MAX_PRIORITY, min(MAX_PRIORITY, job.priority + int(delta or 0))),
+                priority_set=True)
             self.ctx.ledger.changed(job)
             results[job_id] = "ok"
         return result(results, detail={"priority": {j: self.ctx.ledger.jobs[j].priority

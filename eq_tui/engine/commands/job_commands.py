@@ -4,13 +4,11 @@ side for the jobs one command names)."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from eq_tui.api.model import FailureClass, JobState, JobStatus
+from eq_tui.engine.commands.door import Door
+from eq_tui.engine.context import RunContext
 from eq_tui.hosts.base import PERSON_STOP, Stop
-
-if TYPE_CHECKING:
-    from eq_tui.engine.engine import Engine
 
 # A stopped job gets SIGTERM and its grace (5 s unless the kill gives one) before SIGKILL: jobs
 # named together are stopped side by side (a few per host at once, so one SSH connection is not
@@ -29,9 +27,9 @@ def kill_stop(grace: object) -> Stop:
 
 
 class JobCommands:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.ctx = engine.ctx
+    def __init__(self, ctx: RunContext, door: Door) -> None:
+        self.ctx = ctx
+        self.door = door
         self._stop_slots: dict[str, asyncio.Semaphore] = {}
 
     async def _stop_attempt(self, job: JobState, why: FailureClass, text: str,
@@ -42,17 +40,16 @@ class JobCommands:
             return
         slots = self._stop_slots.setdefault(job.host or "", asyncio.Semaphore(STOPS_PER_HOST))
         async with slots:
-            await self.engine.launcher.stop_session(job, text, stop)
+            await self.door.stop_session(job, text, stop)
         current = job.current
         if current is not None:
-            current.failure_class = why
+            self.ctx.ledger.update_attempt(current, failure_class=why)
 
     async def kill(self, job: JobState, stop: Stop = PERSON_STOP) -> str:
         if job.status.is_finished:
             return f"already {job.status}"
         await self._stop_attempt(job, FailureClass.KILLED, "killed by the user", stop)
-        job.retry_at = None
-        job.reason = "killed by the user"
+        self.ctx.ledger.update(job, retry_at=None, reason="killed by the user")
         self.ctx.ledger.set_status(job, JobStatus.KILLED, failure_class=FailureClass.KILLED,
                                    detail="killed by the user")
         return "ok"
@@ -60,22 +57,20 @@ class JobCommands:
     async def retry(self, job: JobState) -> str:
         ledger = self.ctx.ledger
         if job.status == JobStatus.FAILED_OOM:
-            job.retry_at = self.ctx.clock()
+            ledger.update(job, retry_at=self.ctx.clock())
             ledger.changed(job)
             return "ok"
         if job.status == JobStatus.PRUNED:
-            job.run_to_end = True  # a person wants it to the end: early stopping leaves it be
-            job.reason = None
+            # a person wants it to the end: early stopping leaves it be
+            ledger.update(job, run_to_end=True, reason=None)
             ledger.set_status(job, JobStatus.PENDING)
             return "ok"
         if job.status.needs_person:
             self.ctx.crash_guard.release(job.phase, f"retry of {job.id}")
-            job.retry_base = job.attempts  # a fresh retry budget; attempts keep counting
-            job.retries_by_class = {}
-            job.min_gpu_mib = None  # a person may have changed what it asks for
-            job.retry_at = None
-            job.reason = None
-            job.failure = None
+            # a fresh retry budget (attempts keep counting); a person may have changed what
+            # it asks for
+            ledger.update(job, retry_base=job.attempts, retries_by_class={}, min_gpu_mib=None,
+                          retry_at=None, reason=None, failure=None)
             ledger.set_status(job, JobStatus.PENDING)
             return "ok"
         return f"cannot retry a {job.status} job"
@@ -84,7 +79,6 @@ class JobCommands:
         if not job.status.is_active and job.status != JobStatus.FAILED_OOM:
             return f"cannot requeue a {job.status} job (only running ones)"
         await self._stop_attempt(job, FailureClass.REQUEUED, "requeued by the user")
-        job.retry_at = None
-        job.reason = "requeued by the user"
+        self.ctx.ledger.update(job, retry_at=None, reason="requeued by the user")
         self.ctx.ledger.set_status(job, JobStatus.PENDING)
         return "ok"

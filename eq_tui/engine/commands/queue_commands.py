@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from eq_tui.api.client import CommandResult
 from eq_tui.api.command_result import result
 from eq_tui.api.events import QueuePaused
-
-if TYPE_CHECKING:
-    from eq_tui.engine.engine import Engine
+from eq_tui.engine.commands.door import Door
+from eq_tui.engine.context import RunContext
 
 
 class QueueCommands:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.ctx = engine.ctx
+    def __init__(self, ctx: RunContext, door: Door) -> None:
+        self.ctx = ctx
+        self.door = door
 
     async def pause(self) -> CommandResult:
         return await self._set_paused(True)
@@ -26,12 +23,12 @@ class QueueCommands:
         return await self._set_paused(False)
 
     async def shutdown(self) -> CommandResult:
-        self.engine.request_stop()
+        self.door.stop_engine()
         return result()
 
     async def _set_paused(self, paused: bool) -> CommandResult:
         ctx = self.ctx
-        async with self.engine.lock:
+        async with self.door.lock:
             ctx.paused = paused
             if not paused:
                 ctx.crash_guard.release_all("resume")
@@ -41,6 +38,6 @@ class QueueCommands:
                 for name in stopped:
                     ctx.hosts[name].stopped = None
             ctx.bus.publish(QueuePaused(project=ctx.project, at=ctx.clock(), paused=paused))
-            self.engine.persistence.persist()
-        self.engine.wake()
+            self.door.persist()
+        self.door.wake()
         return result()

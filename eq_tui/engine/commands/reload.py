@@ -17,10 +17,9 @@ from typing import Any
 from eq_tui.api.client import CommandResult
 from eq_tui.api.command_result import result
 from eq_tui.api.events import JobAdded, JobEdited
-from eq_tui.api.model import JobState, JobStatus
+from eq_tui.api.model import JobState
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.state.job_specs import same_definition
-from eq_tui.engine.state.ledger import Ledger
 from eq_tui.errors import EqTuiError
 from eq_tui.manifest.loader import load_manifest
 from eq_tui.manifest.model import EarlyStopSpec, JobSpec, Manifest, ResultsSpec
@@ -194,9 +193,10 @@ async def reload_manifest(ctx: RunContext, *, by: str, dry_run: bool,
     now = ctx.clock()
     for job_id in plan.add:
         spec = new.job_specs[job_id]
-        job = _restored(ledger.take_retired(job_id), spec) or JobState(
+        job = ledger.take_retired(spec) or JobState(
             id=spec.id, phase=spec.phase, cmd=spec.cmd, priority=spec.priority)
-        job.edits.append({"kind": "reload", "at": now, "by": by, "new": spec.cmd})
+        ledger.update(job, edits=[*job.edits, {"kind": "reload", "at": now, "by": by,
+                                               "new": spec.cmd}])
         ctx.bus.publish(JobAdded(project=ctx.project, at=now, job=job_id, phase=spec.phase,
                                  cmd=spec.cmd, origin="reload", by=by))
         ledger.add_job(job, spec)
@@ -206,7 +206,8 @@ async def reload_manifest(ctx: RunContext, *, by: str, dry_run: bool,
         ledger.retire_job(job_id, by)
     if plan.early_stop:
         # for the rest of the run: the reports so far stay, the next ones are judged anew
-        ctx.manifest = with_early_stop(ctx.manifest, new, frozenset(plan.early_stop_kept))
+        ctx.replace_manifest(with_early_stop(ctx.manifest, new,
+                                             frozenset(plan.early_stop_kept)))
         for phase, text in plan.early_stop.items():
             ctx.early_stop_edits.forget(phase)  # forced: the file's from now on
             ctx.bus.alert("info", f"phase {phase}: early_stop is now {text} (reload by {by})")
@@ -214,36 +215,23 @@ async def reload_manifest(ctx: RunContext, *, by: str, dry_run: bool,
     return result(detail=detail)
 
 
-def _restored(saved: dict[str, Any] | None, spec: JobSpec) -> JobState | None:
-    """A job retired by an earlier reload and back in the file: its history continues (its
-    attempts keep their numbers and directories)."""
-    if saved is None:
-        return None
-    job = JobState.from_json(saved)
-    Ledger.reset_attempts(job, status=JobStatus.PENDING)
-    job.change_cmd(spec.cmd)
-    job.phase = spec.phase
-    if not job.priority_set:
-        job.priority = spec.priority
-    return job
-
-
 def _update(ctx: RunContext, job: JobState, spec: JobSpec, by: str, now: float,
             force: bool) -> None:
     old = job.cmd
-    ctx.ledger.set_spec(job.id, spec)
-    job.phase = spec.phase
+    ledger = ctx.ledger
+    ledger.set_spec(job.id, spec)
+    ledger.update(job, phase=spec.phase)
     if force:
-        job.priority_set = False  # the file's priority from now on
+        ledger.update(job, priority_set=False)  # the file's priority from now on
     if not job.priority_set:
-        job.priority = spec.priority
+        ledger.update(job, priority=spec.priority)
     if spec.cmd != old:
-        job.change_cmd(spec.cmd)
-        job.edits.append({"kind": "reload", "at": now, "by": by, "old": old, "new": spec.cmd,
-                          "requeued": False})
+        ledger.change_cmd(job, spec.cmd)
+        ledger.update(job, edits=[*job.edits, {"kind": "reload", "at": now, "by": by,
+                                               "old": old, "new": spec.cmd,
+                                               "requeued": False}])
         ctx.bus.publish(JobEdited(project=ctx.project, at=now, job=job.id, old_cmd=old,
                                   new_cmd=spec.cmd, by=by or "reload"))
     if job.spec is not None:
-        job.spec = None  # the file defines it now
-        job.origin = "manifest"
-    ctx.ledger.changed(job)
+        ledger.update(job, spec=None, origin="manifest")  # the file defines it now
+    ledger.changed(job)

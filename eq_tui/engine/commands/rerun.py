@@ -1,22 +1,18 @@
 """Running a manifest again over a run dir whose jobs are stuck, or whose completed jobs ran a
 command the manifest has changed since: say so, with the command that runs them again
-(`--retry-stuck`, `--rerun-changed`), instead of "finishing" at once with no word."""
+(`--retry-stuck`, `--rerun-changed`: cli/rerun_flags.py, through the front-end contract),
+instead of "finishing" at once with no word."""
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from eq_tui.api.commands import Edit
 from eq_tui.api.model import JobState, JobStatus
-from eq_tui.engine.preflight.command_words import jobs_text
 from eq_tui.manifest.model import JobSpec, Manifest
+from eq_tui.present.job_ids import jobs_text
 from eq_tui.runfiles.paths import default_run_dir
-
-if TYPE_CHECKING:
-    from eq_tui.engine.engine import Engine
 
 
 def stuck_jobs(jobs: Iterable[JobState]) -> list[JobState]:
@@ -37,16 +33,6 @@ def stuck_notice(manifest_source: str, jobs: Iterable[JobState], run_dir: Path |
     return (f"{len(ids)} {noun} stuck from an earlier run ({jobs_text(ids)}); once the cause "
             f"is fixed, retry {them} with `r` in the UI or `{command}` (a job whose command "
             "you changed in the manifest is retried by itself)")
-
-
-async def retry_stuck(engine: Engine) -> str | None:
-    """`--retry-stuck`: every stuck job pending again in one go; the line that says so."""
-    ids = [job.id for job in stuck_jobs(engine.jobs.values())]
-    if not ids:
-        return None
-    result = await engine.command("retry", ids)
-    done = tuple(job_id for job_id, answer in result["results"].items() if answer == "ok")
-    return f"{engine.project}: retrying {len(done)} stuck job(s): {jobs_text(done)}"
 
 
 def rerun_command(manifest_source: str, flag: str, run_dir: Path | None = None,
@@ -88,19 +74,3 @@ def start_notices(manifest: Manifest, jobs: Iterable[JobState], specs: Mapping[s
                changed_notice(manifest.source, changed_since_completed(jobs, specs), run_dir,
                               manifest.project))
     return [notice for notice in notices if notice]
-
-
-async def rerun_changed(engine: Engine) -> str | None:
-    """`--rerun-changed`: each completed job whose command the manifest changed runs again with
-    it (an edit, as a person's: a fresh count of attempts); the line that says so."""
-    changed = changed_since_completed(engine.jobs.values(), engine.ctx.ledger.specs)
-    done = []
-    for job in changed:
-        cmd = engine.ctx.ledger.specs[job.id].cmd
-        answer = await engine.send(Edit((job.id,), cmd=cmd, by="--rerun-changed"))
-        if answer["results"].get(job.id) == "ok":
-            done.append(job.id)
-    if not changed:
-        return None
-    return (f"{engine.project}: running {len(done)} completed job(s) again with the manifest's "
-            f"command: {jobs_text(tuple(done))}")

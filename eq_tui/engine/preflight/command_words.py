@@ -67,9 +67,3 @@ def command_checks(jobs: Iterable[JobSpec]) -> list[CommandCheck]:
             groups.setdefault(found, []).append(spec.id)
     return [CommandCheck(key=str(n), word=word, script=script, jobs=tuple(ids))
             for n, ((word, script), ids) in enumerate(groups.items())]
-
-
-def jobs_text(jobs: tuple[str, ...], most: int = 4) -> str:
-    shown = ", ".join(jobs[:most])
-    more = len(jobs) - most
-    return f"{shown} and {more} more" if more > 0 else shown

@@ -57,7 +57,7 @@ def _merge(manifest: Manifest, saved: dict[str, Any]) -> tuple[
                     "again")
             job = replace(job, cmd=spec.cmd)  # the plan shows the manifest's command
         elif job.cmd != spec.cmd:
-            job.cmd = spec.cmd
+            job = replace(job, cmd=spec.cmd)  # the plan's copy, not the run's
             if job.status.needs_person:
                 shown, note = f"{job.status} → pending", "command changed: retried by itself"
                 job = replace(job, status=JobStatus.PENDING)  # the plan's copy, not the run's
@@ -65,8 +65,7 @@ def _merge(manifest: Manifest, saved: dict[str, Any]) -> tuple[
                 note = "command changed: the next attempt uses it"
         elif job.status == JobStatus.STUCK:
             note = "retry: r in the UI, or --retry-stuck"
-        job.phase = spec.phase
-        merged.append((job, shown, note))
+        merged.append((replace(job, phase=spec.phase), shown, note))
     retired = [PlannedJob(job.id, job.phase, job.cmd, str(job.status), _running(job),
                           "retired: no longer in the manifest" + (
                               "; keeps running, watched until it ends"

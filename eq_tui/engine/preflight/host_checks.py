@@ -10,12 +10,13 @@ from typing import Any
 
 from eq_tui.api.events import PreflightReported
 from eq_tui.engine.context import RunContext
-from eq_tui.engine.preflight.command_words import command_checks, jobs_text
+from eq_tui.engine.preflight.command_words import command_checks
 from eq_tui.engine.preflight.did_you_mean import did_you_mean
 from eq_tui.engine.preflight.fit import misfits, needs_gpu_facts, probe_gpu_totals
 from eq_tui.errors import HostError, UnfitJobError
 from eq_tui.hosts.base import CommandCheck, PreflightFinding, PreflightRequest
 from eq_tui.manifest.model import Manifest
+from eq_tui.present.job_ids import jobs_text
 
 BLOCKING_CHECKS = ("cwd", "conda", "venv", "launcher", "command", "script")
 

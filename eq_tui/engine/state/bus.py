@@ -42,6 +42,8 @@ class Bus:
         self.clock = clock
         self.alerts: list[dict[str, Any]] = []
         self._subscribers = Fanout()
+        # the engine's own readers of the stream (the queue's ETA), told as it is published
+        self._listeners: list[Callable[[Event], None]] = []
 
     def subscribe(self) -> asyncio.Queue[Event]:
         return self._subscribers.subscribe()
@@ -49,9 +51,14 @@ class Bus:
     def unsubscribe(self, queue: asyncio.Queue[Event]) -> None:
         self._subscribers.unsubscribe(queue)
 
+    def listen(self, listener: Callable[[Event], None]) -> None:
+        self._listeners.append(listener)
+
     def publish(self, event: Event) -> None:
         if isinstance(event, PERSISTED_EVENTS):
             self.run_dir.append_event(event.to_json())
+        for listener in self._listeners:
+            listener(event)
         self._subscribers.publish(event)
 
     def alert(self, level: str, message: str, *, host: str | None = None,

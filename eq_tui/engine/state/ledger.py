@@ -1,10 +1,12 @@
-"""The jobs and every change to them. Only the ledger mutates a job's status, its attempts and
-its record; every change is published (JobUpdated, JobStateChanged) and marked for writing."""
+"""The jobs and every change to them. Only the ledger writes a job's or an attempt's fields
+(tests/unit/test_layers.py reads every module for it): its status and attempts through its
+named changes, the rest through `update` and `update_attempt`; every change is published
+(JobUpdated, JobStateChanged) and marked for writing."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 from eq_tui.api.events import JobRetired, JobStateChanged, JobUpdated
@@ -18,11 +20,34 @@ from eq_tui.manifest.model import JobSpec, Manifest
 ReleaseHook = Callable[[str, list[int], float], None]
 OutputPattern = Callable[[JobSpec], str | None]
 
+# what only the ledger's named changes write: the status (set_status), the attempts
+# (begin_attempt, uncount_attempt, drop_attempt, reset_attempts), the limit it keeps, the
+# command (change_cmd, which forgets what the old one taught); and an attempt's number and end
+# (end_attempt: never before its start)
+_JOB_FIELDS = frozenset(f.name for f in fields(JobState)) - {
+    "id", "status", "attempts", "attempt_limit", "history", "cmd"}
+_ATTEMPT_FIELDS = frozenset(f.name for f in fields(Attempt)) - {"n", "end"}
+
+
+def _set(target: JobState | Attempt, allowed: frozenset[str], values: dict[str, Any]) -> bool:
+    refused = sorted(set(values) - allowed)
+    if refused:
+        raise AttributeError(f"{type(target).__name__}: {', '.join(refused)} not set this "
+                             "way (see the ledger's named changes)")
+    differ = False
+    for name, value in values.items():
+        differ = differ or getattr(target, name) != value
+        setattr(target, name, value)
+    return differ
+
 
 class Ledger:
     def __init__(self, manifest: Manifest, bus: Bus, clock: Callable[[], float], *,
                  on_release: ReleaseHook, output_pattern: OutputPattern) -> None:
-        self.manifest = manifest
+        # the manifest's settings a running engine never changes: the run's manifest is
+        # RunContext's alone (reconcile is handed it)
+        self.project = manifest.project
+        self.max_attempts = manifest.oom_retry.max_attempts
         self.bus = bus
         self.clock = clock
         self.jobs: dict[str, JobState] = {}
@@ -39,16 +64,12 @@ class Ledger:
             = None
         self._output_checks_cache: tuple[tuple[int, int, int], list[PathCheck]] | None = None
 
-    @property
-    def project(self) -> str:
-        return self.manifest.project
-
     # ---- changes ---------------------------------------------------------------------------
 
     def changed(self, job: JobState) -> None:
         """Every change to a job ends here: it is what gets the job written to disk."""
         self.unsaved = True
-        job.attempt_limit = attempt_limit(job, self.manifest.oom_retry.max_attempts)
+        job.attempt_limit = attempt_limit(job, self.max_attempts)
         self.changed_ids[job.id] = None
         self._version += 1
         self.bus.publish(JobUpdated(project=self.project, at=self.clock(), job=job.id,
@@ -73,6 +94,33 @@ class Ledger:
             failure_class=failure_class, detail=detail))
         self.changed(job)
 
+    def set_next_ask(self, job: JobState, level: int, mib: int | None) -> None:
+        """What the scheduler asks for the job's next attempt after `level` CUDA OOMs on a
+        shared GPU (engine/tick/memory_asks.py), published for the front ends."""
+        if (job.next_ask_level, job.next_ask_mib) != (level, mib):
+            job.next_ask_level, job.next_ask_mib = level, mib
+            self.changed(job)
+
+    @staticmethod
+    def update(job: JobState, **values: Any) -> bool:
+        """Sets these fields of a job (AttributeError for its status, attempts or command:
+        their named changes); True when one of them changed. It marks nothing for writing:
+        the caller's `set_status` or `changed` does, when the change is worth a write."""
+        return _set(job, _JOB_FIELDS, values)
+
+    @staticmethod
+    def update_attempt(attempt: Attempt, **values: Any) -> bool:
+        """Sets these fields of an attempt (its end: `end_attempt`), as `update` does."""
+        return _set(attempt, _ATTEMPT_FIELDS, values)
+
+    @staticmethod
+    def end_attempt(attempt: Attempt, end: float) -> None:
+        attempt.close(end)
+
+    @staticmethod
+    def change_cmd(job: JobState, new: str) -> None:
+        job.change_cmd(new)
+
     @staticmethod
     def reset_attempts(job: JobState, *, status: JobStatus | None = None) -> None:
         """A fresh count of attempts (an edited finished job, a retired job back in the
@@ -89,6 +137,12 @@ class Ledger:
     @staticmethod
     def uncount_attempt(job: JobState) -> None:
         """An attempt whose session never started does not count against the job's budget."""
+        job.attempts = max(0, job.attempts - 1)
+
+    @staticmethod
+    def drop_attempt(job: JobState) -> None:
+        """The current attempt, refused by its host before anything started, is forgotten."""
+        job.history.pop()
         job.attempts = max(0, job.attempts - 1)
 
     def begin_attempt(self, job: JobState, *, n: int, host: str, gpus: list[int], session: str,
@@ -137,11 +191,19 @@ class Ledger:
         self._version += 1
         return job
 
-    def take_retired(self, job_id: str) -> dict[str, Any] | None:
-        """The record of a job retired earlier, out of `retired` (a reload brings it back)."""
+    def take_retired(self, spec: JobSpec) -> JobState | None:
+        """A job retired earlier and back in the file (a reload), out of `retired`: its history
+        continues (its attempts keep their numbers and directories) with a fresh count of
+        attempts and the file's definition. Not in the ledger yet: `add_job` puts it there."""
         for i in range(len(self.retired) - 1, -1, -1):
-            if self.retired[i].get("id") == job_id:
-                return self.retired.pop(i)
+            if self.retired[i].get("id") == spec.id:
+                job = JobState.from_json(self.retired.pop(i))
+                self.reset_attempts(job, status=JobStatus.PENDING)
+                job.change_cmd(spec.cmd)
+                job.phase = spec.phase
+                if not job.priority_set:
+                    job.priority = spec.priority
+                return job
         return None
 
     # ---- loading ---------------------------------------------------------------------------
@@ -154,18 +216,18 @@ class Ledger:
             except (KeyError, TypeError, ValueError) as exc:
                 raise RunDirError(f"{source}: a job record is unreadable ({exc!r}); fix or "
                                   "move the file") from None
-            job.attempt_limit = attempt_limit(job, self.manifest.oom_retry.max_attempts)
+            job.attempt_limit = attempt_limit(job, self.max_attempts)
             self.jobs[job.id] = job
 
-    def reconcile(self) -> list[JobState]:
+    def reconcile(self, manifest: Manifest) -> list[JobState]:
         """New jobs are added, changed commands of unfinished jobs take effect next attempt,
         jobs gone from the manifest are retired unless still running. A job that needed a
         person and whose command changed is retried (returned: the fix is the person's word)."""
         ordered: dict[str, JobState] = {}
-        self.specs = dict(self.manifest.job_specs)
+        self.specs = dict(manifest.job_specs)
         self.specs_version += 1
         reopened: list[JobState] = []
-        for spec in self.manifest.jobs:
+        for spec in manifest.jobs:
             job = self.jobs.pop(spec.id, None)
             if job is None:
                 job = JobState(id=spec.id, phase=spec.phase, cmd=spec.cmd,

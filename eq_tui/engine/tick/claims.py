@@ -72,9 +72,9 @@ def undo_refused(ctx: RunContext, job: JobState, why: str) -> None:
     current = job.current
     if current is None or job.status != JobStatus.LAUNCHING:
         return
-    current.launched = False  # it never held its GPUs: nothing to release
-    job.reason = f"launch refused by the host: {why}"
-    ctx.ledger.set_status(job, JobStatus.PENDING, detail=f"launch refused: {why}")
-    job.history.pop()
-    ctx.ledger.uncount_attempt(job)
-    ctx.ledger.changed(job)
+    ledger = ctx.ledger
+    ledger.update_attempt(current, launched=False)  # it never held its GPUs: nothing to release
+    ledger.update(job, reason=f"launch refused by the host: {why}")
+    ledger.set_status(job, JobStatus.PENDING, detail=f"launch refused: {why}")
+    ledger.drop_attempt(job)
+    ledger.changed(job)

@@ -151,8 +151,7 @@ class Harvest:
             status=str(job.status), metrics=metrics, sources=sources,
             collected_at=self.ctx.clock(), cmd=job.cmd)
         values = self.collected[job.id]["metrics"]
-        if values != job.metrics:
-            job.metrics = values
+        if self.ctx.ledger.update(job, metrics=values):
             self.ctx.ledger.changed(job)
         self._dirty = True
         self._schedule_write()

@@ -63,9 +63,10 @@ class Launcher:
                                      estimate_mib=launch.mem_mib)
             request = self.request(job, n, session, directory, cmd, launch.host, launch.gpus)
             if request.drain is not None:
-                job.reason = (f"launch waits on {launch.host} for the memory of GPU "
-                              f"{','.join(map(str, request.drain.gpus))} to be released "
-                              f"(the job before it has just ended)")
+                ctx.ledger.update(job, reason=(
+                    f"launch waits on {launch.host} for the memory of GPU "
+                    f"{','.join(map(str, request.drain.gpus))} to be released "
+                    f"(the job before it has just ended)"))
             planned.append((job, request))
         if not planned:
             return
@@ -119,21 +120,22 @@ class Launcher:
         if isinstance(result, BaseException):
             # The probe decides: if the session came up after all it is adopted, else the
             # attempt is undone after the grace period. Never launch twice on a guess.
-            job.reason = f"launch reported: {result}"
+            ledger.update(job, reason=f"launch reported: {result}")
             self.ctx.bus.alert("warning", f"{job.id}: launch on {request.gpus} of {job.host} "
                                f"reported an error: {result}", host=job.host, job=job.id)
             current = job.current
             if current is not None and isinstance(result, HostError):
-                current.decided_at = (current.decided_at or decided) - LAUNCH_GRACE_S + 5.0
+                ledger.update_attempt(current, decided_at=(current.decided_at or decided)
+                                      - LAUNCH_GRACE_S + 5.0)
             ledger.changed(job)
             return
         if request.drain is not None:
-            job.reason = None  # its GPUs drained: it no longer waits
+            ledger.update(job, reason=None)  # its GPUs drained: it no longer waits
         if job.status != JobStatus.LAUNCHING:
             return  # the probe saw it running first
         current = job.current
         if current is not None:
-            current.start = self.ctx.clock()
+            ledger.update_attempt(current, start=self.ctx.clock())
         ledger.set_status(job, JobStatus.RUNNING)
 
     def request(self, job: JobState, n: int, session: str, directory: str, cmd: str,
@@ -168,9 +170,9 @@ class Launcher:
         code = await self.ctx.hosts[job.host].host.kill(current.session, current.attempt_dir,
                                                         self.ctx.manifest.launcher, reason,
                                                         stop)
-        current.close(self.ctx.clock())
-        if code is not None:
-            current.exit_code = code  # its own record's, as the host wrote it
+        self.ctx.ledger.end_attempt(current, self.ctx.clock())
+        if code is not None:  # its own record's, as the host wrote it
+            self.ctx.ledger.update_attempt(current, exit_code=code)
 
     def _persist_soon(self) -> None:
         """How a launch ended goes to disk shortly, once for the launches that end together

@@ -125,7 +125,8 @@ class Leftovers:
         job = ctx.ledger.jobs.get(entry.job)
         attempt = next((a for a in job.history if a.n == entry.attempt), None) if job else None
         if job is not None and attempt is not None:
-            attempt.cleanup = f"{attempt.cleanup}; {text}" if attempt.cleanup else text
+            ctx.ledger.update_attempt(attempt, cleanup=f"{attempt.cleanup}; {text}"
+                                      if attempt.cleanup else text)
             ctx.ledger.changed(job)
         level = "warning" if any(r.action == "alive" for r in reaped) else "info"
         ctx.bus.alert(level, f"{entry.job} (attempt {entry.attempt}): {text}",

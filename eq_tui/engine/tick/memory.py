@@ -173,7 +173,7 @@ class MemoryBook:
                 usage.grew_at, usage.mark = now, top  # still growing: not levelled off
             usage.peak = top
             if top - (current.peak_mib or 0) >= GROWTH_MIB or current.peak_mib is None:
-                current.peak_mib = top
+                self.ctx.ledger.update_attempt(current, peak_mib=top)
                 self.ctx.ledger.changed(job)
         if levelled(usage, current.estimate_mib, now):
             self._learn(job, usage.peak)
@@ -187,7 +187,7 @@ class MemoryBook:
             return
         attempt = next((a for a in job.history if a.n == usage.attempt), None)
         if attempt is not None and usage.peak > (attempt.peak_mib or 0):
-            attempt.peak_mib = usage.peak
+            self.ctx.ledger.update_attempt(attempt, peak_mib=usage.peak)
             self.ctx.ledger.changed(job)
         if usage.peak:
             self._learn(job, usage.peak)

@@ -196,10 +196,10 @@ class Observation:
             for job_id, exists in snap.output_checks.items():
                 job = ledger.jobs.get(job_id)
                 if exists and job is not None and job.status.is_waiting:
-                    job.retry_at = None
+                    ledger.update(job, retry_at=None)
                     ledger.set_status(job, JobStatus.COMPLETED,
                                       detail="output already exists; not launched")
-                    job.reason = "output already exists; not launched"
+                    ledger.update(job, reason="output already exists; not launched")
 
 
 def _all_met(job_id: str, count: int, snaps: Iterable[HostSnapshot]) -> bool:

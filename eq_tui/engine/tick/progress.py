@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from eq_tui.api.job_progress import JobProgress
 from eq_tui.api.model import JobState
+from eq_tui.engine.state.ledger import Ledger
 from eq_tui.hosts.base import AttemptProbe
 
 
@@ -21,7 +22,7 @@ class ProgressKeeper:
         """Feed what a probe saw of a running job; True when the job's progress changed."""
         stale = job.progress is not None and job.progress_attempt != job.attempts
         if stale:  # a new attempt: the last one's progress is not this one's
-            job.progress, job.progress_attempt = None, job.attempts
+            Ledger.update(job, progress=None, progress_attempt=job.attempts)
         lines = [line for line in (probe.epoch_line, probe.last_line) if line]
         if not lines:
             return stale
@@ -31,7 +32,7 @@ class ProgressKeeper:
         data = tracker.to_json()
         if data == job.progress:
             return stale
-        job.progress, job.progress_attempt = data, job.attempts
+        Ledger.update(job, progress=data, progress_attempt=job.attempts)
         return True
 
     def _tracker(self, job: JobState) -> JobProgress:

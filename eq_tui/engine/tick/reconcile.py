@@ -59,14 +59,14 @@ class Reconciler:
             probe = snap.attempts.get(job.id)
             seen = observe(job, probe, now=now, stale_grace_s=ctx.manifest.stale_grace_s)
             if probe is not None and probe.last_line and probe.last_line != job.last_line:
-                job.last_line = probe.last_line
+                ctx.ledger.update(job, last_line=probe.last_line)
                 ctx.ledger.changed(job)
                 ctx.crash_guard.saw_output(job, (probe.last_line,))
             if probe is not None and self.progress.saw(job, probe, snap.taken_at):
                 ctx.ledger.changed(job)
             if probe is not None and (probe.detail or None) != job.reason and not (
                     job.reason or "").startswith("launch"):
-                job.reason = probe.detail or None
+                ctx.ledger.update(job, reason=probe.detail or None)
                 ctx.ledger.changed(job)
             if current.session in starting and isinstance(seen, NeverStarted | Lost):
                 continue  # this probe may have looked before the session was there
@@ -76,7 +76,7 @@ class Reconciler:
                 if now - (current.decided_at or 0.0) >= LAUNCH_GRACE_S:
                     self.never_started(job, "the session never started")
             elif isinstance(seen, Lost):
-                current.close(now)
+                ctx.ledger.end_attempt(current, now)
                 self.apply_verdict(job, verdict_for_lost(job))
             elif isinstance(seen, Exited):
                 if seen.stale:
@@ -88,31 +88,31 @@ class Reconciler:
                                    for job, seen, probe in stale))
 
     def _note_running(self, job: JobState, seen: Running, started: float | None) -> None:
+        ledger = self.ctx.ledger
         current = job.current
-        changed = job.exited_seen_at != seen.exited_seen_at
-        job.exited_seen_at = seen.exited_seen_at
-        if current is not None and started is not None and current.start != started:
-            current.start = started
-            changed = True
+        changed = ledger.update(job, exited_seen_at=seen.exited_seen_at)
+        if current is not None and started is not None:
+            changed = ledger.update_attempt(current, start=started) or changed
         if job.status == JobStatus.LAUNCHING:
             self.ctx.ledger.set_status(job, JobStatus.RUNNING)
         elif changed:
             self.ctx.ledger.changed(job)
 
     def never_started(self, job: JobState, why: str) -> None:
+        ledger = self.ctx.ledger
         current = job.current
         if current is not None:
-            current.launched = False
-            current.failure_class = FailureClass.LAUNCH_FAILED
+            ledger.update_attempt(current, launched=False,
+                                  failure_class=FailureClass.LAUNCH_FAILED)
         failures = sum(1 for a in job.history if not a.launched)
-        self.ctx.ledger.uncount_attempt(job)
+        ledger.uncount_attempt(job)
         if failures >= MAX_LAUNCH_FAILURES:
-            job.reason = why
+            ledger.update(job, reason=why)
             self.ctx.ledger.set_status(job, JobStatus.STUCK,
                                        failure_class=FailureClass.LAUNCH_FAILED,
                                        detail=f"{why} ({failures} tries)")
         else:
-            job.reason = f"launch failed: {why}; trying again"
+            ledger.update(job, reason=f"launch failed: {why}; trying again")
             self.ctx.ledger.set_status(job, JobStatus.PENDING)
 
     async def _clean_stale(self, job: JobState, seen: Exited,
@@ -131,25 +131,27 @@ class Reconciler:
         self._judge_exit(job, seen, probe)
 
     def _judge_exit(self, job: JobState, seen: Exited, probe: AttemptProbe | None) -> None:
+        ledger = self.ctx.ledger
         current = job.current
         assert current is not None
         now = self.ctx.clock()
         # the host's clock for both ends: an attempt that exited at once is judged here, on
         # the first probe that saw it, never seen running
         if probe is not None and probe.started is not None:
-            current.start = probe.started
+            ledger.update_attempt(current, start=probe.started)
         spec = self.ctx.ledger.specs.get(job.id)
         verdict = verdict_for_exit(job, seen, self.ctx.manifest, now=now,
                                    has_output_check=bool(spec and spec.output_check),
                                    output_where=self._output_where(job),
                                    gpu_totals={name: record.allowed_totals()
                                                for name, record in self.ctx.hosts.items()})
-        current.exit_code = seen.exit_code
-        current.close(probe.exited_at if probe is not None and probe.exited_at else now)
-        job.exited_seen_at = None
+        ledger.update_attempt(current, exit_code=seen.exit_code)
+        ledger.end_attempt(current, probe.exited_at if probe is not None and probe.exited_at
+                           else now)
+        ledger.update(job, exited_seen_at=None)
         final = [line for line in clean_text(seen.log_tail) if line.strip()]
         if final:
-            job.last_line = final[-1][:300]
+            ledger.update(job, last_line=final[-1][:300])
         self.ctx.crash_guard.saw_output(job, final)
         self.apply_verdict(job, verdict)
 
@@ -166,25 +168,26 @@ class Reconciler:
 
     def apply_verdict(self, job: JobState, verdict: Verdict) -> None:
         ctx = self.ctx
+        ledger = ctx.ledger
         current = job.current
         if current is not None:
-            current.failure_class = verdict.failure_class
+            ledger.update_attempt(current, failure_class=verdict.failure_class)
         if verdict.failure_class is not None:
             cls = verdict.failure_class
-            job.retries_by_class[cls] = job.retries_by_class.get(cls, 0) + 1
-        job.retry_at = verdict.retry_at
+            ledger.update(job, retries_by_class={**job.retries_by_class,
+                                                 cls: job.retries_by_class.get(cls, 0) + 1})
+        ledger.update(job, retry_at=verdict.retry_at, exited_seen_at=None)
         if verdict.escalate_memory:
-            job.mem_escalation += 1
+            ledger.update(job, mem_escalation=job.mem_escalation + 1)
         if verdict.min_gpu_mib is not None:
-            job.min_gpu_mib = verdict.min_gpu_mib
-        job.exited_seen_at = None
+            ledger.update(job, min_gpu_mib=verdict.min_gpu_mib)
         if verdict.quarantine_gpus and self.on_gpu_fault is not None:
             self.on_gpu_fault(job)  # counts toward quarantining its GPUs (gpu_health.py)
         if verdict.stop_host and job.host is not None:
             ctx.hosts[job.host].stopped = verdict.detail
             ctx.bus.alert("error", f"{job.host}: launching stopped ({verdict.detail}); free "
                           "space, then `resume`", host=job.host, job=job.id)
-        job.reason = verdict.detail if verdict.status == JobStatus.STUCK else None
+        ledger.update(job, reason=verdict.detail if verdict.status == JobStatus.STUCK else None)
         ctx.ledger.set_status(job, verdict.status, failure_class=verdict.failure_class,
                               detail=verdict.detail)
         ctx.crash_guard.judged(job, verdict.status, verdict.failure_class)
@@ -200,6 +203,5 @@ class Reconciler:
             recovered = gate is not None and not gate.blocked_reason
             if (job.status == JobStatus.BLOCKED and recovered and job.failure
                     and job.failure.cls == FailureClass.DEPENDENCY):
-                job.reason = None
-                job.failure = None
+                self.ctx.ledger.update(job, reason=None, failure=None)
                 self.ctx.ledger.set_status(job, JobStatus.PENDING)

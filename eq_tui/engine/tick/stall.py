@@ -123,7 +123,7 @@ class StallWatch:
             if job is None or job.status != JobStatus.RUNNING:
                 del self.tracks[key]
                 if job is not None and job.stalled_since is not None:
-                    job.stalled_since = job.silent_since = None
+                    ctx.ledger.update(job, stalled_since=None, silent_since=None)
                     ctx.ledger.changed(job)
         by_host = ctx.ledger.attempts_by_host()
         for host in probed:
@@ -170,18 +170,17 @@ class StallWatch:
                 self._recovered(job, track, now)
             return
         if job.stalled_since is None:
-            job.stalled_since = now
-            job.silent_since = track.grown_at
+            self.ctx.ledger.update(job, stalled_since=now, silent_since=track.grown_at)
             self.ctx.ledger.changed(job)
             self._publish(job, track, signs, "alert", now)
-        acting = on_stall in ("restart", "kill") and (
-            bool(track.hang_line) or now - job.stalled_since >= window)
+        stalled_since = job.stalled_since
+        acting = on_stall in ("restart", "kill") and stalled_since is not None and (
+            bool(track.hang_line) or now - stalled_since >= window)
         if acting:
             await self._act(job, track, signs, on_stall, now)
 
     def _recovered(self, job: JobState, track: Track, now: float) -> None:
-        job.stalled_since = None
-        job.silent_since = None
+        self.ctx.ledger.update(job, stalled_since=None, silent_since=None)
         self.ctx.ledger.changed(job)
         self._publish(job, track, [], "recovered", now)
 
@@ -196,7 +195,7 @@ class StallWatch:
         detail = self._detail(track, signs, now)
         self._publish(job, track, signs, action, now)
         del self.tracks[job.id]
-        job.stalled_since = None
+        self.ctx.ledger.update(job, stalled_since=None)
         used = job.retries_by_class.get(FailureClass.STALLED, 0)
         if action == "restart" and used < STALL_RETRIES:
             verdict = Verdict(JobStatus.PENDING, FailureClass.STALLED,
@@ -207,7 +206,7 @@ class StallWatch:
         else:
             verdict = Verdict(JobStatus.KILLED, FailureClass.STALLED, f"{detail}; killed")
         self.apply_verdict(job, verdict)
-        job.reason = verdict.detail
+        self.ctx.ledger.update(job, reason=verdict.detail)
 
     def _detail(self, track: Track, signs: list[str], now: float) -> str:
         if track.hang_line:
