@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,9 @@ from eq_tui.api.client import Snapshot
 from eq_tui.api.held import held_phase_todo
 from eq_tui.api.model import JobState, JobStatus, status_counts
 from eq_tui.errors import RunDirError
+from eq_tui.present.durations import format_duration
 from eq_tui.present.memory_ask import next_ask
+from eq_tui.present.queue_eta import counted_down
 from eq_tui.results.records import read_records
 from eq_tui.results.unseen import Unseen, read_watched, unseen_in_records
 from eq_tui.runfiles.statefile import StateFile
@@ -50,7 +53,10 @@ def from_snapshot(live: Snapshot) -> tuple[dict[str, Any], list[JobState]]:
     saved: dict[str, Any] = {"project": live["project"], "paused": live["paused"],
                              "live_pid": live["settings"].get("pid"),
                              "crash_guard": {"held": dict(live.get("held_phases") or {})},
-                             "waiting_reason": live.get("waiting_reason") or ""}
+                             "waiting_reason": live.get("waiting_reason") or "",
+                             "finished": bool(live.get("finished")),
+                             "eta_s": counted_down(live.get("eta_s"), live.get("eta_at"),
+                                                   float(live.get("now") or time.time()))}
     return saved, [JobState.from_json(dict(raw)) for raw in live["jobs"]]
 
 
@@ -162,6 +168,7 @@ def show_status(saved: dict[str, Any], jobs: list[JobState], *, as_json: bool = 
             "held_phases": (saved.get("crash_guard") or {}).get("held") or {},
             "held_todo": todo,
             "live": bool(saved.get("live_pid")),
+            "eta_s": saved.get("eta_s"),
             "total": len(jobs), "counts": counts,
             "needs_person": [{"id": j.id, "status": str(j.status),
                               "failure": j.failure.to_json() if j.failure else None,
@@ -177,6 +184,9 @@ def show_status(saved: dict[str, Any], jobs: list[JobState], *, as_json: bool = 
               f"{where})\n")
     for status, count in counts.items():
         out.write(f"  {status:<11} {count}\n")
+    if saved.get("live_pid") and not saved.get("finished"):  # the engine's ETA, counted down
+        eta = saved.get("eta_s")
+        out.write(f"  ETA         {format_duration(eta) if eta is not None else '-'}\n")
     for phase, why in ((saved.get("crash_guard") or {}).get("held") or {}).items():
         out.write(f"\nphase {phase} is held, nothing of it launches: {why}\n"
                   f"  {todo[phase]}\n")

@@ -50,9 +50,9 @@ async def check_jobs_listing(run_dir: Path) -> None:
     by_id = {row["id"]: row for row in listed}
     assert by_id["whole"] | {"reason": ""} == {
         "id": "whole", "status": "running", "host": "sim", "gpus": [0], "where": "sim:0",
-        "reason": ""}
+        "reason": "", "next_ask": None}
     assert by_id["small1"] == {"id": "small1", "status": "pending", "host": None, "gpus": [],
-                               "where": None, "reason": BUSY}
+                               "where": None, "reason": BUSY, "next_ask": None}
     assert by_id["eval"]["reason"] == "waits for phase main"
 
 
@@ -87,7 +87,11 @@ async def test_status_jobs_lists_each_job_with_why_it_waits_live_and_stopped(
         assert run.engine.jobs["small1"].reason is None
         assert run.engine.jobs["eval"].reason == "waits for phase main"
         await check_jobs_listing(run.run_dir)
-        assert "live from the running engine" in (await eq("status", str(run.run_dir)))[1]
+        live = (await eq("status", str(run.run_dir)))[1]
+        assert "live from the running engine" in live
+        # the engine's ETA, as it published it (queue_eta), counted down: never computed here
+        eta = run.engine.queue_eta.eta_s
+        assert f"  ETA         {'-' if eta is None else ''}" in live, live
         await run.stop()
         await check_jobs_listing(run.run_dir)
         assert "from the state file" in (await eq("status", str(run.run_dir)))[1]

@@ -156,3 +156,11 @@ async def test_the_log_root_the_docs_give_is_the_one_an_ssh_host_uses() -> None:
                 .replace("4f2a1c", "<token>"))
     for name in ("architecture.md", "events.md"):
         assert f"`{template}`" in (ROOT / "docs" / name).read_text(encoding="utf-8"), name
+
+
+def test_every_event_type_has_its_section_in_docs_events() -> None:
+    from eq_tui.api.events import EVENT_TYPES
+
+    events = (ROOT / "docs" / "events.md").read_text(encoding="utf-8")
+    missing = [name for name in EVENT_TYPES if f"### `{name}`" not in events]
+    assert not missing, f"docs/events.md has no section for {missing}"
