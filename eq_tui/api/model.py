@@ -137,6 +137,9 @@ class Attempt:
     shared_off_s: float = 0.0
     energy_j: float | None = None
     energy_gap: bool = False
+    # its `end` is the engine's clock: the host had no record of when it ended (a session
+    # lost with its host, a stop on a host that cannot say); else both ends are the host's
+    end_by_engine: bool = False
 
     def close(self, end: float) -> None:
         """Record its end, never before its start: an exit record with whole seconds only, or

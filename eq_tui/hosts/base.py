@@ -193,6 +193,16 @@ PERSON_STOP = Stop()  # SIGTERM, SIGKILL after KILL_GRACE_S: every stop but a pe
 
 
 @dataclass(frozen=True)
+class Stopped:
+    """How a stopped attempt ended by its own records on the host: its exit code, and when it
+    started and ended by the host's clock (None: no record, or a host that cannot tell)."""
+
+    code: int | None = None
+    ended_at: float | None = None
+    started_at: float | None = None
+
+
+@dataclass(frozen=True)
 class DrainWait:
     """A launch decided while its GPUs' last job of ours was still releasing its memory: the
     launch script waits until each of `gpus` reads below `below_mib`, looking every `every_s`
@@ -254,12 +264,13 @@ class Host(Protocol):
         ...
 
     async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
-                   reason: str = "", stop: Stop = PERSON_STOP) -> int | None:
+                   reason: str = "", stop: Stop = PERSON_STOP) -> Stopped:
         """Stop the attempt as `stop` says (its signal to the job, its wrapper and session
         left up, SIGKILL after the grace), then its session (addressed exactly). With a
         `reason` (a person's kill), an attempt that wrote no exit record gets one, and its log
-        a line saying why and with which signal. Returns the exit code its record holds then
-        (None: no record, or a host that cannot tell)."""
+        a line saying why and with which signal. Returns the exit code and the end its records
+        hold then, by the host's clock (None where there is no record, or a host that cannot
+        tell)."""
         ...
 
     async def tail(self, attempt_dir: str, lines: int) -> list[str]: ...

@@ -7,6 +7,7 @@ tmux, and nvidia-smi.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable
 
@@ -22,6 +23,7 @@ from eq_tui.hosts.base import (
     PreflightRequest,
     ProbeRequest,
     Stop,
+    Stopped,
 )
 from eq_tui.hosts.claims import REFUSED_EXIT, ClaimRefused, launch_args, refusal
 from eq_tui.hosts.leftovers import Reaped, ReapRequest, parse_reaped, reap_args
@@ -143,13 +145,13 @@ class ShellHost:
             raise HostError(f"{self.name}: {message}")
 
     async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
-                   reason: str = "", stop: Stop = PERSON_STOP) -> int | None:
+                   reason: str = "", stop: Stop = PERSON_STOP) -> Stopped:
         code, out, err = await self._run("kill.sh", [launcher, session, attempt_dir,
                                                      clean_line(reason), *stop.args()],
                                          timeout=stop.grace_s + 30)
         if code != 0:
             raise HostError(f"{self.name}: kill failed: {err.decode(errors='replace')[:300]}")
-        return killed_exit_code(out.decode(errors="replace"))
+        return stopped_by_record(out.decode(errors="replace"))
 
     async def reap(self, request: ReapRequest) -> list[Reaped]:
         """End the processes still holding an ended attempt's GPUs that are that attempt's."""
@@ -205,10 +207,21 @@ class ShellHost:
         await self.runner.close()
 
 
-def killed_exit_code(out: str) -> int | None:
-    """kill.sh's `exit CODE` line: how the attempt ended, by its own record."""
+def stopped_by_record(out: str) -> Stopped:
+    """kill.sh's `exit CODE`, `started TIME` and `ended TIME` lines: how the attempt ended,
+    and its two ends by the host's clock, as its own records say."""
+    code: int | None = None
+    times: dict[str, float] = {}
     for line in out.splitlines():
         word, _, value = line.partition(" ")
-        if word == "exit" and value.strip().isdigit():
-            return int(value)
-    return None
+        value = value.strip()
+        if word == "exit" and value.isdigit():
+            code = int(value)
+        elif word in ("started", "ended"):
+            try:
+                at = float(value)
+            except ValueError:
+                continue
+            if math.isfinite(at):
+                times[word] = at
+    return Stopped(code, times.get("ended"), times.get("started"))

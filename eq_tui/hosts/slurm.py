@@ -31,6 +31,7 @@ from eq_tui.hosts.base import (
     PreflightRequest,
     ProbeRequest,
     Stop,
+    Stopped,
 )
 from eq_tui.hosts.runner import CommandRunner
 from eq_tui.hosts.shell_host import ShellHost
@@ -249,7 +250,7 @@ class SlurmHost:
             raise HostError(f"{self.name}: {message or f'sbatch exited {result.returncode}'}")
 
     async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
-                   reason: str = "", stop: Stop = PERSON_STOP) -> int | None:
+                   reason: str = "", stop: Stop = PERSON_STOP) -> Stopped:
         # Slurm records how its job ended itself (the wrapper's record has the stop's fields)
         result = await self.runner.run(script("slurm_cancel.sh"),
                                        [session, attempt_dir, *stop.args()],
@@ -257,7 +258,7 @@ class SlurmHost:
         if result.returncode != 0:
             raise HostError(f"{self.name}: scancel failed: "
                             f"{result.stderr.decode(errors='replace')[:300]}")
-        return None
+        return Stopped()  # its records come with the next probe: the engine's clock here
 
     async def tail(self, attempt_dir: str, lines: int) -> list[str]:
         return await self._files.tail(attempt_dir, lines)

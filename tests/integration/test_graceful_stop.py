@@ -87,8 +87,8 @@ async def launch_and_kill(host: Host, where: Path, batch: list[LaunchRequest],
 
     async def kill(request: LaunchRequest) -> Stopped:
         began = time.monotonic()
-        code = await host.kill(request.session, request.attempt_dir, request.launcher, REASON,
-                               stop)
+        code = (await host.kill(request.session, request.attempt_dir, request.launcher,
+                                REASON, stop)).code
         return Stopped(request.job_id, code, time.monotonic() - began, where,
                        Path(request.attempt_dir))
 
@@ -183,10 +183,14 @@ async def test_a_job_without_a_handler_is_gone_at_once_whatever_the_grace(
 
     await wait_until(up, 20, "the job to start")
     began = time.monotonic()
-    code = await host.kill(request.session, request.attempt_dir, launcher, REASON,
-                           Stop(grace_s=60))
+    stopped = await host.kill(request.session, request.attempt_dir, launcher, REASON,
+                              Stop(grace_s=60))
     assert time.monotonic() - began < 5
-    assert code == 143  # the shell running `sleep` ended with it, by SIGTERM
+    assert stopped.code == 143  # the shell running `sleep` ended with it, by SIGTERM
+    # when, by the host's own records: the ends the engine records for the attempt
+    records = Path(request.attempt_dir)
+    assert (stopped.started_at, stopped.ended_at) == (
+        float((records / "start").read_text()), float((records / "end").read_text()))
     assert (Path(request.attempt_dir) / "exit").read_text().splitlines()[1:] == [
         "stop TERM", "signal TERM", "grace 60", "grace_ran_out 0"]
 

@@ -20,6 +20,7 @@ from eq_tui.hosts.base import (
     PreflightRequest,
     ProbeRequest,
     Stop,
+    Stopped,
 )
 
 
@@ -99,14 +100,14 @@ class MemoryHost:
             self.used_mib[gpu] = 4000
 
     async def kill(self, session: str, attempt_dir: str, launcher: LauncherName,
-                   reason: str = "", stop: Stop = PERSON_STOP) -> int | None:
+                   reason: str = "", stop: Stop = PERSON_STOP) -> Stopped:
         self.kills.append(session)
         found = self.sessions.get(attempt_dir)
         if found is not None:
             found.alive = False
             for gpu in found.request.gpus:
                 self.used_mib[gpu] = 0
-        return None  # an in-memory session has no exit record
+        return Stopped()  # an in-memory session has no exit record
 
     async def tail(self, attempt_dir: str, lines: int) -> list[str]:
         session = self.sessions.get(attempt_dir)

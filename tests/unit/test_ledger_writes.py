@@ -69,7 +69,7 @@ def test_update_attempt_refuses_its_number_and_its_end(name: str) -> None:
 
 def test_an_attempt_ends_never_before_it_started() -> None:
     current = attempt(start=100.5)
-    Ledger.end_attempt(current, 100.0)  # an exit record with whole seconds only
+    Ledger.end_attempt(current, 100.0, host_clock=True)  # an exit record with whole seconds
     assert current.end == 100.5
 
 

@@ -114,8 +114,11 @@ class Ledger:
         return _set(attempt, _ATTEMPT_FIELDS, values)
 
     @staticmethod
-    def end_attempt(attempt: Attempt, end: float) -> None:
+    def end_attempt(attempt: Attempt, end: float, *, host_clock: bool) -> None:
+        """Its end: by the host's clock (its records), or marked as the engine's where the
+        host could not say."""
         attempt.close(end)
+        attempt.end_by_engine = not host_clock
 
     @staticmethod
     def change_cmd(job: JobState, new: str) -> None:

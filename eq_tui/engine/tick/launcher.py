@@ -167,12 +167,15 @@ class Launcher:
         current = job.current
         if current is None or job.host is None or job.host not in self.ctx.hosts:
             return
-        code = await self.ctx.hosts[job.host].host.kill(current.session, current.attempt_dir,
-                                                        self.ctx.manifest.launcher, reason,
-                                                        stop)
-        self.ctx.ledger.end_attempt(current, self.ctx.clock())
-        if code is not None:  # its own record's, as the host wrote it
-            self.ctx.ledger.update_attempt(current, exit_code=code)
+        stopped = await self.ctx.hosts[job.host].host.kill(
+            current.session, current.attempt_dir, self.ctx.manifest.launcher, reason, stop)
+        if stopped.started_at is not None:  # a launch's own clock until a probe read it
+            self.ctx.ledger.update_attempt(current, start=stopped.started_at)
+        ended = stopped.ended_at
+        self.ctx.ledger.end_attempt(current, ended if ended is not None else self.ctx.clock(),
+                                    host_clock=ended is not None)
+        if stopped.code is not None:  # its own record's, as the host wrote it
+            self.ctx.ledger.update_attempt(current, exit_code=stopped.code)
 
     def _persist_soon(self) -> None:
         """How a launch ended goes to disk shortly, once for the launches that end together

@@ -76,7 +76,7 @@ class Reconciler:
                 if now - (current.decided_at or 0.0) >= LAUNCH_GRACE_S:
                     self.never_started(job, "the session never started")
             elif isinstance(seen, Lost):
-                ctx.ledger.end_attempt(current, now)
+                ctx.ledger.end_attempt(current, now, host_clock=False)  # no record to say
                 self.apply_verdict(job, verdict_for_lost(job))
             elif isinstance(seen, Exited):
                 if seen.stale:
@@ -146,8 +146,8 @@ class Reconciler:
                                    gpu_totals={name: record.allowed_totals()
                                                for name, record in self.ctx.hosts.items()})
         ledger.update_attempt(current, exit_code=seen.exit_code)
-        ledger.end_attempt(current, probe.exited_at if probe is not None and probe.exited_at
-                           else now)
+        recorded = probe.exited_at if probe is not None else None
+        ledger.end_attempt(current, recorded if recorded else now, host_clock=bool(recorded))
         ledger.update(job, exited_seen_at=None)
         final = [line for line in clean_text(seen.log_tail) if line.strip()]
         if final:

@@ -126,5 +126,11 @@ fi
 code=
 [ -r "$dir/exit" ] && IFS= read -r code < "$dir/exit"
 case $code in ''|*[!0-9]*) ;; *) echo "exit $code" ;; esac
+# and its two ends by this host's clock (the wrapper's `start` and `end`, or the ones above)
+for end in start end; do
+    at=
+    [ -r "$dir/$end" ] && IFS= read -r at < "$dir/$end"
+    [ -z "$at" ] || echo "${end}ed $at"
+done
 [ -z "$ended_by" ] || echo "stopped $stop_signal $ended_by $ran_out"
 exit 0
