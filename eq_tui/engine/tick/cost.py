@@ -169,6 +169,7 @@ class CostBook:
             return
         held, fresh, changes = shares
         joules = off = tail = 0.0
+        gap = has_energy = False
         for gpu in attempt.gpus:
             reading = now.get(gpu)
             mean = interval_watts(before.get(gpu), reading) if reading is not None else None
@@ -184,15 +185,18 @@ class CostBook:
             tail += after
             off += (b - a) - own
             if mean is None:
-                attempt.energy_gap = True
+                gap = True
             else:
                 joules += drawn
-                attempt.energy_j = attempt.energy_j or 0.0
-        attempt.shared_off_s += off
-        if attempt.energy_j is not None:
-            attempt.energy_j += joules
+                has_energy = True
+        energy = attempt.energy_j
+        if energy is None and has_energy:
+            energy = 0.0
+        self.ctx.ledger.update_attempt(
+            attempt, energy_gap=attempt.energy_gap or gap,
+            shared_off_s=attempt.shared_off_s + off,
+            energy_j=energy + joules if energy is not None else None, metered_until=b)
         self.last[job.id] = (b - a, joules, off, tail)
-        attempt.metered_until = b
         if ended or b - self.saved.get(job.id, attempt.start) >= SAVE_EVERY_S:
             self.saved[job.id] = b
             self.ctx.ledger.changed(job)
@@ -209,12 +213,14 @@ class CostBook:
             return
         span, joules, off, tail = last
         part = min(1.0, over / span)
-        attempt.shared_off_s = max(0.0, attempt.shared_off_s - off * part)
-        if attempt.energy_j is not None:
+        energy = attempt.energy_j
+        if energy is not None:
             # after its end the GPU drew what the closing reading says (the job was gone), not
             # the interval's mean
-            attempt.energy_j = max(0.0, attempt.energy_j - min(joules, tail * span * part))
-        attempt.metered_until = attempt.end
+            energy = max(0.0, energy - min(joules, tail * span * part))
+        self.ctx.ledger.update_attempt(
+            attempt, shared_off_s=max(0.0, attempt.shared_off_s - off * part), energy_j=energy,
+            metered_until=attempt.end)
 
 
 # (shares at the probe that opened the interval, at the one that closes it, GPU -> the last

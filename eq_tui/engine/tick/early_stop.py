@@ -8,8 +8,8 @@ state file): a restarted engine goes on from there. `decide/pruning.py` judges e
 a loser's session is stopped like a kill and the ledger records it `pruned` (not a failure:
 never retried, no person needed, not the crash guard's business), with the reason in words.
 A report made when the whole job is at its end (`epoch 9/9`, read as `api/job_progress.py`
-reads a job's lines: never a per-epoch or an evaluation bar at 100 %) is never judged: it is
-finishing anyway.
+reads a job's lines: never a per-epoch or an evaluation bar at 100 %) is never judged, and a
+job at its end is not judged again as others reach its rung: it is finishing anyway.
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ StopSession = Callable[[JobState, str], Awaitable[None]]
 @lru_cache(maxsize=64)
 def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
+
+
+def at_end(progress: JobProgress) -> bool:
+    """The whole job is at its end (epoch N of N; never a per-epoch or evaluation bar)."""
+    return progress.fraction is not None and progress.fraction >= 1.0
 
 
 def line_read(line: str, metrics: MetricsSpec | None) -> LineRead:
@@ -127,18 +132,20 @@ class EarlyStop:
                 probe: AttemptProbe) -> list[tuple[int, bool]]:
         """Add the reports in the probe's new log bytes; the step of each, and whether the
         job was at its end when it made it."""
+        ledger = self.ctx.ledger
         if job.reports_attempt != job.attempts:
-            job.reports, job.reports_offset, job.reports_attempt = [], 0, job.attempts
+            ledger.update(job, reports=[], reports_offset=0, reports_attempt=job.attempts)
         if probe.followed_from is None or probe.followed_from != job.reports_offset:
             return []
         data = probe.followed
         end = max(data.rfind(b"\n"), data.rfind(b"\r"))
         if end < 0:
             if len(data) >= FOLLOW_BYTES:
-                job.reports_offset += len(data)  # one line longer than a probe carries
+                # one line longer than a probe carries
+                ledger.update(job, reports_offset=job.reports_offset + len(data))
             return []
         chunk = data[:end + 1]
-        job.reports_offset += len(chunk)
+        ledger.update(job, reports_offset=job.reports_offset + len(chunk))
         metrics = self._metrics_of(job)
         counter = self._counter(job, spec)
         seen = self._names(job)
@@ -153,11 +160,10 @@ class EarlyStop:
                 seen[name] = seen.get(name, 0) + 1
             value = reported.get(spec.metric)
             if value is not None:
-                job.reports.append(value)
-                at_end = progress.fraction is not None and progress.fraction >= 1.0
-                new.append((len(job.reports), at_end))
+                ledger.update(job, reports=[*job.reports, value])
+                new.append((len(job.reports), at_end(progress)))
         if new:
-            self.ctx.ledger.changed(job)
+            ledger.changed(job)
         return new
 
     def _counter(self, job: JobState, spec: EarlyStopSpec) -> Reports:
@@ -176,6 +182,11 @@ class EarlyStop:
             progress.cmd_totals(job.cmd)
             held = self._progress[job.id] = (job.attempts, progress)
         return held[1]
+
+    def _finishing(self, job: JobState) -> bool:
+        """Its whole run is at its end by the lines read of its current attempt."""
+        held = self._progress.get(job.id)
+        return held is not None and held[0] == job.attempts and at_end(held[1])
 
     def _names(self, job: JobState) -> dict[str, int]:
         held = self.names_seen.get(job.id)
@@ -220,7 +231,7 @@ class EarlyStop:
         for job in self.ctx.ledger.jobs.values():
             spec = self.spec_for(job)
             if job.id in skip or spec is None or job.status != JobStatus.RUNNING \
-                    or job.reports_attempt != job.attempts:
+                    or job.reports_attempt != job.attempts or self._finishing(job):
                 continue
             rung = last_rung(spec, len(job.reports))
             if rung is None:
@@ -245,9 +256,7 @@ class EarlyStop:
             return
         if job.status != JobStatus.RUNNING:
             return  # it ended meanwhile
-        job.retry_at = None
-        job.failure = None
-        job.reason = verdict.reason
+        ctx.ledger.update(job, retry_at=None, failure=None, reason=verdict.reason)
         ctx.ledger.set_status(job, JobStatus.PRUNED, detail=verdict.reason)
         ctx.bus.publish(JobPruned(project=ctx.project, at=ctx.clock(), job=job.id,
                                   phase=job.phase, host=job.host, attempt=job.attempts,

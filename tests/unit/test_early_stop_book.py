@@ -1,0 +1,432 @@
+"""Early stopping in the engine (engine/tick/early_stop.py) over a real ledger and bus: the reports
+read from the log bytes a probe followed, the rule applied to each (decide/pruning.py), a report
+made at the whole job's end never judged, the judging again as others reach a rung, and what a
+pruned job's record and event say. The probes are HostSnapshots as a host returns them; stopping
+a session is the engine's to do, so a loser's stop is recorded here (or refused, as a host
+would)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from eq_tui.api.events import Alert, Event, JobPruned
+from eq_tui.api.model import Attempt, JobState, JobStatus
+from eq_tui.engine.decide.pruning import Entry, judge
+from eq_tui.engine.tick.early_stop import FOLLOW_BYTES, EarlyStop
+from eq_tui.errors import HostError
+from eq_tui.hosts.base import AttemptProbe, AttemptRef, HostSnapshot
+from eq_tui.manifest.model import (
+    EarlyStopSpec,
+    HostSpec,
+    JobSpec,
+    Manifest,
+    MetricsSpec,
+    PhaseSpec,
+    ResultsSpec,
+)
+from tests.support.context_bed import context
+
+ASHA = EarlyStopSpec(metric="val_acc", goal="max")
+
+
+class Bed:
+    """Rivals that made their reports earlier, and running jobs whose logs the test writes."""
+
+    def __init__(self, tmp_path: Path, spec: EarlyStopSpec | None = ASHA,
+                 rivals: dict[str, list[float]] | None = None) -> None:
+        self.jobs: dict[str, JobState] = {}
+        self.specs: list[JobSpec] = []
+        for name, reports in (rivals or {}).items():
+            self.add(name, "train --epochs 9", JobStatus.COMPLETED, reports=reports)
+        self.tmp_path = tmp_path
+        self.spec = spec
+        self.stopped: list[tuple[str, str]] = []
+        self.refuse = False
+        self.logs: dict[str, bytes] = {}
+
+    def add(self, name: str, cmd: str, status: JobStatus = JobStatus.RUNNING, *,
+            reports: list[float] | None = None, phase: str = "main",
+            metrics: MetricsSpec | None = None) -> JobState:
+        job = JobState(id=name, phase=phase, cmd=cmd, status=status, attempts=1,
+                       params={"lr": name, "seed": "1"}, reports=list(reports or []),
+                       reports_attempt=1)
+        job.history.append(Attempt(n=1, host="h", gpus=[0], session=f"s-{name}",
+                                   attempt_dir="d", log="l", start=0.0))
+        self.jobs[name] = job
+        self.specs.append(JobSpec(id=name, phase=phase, cmd=cmd, metrics=metrics))
+        return job
+
+    def start(self, phases: tuple[PhaseSpec, ...] | None = None) -> EarlyStop:
+        manifest = Manifest(project="p", source="m.yaml", jobs=tuple(self.specs),
+                            hosts=(HostSpec(name="h"),),
+                            phases=phases or (PhaseSpec(name="main", results=ResultsSpec(
+                                early_stop=self.spec)),))
+        self.ctx = context(self.tmp_path, manifest, list(self.jobs.values()))
+        self.events: asyncio.Queue[Event] = self.ctx.bus.subscribe()
+        self.book = EarlyStop(self.ctx, self.stop)
+        return self.book
+
+    async def stop(self, job: JobState, reason: str) -> None:
+        if self.refuse:
+            raise HostError("h: connection refused")
+        self.stopped.append((job.id, reason))
+
+    async def write(self, lines: dict[str, str], *, probed: set[str] | None = None) -> None:
+        """Each job's log grows by its lines; one probe of h follows every running job's log
+        from where it was read to."""
+        for name, text in lines.items():
+            self.logs[name] = self.logs.get(name, b"") + text.encode()
+        attempts = {}
+        for name, job in self.jobs.items():
+            if job.status != JobStatus.RUNNING:
+                continue
+            offset = job.reports_offset if job.reports_attempt == job.attempts else 0
+            attempts[name] = AttemptProbe(
+                key=name, session_alive=True, pid=1, pid_alive=True, started=0.0,
+                exit_code=None, exited_at=None, log_size=len(self.logs.get(name, b"")),
+                output_ok=None, followed=self.logs.get(name, b"")[offset:offset + FOLLOW_BYTES],
+                followed_from=offset)
+        self.ctx.hosts["h"].snapshot = HostSnapshot(host="h", ok=True, taken_at=0.0,
+                                                    attempts=attempts)
+        await self.book.check({"h"} if probed is None else probed)
+
+    def pruned(self) -> list[JobPruned]:
+        out = []
+        while not self.events.empty():
+            event = self.events.get_nowait()
+            if isinstance(event, JobPruned):
+                out.append(event)
+        return out
+
+
+GOOD = {"r1": [0.8, 0.85, 0.9], "r2": [0.8, 0.85, 0.9], "r3": [0.8, 0.85, 0.9]}
+
+
+async def test_a_report_made_at_the_whole_jobs_end_is_never_judged(tmp_path: Path) -> None:
+    """Its third report is asha's rung 3 and the worst there, but it is made at epoch 3 of 3:
+    the job is finishing anyway. The same report at epoch 3 of 4 stops it."""
+    bed = Bed(tmp_path, rivals=GOOD)
+    last = bed.add("last", "train --epochs 3")
+    early = bed.add("early", "train --epochs 4")
+    bed.start()
+    await bed.write({name: f"epoch 1/{n} val_acc=0.9\nepoch 2/{n} val_acc=0.9\n"
+                     for name, n in (("last", 3), ("early", 4))})
+    assert bed.stopped == []
+    await bed.write({"last": "epoch 3/3 val_acc=0.1\n", "early": "epoch 3/4 val_acc=0.1\n"})
+    assert [name for name, _ in bed.stopped] == ["early"]
+    assert last.status == JobStatus.RUNNING and last.reports == [0.9, 0.9, 0.1]
+    assert early.status == JobStatus.PRUNED
+    # later probes judge it no more: neither its last report nor its rung, as others arrive
+    bed.add("late", "train --epochs 9")
+    bed.logs["late"] = b""
+    bed.book.ctx.ledger.jobs["late"] = bed.jobs["late"]
+    await bed.write({"late": "epoch 1/9 val_acc=0.95\nepoch 2/9 val_acc=0.95\n"
+                             "epoch 3/9 val_acc=0.95\n"})
+    assert [name for name, _ in bed.stopped] == ["early"]
+    assert last.status == JobStatus.RUNNING
+
+
+async def test_an_evaluation_bar_at_100_percent_is_no_end(tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    bed.add("x", "train --max_steps 1000")
+    bed.start()
+    evaluation = "100%|██████████| 8/8 [00:00<00:00, 30.12it/s]\n"
+    await bed.write({"x": f"{evaluation}val_acc=0.1\n"})
+    assert [name for name, _ in bed.stopped] == ["x"]
+
+
+async def test_a_loser_is_stopped_recorded_and_told(tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    job = bed.add("x", "train --epochs 9")
+    bed.start()
+    await bed.write({"x": "epoch 1/9 val_acc=0.5\n"})
+    reason = "pruned at report 1: val_acc 0.5, rung cutoff 0.8 (top 1/3 of 4)"
+    assert bed.stopped == [("x", reason)]
+    assert (job.status, job.reason, job.failure, job.retry_at) == (JobStatus.PRUNED, reason,
+                                                                   None, None)
+    [event] = bed.pruned()
+    assert (event.job, event.phase, event.host, event.attempt, event.metric, event.step,
+            event.value, event.cutoff, event.rivals, event.rule, event.detail) == (
+        "x", "main", "h", 1, "val_acc", 1, 0.5, 0.8, 3, "asha", reason)
+
+
+async def test_a_stop_the_host_refuses_is_an_alert_and_the_job_runs_on(tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    job = bed.add("x", "train --epochs 9")
+    bed.start()
+    bed.refuse = True
+    await bed.write({"x": "epoch 1/9 val_acc=0.5\n"})
+    assert job.status == JobStatus.RUNNING
+    [alert] = [a for a in bed.ctx.bus.alerts if a["type"] == Alert.type]
+    assert alert["level"] == "warning" and alert["job"] == "x" and alert["host"] == "h"
+    assert alert["message"] == ("x: pruned at report 1: val_acc 0.5, rung cutoff 0.8 "
+                                "(top 1/3 of 4), but its session could not be stopped: "
+                                "h: connection refused")
+
+
+async def test_a_job_that_ended_while_its_session_was_stopped_keeps_its_end(
+        tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    job = bed.add("x", "train --epochs 9")
+    bed.start()
+
+    async def ends_meanwhile(stopping: JobState, reason: str) -> None:
+        bed.ctx.ledger.set_status(stopping, JobStatus.COMPLETED)
+
+    bed.book.stop_session = ends_meanwhile
+    await bed.write({"x": "epoch 1/9 val_acc=0.5\n"})
+    assert job.status == JobStatus.COMPLETED and job.reason is None
+    assert bed.pruned() == []
+
+
+async def test_reports_come_from_whole_lines_from_where_the_log_was_read_to(
+        tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    job = bed.add("x", "train --epochs 9")
+    bed.start()
+    await bed.write({"x": "epoch 1/9 val_acc=0.9\nepoch 2/9 val_a"})  # a line half written
+    assert job.reports == [0.9] and job.reports_offset == len("epoch 1/9 val_acc=0.9\n")
+    await bed.write({"x": "cc=0.91\r"})  # a carriage return ends a line too
+    assert job.reports == [0.9, 0.91]
+    assert job.reports_offset == len(bed.logs["x"])
+    # a probe that followed from elsewhere (an older request) adds nothing
+    probe = AttemptProbe(key="x", session_alive=True, pid=1, pid_alive=True, started=0.0,
+                         exit_code=None, exited_at=None, log_size=0, output_ok=None,
+                         followed=b"epoch 3/9 val_acc=0.2\n", followed_from=3)
+    bed.ctx.hosts["h"].snapshot = HostSnapshot(host="h", ok=True, taken_at=0.0,
+                                               attempts={"x": probe})
+    await bed.book.check({"h"})
+    assert job.reports == [0.9, 0.91]
+    # a probe not followed, or a host not probed this tick, or one that failed
+    await bed.write({"x": "epoch 3/9 val_acc=0.2\n"}, probed={"g"})
+    bed.ctx.hosts["h"].snapshot = HostSnapshot(host="h", ok=False, taken_at=0.0,
+                                               attempts={"x": probe})
+    await bed.book.check({"h"})
+    assert job.reports == [0.9, 0.91] and bed.stopped == []
+
+
+async def test_a_line_longer_than_a_probe_carries_is_skipped(tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    job = bed.add("x", "train --epochs 9")
+    bed.start()
+    await bed.write({"x": "x" * (FOLLOW_BYTES - 1)})
+    assert job.reports_offset == 0  # may still end within the next probe's bytes
+    await bed.write({"x": "x" * 10})
+    assert job.reports_offset == FOLLOW_BYTES  # no end in a whole probe's bytes: past it
+    await bed.write({"x": "x\nepoch 1/9 val_acc=0.9\n"})
+    assert job.reports == [0.9]
+
+
+async def test_a_new_attempt_starts_its_reports_over(tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    job = bed.add("x", "train --epochs 9")
+    bed.start()
+    # a bare figure counts once per change: its redraw is no new report
+    await bed.write({"x": "loss=0.3 val_acc=0.95\nval_acc=0.95\n"})
+    assert job.reports == [0.95]
+    assert bed.book.names_seen["x"] == (1, {"loss": 1, "val_acc": 1})
+    job.attempts = 2
+    job.history.append(Attempt(n=2, host="h", gpus=[0], session="s2", attempt_dir="d2",
+                               log="l2", start=5.0))
+    assert bed.book.offsets([AttemptRef("x", "s2", "d2", None)]) == (("x", 0),)
+    bed.logs["x"] = b""
+    await bed.write({"x": "val_acc=0.95\n"})  # the same figure, in a new attempt's log
+    assert (job.reports, job.reports_attempt) == ([0.95], 2)
+    assert bed.book.names_seen["x"] == (2, {"val_acc": 1})
+
+
+async def test_a_restarted_engine_goes_on_from_the_last_report_kept(tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    job = bed.add("x", "train --epochs 9", reports=[0.9])
+    bed.start()
+    bed.logs["x"] = b"val_acc=0.9\n"
+    job.reports_offset = 0  # its last line is read again: the same report, not a new one
+    await bed.write({"x": "val_acc=0.91\n"})
+    assert job.reports == [0.9, 0.91]
+    assert "x" in bed.ctx.ledger.changed_ids
+
+
+async def test_the_end_of_the_run_may_come_from_its_command(tmp_path: Path) -> None:
+    """`epoch 3` of `--epochs 3`: the run's end though its line states no total."""
+    bed = Bed(tmp_path, rivals=GOOD)
+    job = bed.add("x", "train --epochs 3")
+    bed.start()
+    await bed.write({"x": "epoch 1 val_acc=0.9\nepoch 2 val_acc=0.9\nepoch 3 val_acc=0.1\n"})
+    assert bed.stopped == [] and job.status == JobStatus.RUNNING
+
+
+async def test_the_first_losing_report_of_a_probe_stops_it(tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    bed.add("x", "train --epochs 9")
+    bed.start()
+    await bed.write({"x": "epoch 1/9 val_acc=0.5\nepoch 2/9 val_acc=0.99\n"
+                          "epoch 3/9 val_acc=0.2\n"})
+    [(_, reason)] = bed.stopped
+    assert reason.startswith("pruned at report 1: val_acc 0.5,")
+
+
+async def test_a_configuration_is_its_grid_point_less_the_seed_within_its_phase(
+        tmp_path: Path) -> None:
+    bed = Bed(tmp_path)
+    good = bed.add("good", "train --epochs 9", JobStatus.COMPLETED, reports=[0.9])
+    good.params = {"lr": "0.1", "seed": "1"}
+    bad = bed.add("bad", "train --epochs 9")
+    bad.params = {"lr": "0.1", "seed": "2"}  # the same configuration: judged on the mean
+    other = bed.add("other", "train --epochs 9", JobStatus.COMPLETED, reports=[0.99],
+                    phase="b")  # another phase: no rival
+    rival = bed.add("rival", "train --epochs 9", JobStatus.COMPLETED, reports=[0.6])
+    rival.params = {"lr": "0.3", "seed": "1"}
+    assert other.phase == "b"
+    early = ResultsSpec(early_stop=ASHA)
+    bed.start((PhaseSpec(name="main", results=early), PhaseSpec(name="b", results=early)))
+    await bed.write({"bad": "epoch 1/9 val_acc=0.5\n"})
+    assert bed.stopped == []  # (0.9 + 0.5) / 2 = 0.7 beats the one rival's 0.6
+
+
+async def test_jobs_a_probe_tells_of_that_are_not_running_early_stopped_jobs(
+        tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    done = bed.add("done", "train --epochs 9", JobStatus.COMPLETED)
+    bed.add("lost", "train --epochs 9", phase="gone")  # its phase is not in the manifest
+    bed.start()
+    bed.ctx.ledger.jobs.pop("r1")
+    probes = {key: AttemptProbe(key=key, session_alive=True, pid=1, pid_alive=True,
+                                started=0.0, exit_code=None, exited_at=None, log_size=9,
+                                output_ok=None, followed=b"val_acc=0.1\n", followed_from=0)
+              for key in ("done", "lost", "r1", "nobody")}
+    quiet = bed.add("quiet", "train --epochs 9")  # running, its log not followed this time
+    bed.ctx.ledger.jobs["quiet"] = quiet
+    probes["quiet"] = AttemptProbe(key="quiet", session_alive=True, pid=1, pid_alive=True,
+                                   started=0.0, exit_code=None, exited_at=None, log_size=9,
+                                   output_ok=None, followed=b"val_acc=0.1\n")
+    bed.ctx.hosts["h"].snapshot = HostSnapshot(host="h", ok=True, taken_at=0.0,
+                                               attempts=probes)
+    await bed.book.check({"h"})
+    assert done.reports == [] and bed.jobs["lost"].reports == [] and quiet.reports == []
+    assert bed.stopped == []
+    assert bed.book.spec_for(bed.jobs["lost"]) is None
+
+
+async def test_which_logs_are_followed(tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    run = bed.add("run", "t")
+    run.reports_offset = 42
+    bed.add("done", "t", JobStatus.COMPLETED)
+    bed.add("to_end", "t").run_to_end = True  # a person retried it after it was pruned
+    bed.add("other", "t", phase="eval")
+    bed.start((PhaseSpec(name="main", results=ResultsSpec(early_stop=ASHA)),
+               PhaseSpec(name="eval")))
+    refs = [AttemptRef(k, "s", "d", None) for k in ("run", "done", "to_end", "other", "gone")]
+    assert bed.book.offsets(refs) == (("run", 42),)
+    # no phase stops early: nothing is followed, nothing is read
+    off = Bed(tmp_path / "off", spec=None)
+    (tmp_path / "off").mkdir()
+    off.add("run", "t").reports_offset = 42
+    off.start()
+    assert off.book.offsets([AttemptRef("run", "s", "d", None)]) == ()
+    await off.write({"run": "val_acc=0.1\n"})
+    assert off.jobs["run"].reports == []
+
+
+async def test_a_job_first_at_a_rung_is_judged_again_as_others_reach_it(
+        tmp_path: Path) -> None:
+    bed = Bed(tmp_path)
+    first = bed.add("first", "train --epochs 9")
+    bed.start()
+    await bed.write({"first": "epoch 1/9 val_acc=0.3\nepoch 2/9 val_acc=0.4\n"})
+    assert bed.stopped == []  # alone at rung 1: it goes on
+    second = bed.add("second", "train --epochs 9")
+    bed.ctx.ledger.jobs["second"] = second
+    await bed.write({"second": "epoch 1/9 val_acc=0.6\n"})
+    # second reached rung 1 above it: first is no longer in the best third there
+    assert [name for name, _ in bed.stopped] == ["first"]
+    assert first.status == JobStatus.PRUNED and second.status == JobStatus.RUNNING
+    assert first.reason == ("pruned at report 2: val_acc 0.3, rung cutoff 0.6 "
+                            "(top 1/3 of 2) at report 1, as others reached it")
+    [event] = bed.pruned()
+    assert (event.job, event.step, event.value, event.rivals) == ("first", 1, 0.3, 1)
+    # a job pruned by this tick's reports is not judged a second time
+    third = bed.add("third", "train --epochs 9")
+    bed.ctx.ledger.jobs["third"] = third
+    await bed.write({"third": "epoch 1/9 val_acc=0.1\n"})
+    assert [name for name, _ in bed.stopped] == ["first", "third"]
+    assert third.reason == "pruned at report 1: val_acc 0.1, rung cutoff 0.5 (top 1/3 of 3)"
+
+
+async def test_a_pattern_in_metrics_reads_the_reports(tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    bed.add("x", "train --epochs 9",
+            metrics=MetricsSpec(pattern=r"Val accuracy (?P<val_acc>[0-9.]+)%"))
+    bed.start()
+    await bed.write({"x": "val_acc=0.1\nVal accuracy 85.5% top5\n"})
+    assert bed.jobs["x"].reports == [85.5] and bed.stopped == []
+
+
+def entry(job: str, config: str, *reports: float) -> Entry:
+    return Entry(job, ("main", config), list(reports))
+
+
+@pytest.mark.parametrize("eta", [2, 3, 4])
+def test_asha_with_goal_min_keeps_the_lowest_1_over_eta(eta: int) -> None:
+    """goal: min — the cutoff is the 1/eta quantile of the others' losses and a job above it
+    is the loser (a `goal: max` branch taken for min would keep the worst)."""
+    spec = EarlyStopSpec(metric="loss", goal="min", eta=eta)
+    losses = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
+    rivals = [entry(f"j{i}", f"lr={i}", v) for i, v in enumerate(losses)]
+    pos = (len(losses) - 1) / eta
+    low = int(pos)
+    cutoff = losses[low] + (losses[low + 1] - losses[low]) * (pos - low)
+    keep = judge(spec, ("main", "lr=x"), 1, [*rivals, entry("x", "lr=x", cutoff - 0.01)])
+    assert keep is None
+    at_cutoff = judge(spec, ("main", "lr=x"), 1, [*rivals, entry("x", "lr=x", cutoff)])
+    assert at_cutoff is None  # not worse than the cutoff: it goes on
+    loser = judge(spec, ("main", "lr=x"), 1, [*rivals, entry("x", "lr=x", cutoff + 0.01)])
+    assert loser is not None and loser.cutoff == pytest.approx(cutoff)
+    assert loser.reason == (f"pruned at report 1: loss {cutoff + 0.01:.4g}, rung cutoff "
+                            f"{cutoff:.4g} (top 1/{eta} of 7)")
+    # the best loss goes on, the worst stops
+    assert judge(spec, ("main", "lr=x"), 1, [*rivals, entry("x", "lr=x", 0.1)]) is None
+    assert judge(spec, ("main", "lr=x"), 1, [*rivals, entry("x", "lr=x", 0.9)]) is not None
+
+
+def test_asha_with_goal_min_judges_again_the_way_max_does_mirrored() -> None:
+    spec_min = EarlyStopSpec(metric="loss", goal="min")
+    spec_max = EarlyStopSpec(metric="acc", goal="max")
+    values = (0.2, 0.35, 0.5, 0.65)
+    for spec, sign in ((spec_min, 1.0), (spec_max, -1.0)):
+        rivals = [entry(f"j{i}", f"c={i}", sign * v) for i, v in enumerate(values)]
+        verdicts = {v: judge(spec, ("main", "c=x"), 1, [*rivals, entry("x", "c=x", sign * v)])
+                    for v in (0.25, 0.4)}
+        assert verdicts[0.25] is None and verdicts[0.4] is not None, spec.goal
+        assert verdicts[0.4].rivals == 4
+
+
+def test_what_a_verdict_holds_and_says() -> None:
+    spec = EarlyStopSpec(metric="loss", goal="min", rule="median", grace=2)
+    rivals = [entry("a", "c=a", 1.0, 0.5), entry("b", "c=b", 1.0, 0.7),
+              entry("c", "c=c", 1.0, 0.9), entry("d", "c=d", 1.0, 0.95)]
+    mine = [entry("x1", "c=x", 1.0, 0.8), entry("x2", "c=x", 1.0, 1.0)]
+    assert judge(spec, ("main", "c=x"), 1, [*rivals, *mine]) is None  # before grace
+    verdict = judge(spec, ("main", "c=x"), 2, [*rivals, *mine])
+    assert verdict is not None
+    assert (verdict.step, verdict.value, verdict.seeds, verdict.cutoff, verdict.rivals) == (
+        2, pytest.approx(0.9), 2, pytest.approx(0.8), 4)
+    assert verdict.reason == ("pruned at report 2: loss 0.9 (mean of 2 seeds), median 0.8 of "
+                              "4 other configurations")
+    # a report of inf is shown as inf; a nan one as nan
+    inf = judge(spec, ("main", "c=x"), 2, [*rivals, entry("x", "c=x", 1.0, float("inf"))])
+    assert inf is not None and "loss inf, median" in inf.reason
+    nan = judge(spec, ("main", "c=x"), 2, [*rivals, entry("x", "c=x", 1.0, float("nan"))])
+    assert nan is not None and "loss nan, median" in nan.reason and nan.value == float("inf")
+
+
+def test_a_job_with_fewer_reports_than_the_step_is_no_rival_there() -> None:
+    rivals = [entry("a", "c=a", 0.9, 0.9, 0.9), entry("b", "c=b", 0.9)]
+    verdict = judge(ASHA, ("main", "c=x"), 3, [*rivals, entry("x", "c=x", 0.5, 0.5, 0.5)])
+    assert verdict is not None and verdict.rivals == 1 and verdict.cutoff == 0.9
+    # its own jobs that have not made the report yet do not count in its mean
+    mine = [entry("x", "c=x", 0.5, 0.5, 0.95), entry("x2", "c=x", 0.1)]
+    assert judge(ASHA, ("main", "c=x"), 3, [*rivals, *mine]) is None
