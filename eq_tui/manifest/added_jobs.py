@@ -5,11 +5,15 @@ the jobs written in its phase."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from eq_tui.manifest.expand import UndefinedVariable, substitute
 from eq_tui.manifest.jobs import Scope
-from eq_tui.manifest.model import AddedJobDefaults, MetricsSpec, Precondition
+from eq_tui.manifest.model import (
+    METRICS_FILE_KEYS,
+    AddedJobDefaults,
+    MetricsSpec,
+    Precondition,
+)
 
 
 def added_job_defaults(scope: Scope) -> AddedJobDefaults:
@@ -41,12 +45,12 @@ def _metrics(spec: MetricsSpec | None,
              plain: Callable[[str, str], str | None]) -> MetricsSpec | None:
     if spec is None:
         return None
-    files: dict[str, str | None] = {}
-    for key in ("json", "jsonl", "csv"):
+    files: dict[str, str] = {}
+    for key in METRICS_FILE_KEYS:  # every path, as for the jobs written in the phase
         value = getattr(spec, key)
         if value is not None:
-            files[key] = plain(value, f"metrics.{key}")
-            if files[key] is None:
+            path = plain(value, f"metrics.{key}")
+            if path is None:
                 return None  # half a metrics spec would read the wrong files
-    return replace(spec, json=files.get("json"), jsonl=files.get("jsonl"),
-                   csv=files.get("csv"))
+            files[key] = path
+    return MetricsSpec(**{**spec.__dict__, **files})

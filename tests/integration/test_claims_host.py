@@ -5,13 +5,16 @@ or another process under its pid (a reboot)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -25,12 +28,21 @@ from eq_tui.hosts.claims import (
     GpuClaim,
     WaitingNeed,
     launch_args,
+    others,
+    pending_by_gpu,
+    usage_of,
     want_arg,
 )
 from eq_tui.hosts.local import LocalRunner
 from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.hosts.shell_protocol import launch_stdin, script
-from eq_tui.sim.state import init_sim_state, sim_bin_dir
+from eq_tui.sim.state import (
+    find_overlaps,
+    init_sim_state,
+    read_runs,
+    run_intervals,
+    sim_bin_dir,
+)
 from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.integration
@@ -347,3 +359,93 @@ async def test_the_labs_rules_are_rechecked_under_the_lock(bed: Bed) -> None:
     assert not (bed.tmp / "logs" / "t2" / "b" / "a1").exists()
     other.unlink()  # no one else waits: the limit does not apply
     await host.launch(request("b", "t2", 1, now, most=1))
+
+
+async def test_a_job_in_its_own_process_group_is_its_claims_usage_by_its_session(
+        bed: Bed) -> None:
+    """A job that leaves its wrapper's process group (a launcher's workers, `os.setpgrp()`)
+    stays in the wrapper's session, and the claim (the wrapper's) counts its memory by that:
+    its group and its session differ here, and each is told apart. What the job has allocated
+    is then not counted again as claimed and still to come: another engine's job fits beside
+    it, to the MiB, in the engine's reading and in the launch's own."""
+    train = ["fake-train", "--mem", "3000", "--epochs", "60", "--epoch-seconds", "1"]
+    own_group = (f"{shlex.quote(sys.executable)} -c 'import os, sys; os.setpgid(0, 0); "
+                 f"os.execvp(sys.argv[1], sys.argv[1:])' {shlex.join(train)}")
+    await bed.launch(bed.request("a", "t1", gpus=(1,), mib=3000, cmd=own_group))
+
+    async def allocated() -> bool:
+        snap = await bed.host.probe(ProbeRequest())
+        return any(g.index == 1 and (g.memory_used_mib or 0) >= 3000 for g in snap.gpus)
+
+    await wait_until(allocated, timeout=15, what="a's memory")
+    snap = await bed.host.probe(ProbeRequest())
+    [claim] = snap.claims
+    uuid = next(g.uuid for g in snap.gpus if g.index == 1)
+    [process] = [p for p in snap.processes if p.gpu_uuid == uuid]
+    assert process.sid == claim.pid != process.pgid
+    assert usage_of(claim, snap.gpus, snap.processes) == 3000
+    assert pending_by_gpu(others(snap.claims, "p", "t2"), snap.gpus, snap.processes) == {1: 0}
+    # 8000 MiB, 3000 used by a, nothing of a's claim still to come: 5000 free for b
+    with pytest.raises(ClaimRefused, match="5000 MiB free beside the claims on it"):
+        await bed.launch(bed.request("b", "t2", gpus=(1,), mib=5001, known=(claim.name,)))
+    await bed.launch(bed.request("b", "t2", gpus=(1,), mib=5000, known=(claim.name,)))
+
+
+RACING = "fake-train --mem 1000 --epochs 600 --epoch-seconds 0.1"
+
+
+async def test_sharing_launches_racing_another_engines_whole_gpu_claim_never_double_book(
+        bed: Bed) -> None:
+    """One engine launches a job that wants GPU 0 whole while two other engines launch jobs
+    that would share it, all at once and none knowing of the others' claims. Under the host's
+    lock either the whole-GPU job goes alone, or the sharing jobs go and it is refused: never
+    both. Judged from the host's own records: its claims after each round, and the simulated
+    GPU's record of when each job ran on it (no whole-GPU job ever beside another)."""
+
+    def racer(job: str, token: str, mib: int | None) -> LaunchRequest:
+        plain = bed.request(job, token, gpus=(0,), mib=mib, cmd=RACING)
+        return replace(plain, env={**plain.env, "EQ_JOB_ID": job})
+
+    def started(job: str) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            return any(r["event"] == "start" and r.get("job") == job for r in read_runs(state))
+        return check
+
+    state = Path(bed.env["EQ_SIM_STATE"])
+    # a fourth engine waits here, for GPU 1 only (no turn of GPU 0 for it): each launch reads
+    # the GPUs under the lock for the fair turns, between its check and its claims
+    await wants_as(bed, "t9", WaitingNeed(alone_below_mib=500), gpus=(1,))
+    # in turn first: a GPU another engine holds whole is no job's to share
+    await bed.launch(racer("whole", "t1", None))
+    with pytest.raises(ClaimRefused, match=r"GPU 0 is claimed whole by .*'s p/whole"):
+        await bed.launch(racer("shared", "t2", 1000))
+    await wait_until(started("whole"), what="whole's start")
+    await bed.host.kill("eqc_t1_whole_a1", str(bed.tmp / "logs" / "t1" / "whole" / "a1"),
+                        "screen")
+    outcomes = []
+    for i in range(6):
+        racers = [racer(f"w{i}", "t1", None), racer(f"s{i}", "t2", 1000),
+                  racer(f"x{i}", "t3", 1000)]
+        if i % 2:
+            racers.reverse()  # who asks first changes from round to round
+        done = await asyncio.gather(*(bed.launch(r) for r in racers), return_exceptions=True)
+        went = sorted(r.job_id for r, d in zip(racers, done, strict=True) if d is None)
+        for request, result in zip(racers, done, strict=True):
+            assert result is None or isinstance(result, ClaimRefused), result
+            assert (result is None) == Path(request.attempt_dir).exists()
+        assert went == [f"w{i}"] or (went and f"w{i}" not in went), went
+        claimed = sorted(c.job for c in await bed.claims_now() if c.gpu == 0)
+        assert claimed == went
+        outcomes.append(went)
+        for job in went:
+            await wait_until(started(job), what=f"{job}'s start")
+        for request in racers:
+            if request.job_id in went:
+                await bed.host.kill(request.session, request.attempt_dir, "screen")
+        assert await bed.claims_now() == ()
+    intervals = [r for r in run_intervals(read_runs(state)) if r.gpu == 0]
+    assert sorted(r.job for r in intervals) == sorted(
+        ["whole", *(job for went in outcomes for job in went)])
+    whole = [r for r in intervals if r.job.startswith("w")]  # "whole" and each w{i} that went
+    assert not [pair for pair in find_overlaps(read_runs(state))
+                if pair[0] in whole or pair[1] in whole], outcomes

@@ -5,10 +5,12 @@ from the simulated GPUs' own records: when each fake job started, ended and let 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -25,7 +27,7 @@ from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.hosts.shell_protocol import launch_stdin, script
 from eq_tui.manifest.model import HostSpec, SimulateSpec
 from eq_tui.sim.state import find_overlaps, hold_memory, init_sim_state, read_runs, sim_bin_dir
-from tests.support.engine_run import job, make_manifest, run_to_end, sim_hosts
+from tests.support.engine_run import job, make_manifest, run_to_end, sim_hosts, start_engine
 from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.integration
@@ -257,3 +259,78 @@ def test_no_drain_wait_on_a_host_another_engine_uses() -> None:
     assert shared_with_others(replace(alone, claims=(claim("me", "t0"),)), "me", "t1")
     assert shared_with_others(replace(alone, lab=HostLab(user="u", waiting=frozenset({"v"}))),
                               "me", "t1")
+
+
+async def test_a_gpu_reading_exactly_the_free_threshold_has_not_drained(bed: Bed) -> None:
+    """The threshold is the first reading that is not free (the engine's too: used below it is
+    free): a GPU holding exactly `below_mib` refuses the launch; one MiB less lets it start."""
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        hold_memory(bed.state, holder.pid, 0, 500)
+        stamp = bed.tmp / "started"
+        with pytest.raises(ClaimRefused, match=r"\(GPU 0 holds 500 MiB\)"):
+            await bed.host.launch(bed.request("at", f"date > {stamp}", drain(2)))
+        assert "eqd_at_a1" not in bed.sessions() and not stamp.exists()
+        hold_memory(bed.state, holder.pid, 0, 499)
+        await bed.host.launch(bed.request("under", f"date > {stamp}", drain(2)))
+        await wait_until(lambda: written(stamp), timeout=30, what="the job's start")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+async def test_no_drain_wait_where_another_users_process_stays_on_the_gpu(
+        tmp_path: Path) -> None:
+    """The first job's memory lingers 2 s after it ends, and a process of someone else's (no
+    claim, no attempt of ours: not an eq-tui job) holds 1000 MiB on the same GPU. The GPU will
+    not read empty as the first job's memory goes, so no launch waits on the host for it (it
+    would hold a channel and be refused in vain); the second starts once the other is gone."""
+    manifest = make_manifest(tmp_path, [
+        job("first", "fake-train --epochs 2 --epoch-seconds 1 --mem 3000 --linger 2"),
+        job("second", SLOW_RELEASE.format(linger=0))], hosts=sim_hosts(("sim", 1)))
+    run = await start_engine(manifest, tmp_path / "run")
+    holder = subprocess.Popen(["sleep", "120"])
+    try:
+        await run.wait_for(lambda: any(r["event"] == "start" for r in runs_of(run, "first")))
+        hold_memory(sim_state_dir(tmp_path / "run", "sim"), holder.pid, 0, 1000)
+        await run.wait_for(lambda: any(r["event"] == "end" for r in runs_of(run, "first")))
+        [first_end] = [r for r in runs_of(run, "first") if r["event"] == "end"]
+        await run.wait_for(lambda: time.time() > float(first_end["linger_until"]))
+        await run.ticks_pass(3)  # the first's memory is gone; the other's still holds the GPU
+        assert run.status("second") == "pending"
+        assert run.engine.launcher.drains.placed == 0
+        holder.kill()
+        holder.wait()
+        gone = time.time()
+        assert run.task is not None
+        assert await asyncio.wait_for(asyncio.shield(run.task), 60) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+        await run.stop()
+    [second_start] = [r for r in runs_of(run, "second") if r["event"] == "start"]
+    assert float(second_start.get("exec_t", second_start["t"])) >= gone
+    assert run.engine.launcher.drains.placed == 0
+    assert not [e for e in run.events if getattr(e, "job", None) == "second"
+                and e.type == "job_state_changed" and e.new == "pending"
+                and "not released in time" in (e.detail or "")]
+    assert len(run.job("second")["history"]) == 1
+
+
+async def test_a_wait_of_n_rounds_reads_the_gpus_n_plus_one_times_then_refuses(
+        bed: Bed) -> None:
+    """Each round reads nvidia-smi once on the host (the simulator's record of who asked): a
+    GPU that does not drain is read `rounds` + 1 times, then the launch is refused."""
+    calls = bed.tmp / "calls"
+    host = ShellHost("d", LocalRunner({**bed.env, "EQ_SIM_CALLS": str(calls)}),
+                     session_prefix="eqd_")
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        hold_memory(bed.state, holder.pid, 0, 3000)
+        with pytest.raises(ClaimRefused, match=r"not released in time \(GPU 0 holds 3000 MiB\)"):
+            await host.launch(bed.request("rounds", "true", drain(2)))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert nvidia_smi_askers(calls) == {"launch.sh": 3}
+    assert not (bed.tmp / "logs" / "rounds" / "a1").exists()

@@ -41,9 +41,12 @@ EPOCHS = 4
 def stack_sweep(style: str) -> list:  # type: ignore[type-arg]
     jobs = []
     for lr in (*HEALTHY, *DIVERGING):
-        diverge = " --nan-after 1" if lr in DIVERGING else ""
+        # a diverging run goes on for longer than the healthy ones: a prune decided at its
+        # second or third report always finds it running, however loaded the machine
+        diverge = f" --nan-after 1 --epochs {3 * EPOCHS}" if lr in DIVERGING \
+            else f" --epochs {EPOCHS}"
         jobs.append(job(f"lr{lr}", f"fake-train --log-style {style} --lr {lr} --seed 1 "
-                                   f"--epochs {EPOCHS} --epoch-seconds 0.4 --mem 1000{diverge}",
+                                   f"--epoch-seconds 0.4 --mem 1000{diverge}",
                         params=(("lr", lr),)))
     return jobs
 

@@ -101,29 +101,20 @@ def most_claimed(found: Sequence[Booking], mib_of: Mapping[str, int]) -> dict[tu
     return most
 
 
-def contended_window(found: Sequence[Booking], since: float = 0.0) -> tuple[float, float]:
-    """While every engine waited for GPUs: from the first start (or `since`, when every engine
-    was there) to the last start of the first engine to have launched all its jobs (after it,
-    the others have the GPUs it frees to themselves)."""
-    engines = {b.engine for b in found}
-    first = max(since, min(b.start for b in found))
-    last = min(max(b.start for b in found if b.engine == engine) for engine in engines)
-    return first, last
-
-
-def gpu_time_shares(found: Sequence[Booking], since: float = 0.0,
+def gpu_time_shares(found: Sequence[Booking], window: tuple[float, float],
                     mib_of: Mapping[str, int] | None = None) -> dict[str, float]:
-    """engine -> its part of the GPU time all engines had in the contended window: GPU-seconds
-    (a job on two GPUs counts twice), or with `mib_of` (job -> its estimate) MiB-seconds, the
-    share of a packed GPU's memory a job held for as long as it ran."""
-    start, stop = contended_window(found, since)
+    """engine -> its part of the GPU time all engines held within `window` (wall-clock start,
+    stop): GPU-seconds (a job on two GPUs counts twice), or with `mib_of` (job -> its estimate)
+    MiB-seconds, the share of a packed GPU's memory a job held for as long as it ran. An engine
+    that held nothing in the window is 0.0 (every engine with a booking is named)."""
+    start, stop = window
     if stop <= start:
-        raise AssertionError(f"no moment when every engine waited: {start:.2f} >= {stop:.2f}")
-    held: dict[str, float] = {}
+        raise AssertionError(f"an empty window: {start:.2f} >= {stop:.2f}")
+    held = {b.engine: 0.0 for b in found}
     for b in found:
         weight = mib_of[b.job] if mib_of is not None else 1
         seconds = max(0.0, min(b.end, stop) - max(b.start, start))
-        held[b.engine] = held.get(b.engine, 0.0) + weight * seconds
+        held[b.engine] += weight * seconds
     total = sum(held.values()) or 1.0
     return {engine: seconds / total for engine, seconds in held.items()}
 

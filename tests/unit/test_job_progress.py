@@ -194,3 +194,102 @@ def test_a_fraction_is_dated_by_when_it_was_first_seen() -> None:
     progress.observe("epoch 2/10 loss=0.4", 20.0)
     progress.observe("epoch 2/10 loss=0.4", 25.0)  # the same line, seen again
     assert (progress.fraction, progress.at) == (0.2, 20.0)
+
+
+def test_an_evaluation_bar_before_any_training_bar_is_not_the_runs() -> None:
+    """HF evaluates before training (eval_on_start) and datasets' map bars run first: with the
+    run's step total in the command, a bar of another total is none of the run's progress."""
+    lines = ["Map: 100%|██████████| 5000/5000 [00:01<00:00, 3000.00 examples/s]",
+             "100%|██████████| 8/8 [00:00<00:00, 30.12it/s]",
+             " 10%|█         | 100/1000 [00:10<01:30, 10.0it/s]"]
+    progress, seen = fed(lines, "python run_glue.py --max_steps 1000")
+    assert seen == [None, None, pytest.approx(0.1)]
+    assert progress.source == "step 100/1000 (--max_steps)"
+
+
+def test_where_each_fraction_came_from_is_said() -> None:
+    progress, _ = fed(["Train: 3 [  50/100 ( 50%)]  Loss: 6.77 (6.83)  Time: 0.320s"],
+                      "./train.py --epochs 10")
+    assert progress.source == "epoch 4/10 (of --epochs) + step 50/100"
+    assert progress.done == pytest.approx(3.5)
+    progress, _ = fed(["iter 510: loss 1.2000, time 893.76ms"], "train.py --max_iters=5000")
+    assert progress.source == "step 510/5000 (--max_iters)"
+    assert (progress.unit, progress.total) == ("step", 5000.0)
+    progress, _ = fed(["iter 6000: loss 1.2000"], "train.py --max_iters=5000")
+    assert progress.fraction == 1.0  # past the total: at its end, never more
+    progress, _ = fed(["{'loss': 0.0408, 'epoch': 1.5}"], "run.py --num_train_epochs 3")
+    assert progress.source == "epoch 1.5/3 (of --num_train_epochs)"
+    progress, _ = fed(["progress: 42%"])
+    assert (progress.fraction, progress.unit, progress.total, progress.done,
+            progress.source) == (0.42, None, None, None, "42% done")
+    # a percentage past the epochs: the fraction moves on, what it counts stays epochs
+    progress, _ = fed(["Epoch 2/8", "progress: 50%"])
+    assert (progress.fraction, progress.unit, progress.total, progress.done,
+            progress.source) == (0.5, "epoch", 8.0, 4.0, "50% done")
+    progress, _ = fed(["45%|████▌     | [00:10<00:12]"])
+    assert (progress.fraction, progress.source) == (0.45, "bar 45%")
+    progress, _ = fed([" 30%|███       | 300/1000 [00:10<01:30, 10.0it/s]"])
+    assert (progress.source, progress.unit, progress.total) == ("step 300/1000 (bar)", "step",
+                                                               1000.0)
+
+
+def test_the_runs_totals_from_its_command() -> None:
+    progress = JobProgress()
+    progress.cmd_totals("train.py --max_steps 500 --max_epochs 0 --num_train_epochs 2.5")
+    assert (progress.steps, progress.steps_from) == (500, "--max_steps")
+    assert (progress.epochs, progress.epochs_from) == (2, "--num_train_epochs")
+    progress.cmd_totals("train.py --max-epoch 4")  # a new command: its own totals
+    assert (progress.epochs, progress.epochs_from) == (4, "--max-epoch")
+    progress.cmd_totals("x" * 8200 + " --epochs 9")  # past what is read of a command
+    assert progress.epochs == 4
+    # a line's total is the run's: a command read after it does not change it
+    progress, _ = fed(["Epoch 2/8"], "train.py --epochs 10")
+    assert (progress.total, progress.source) == (8.0, "epoch 2/8")
+    progress.cmd_totals("train.py --epochs 10")
+    assert progress.epochs == 8
+    progress.observe(keras2_bar(469, 469), 5.0)
+    assert progress.fraction == pytest.approx(2 / 8)
+
+
+def test_a_runs_bar_that_starts_over_was_an_epochs() -> None:
+    bar = " {p:>2}%|█         | {n}/1000 [00:10<01:30, 10.0it/s]"
+    progress, seen = fed([bar.format(p=10, n=100), bar.format(p=30, n=300),
+                          bar.format(p=10, n=100)])
+    assert seen == [0.1, 0.3, None] and progress.per_epoch and progress.main is None
+    assert (progress.unit, progress.total, progress.source) == (None, None, "")
+    # a smaller bar once the run's is known: an evaluation's
+    progress, seen = fed([bar.format(p=30, n=300),
+                          " 50%|█████     | 4/8 [00:00<00:00, 30.1it/s]"])
+    assert seen == [0.3, 0.3] and progress.main == (300.0, 1000.0)
+    # a larger one after a smaller: the smaller was an evaluation's, the run starts again
+    progress, seen = fed([" 50%|█████     | 4/8 [00:00<00:00, 30.1it/s]",
+                          bar.format(p=10, n=100)])
+    assert seen == [0.5, 0.1] and progress.source == "step 100/1000 (bar)"
+
+
+def test_an_epochs_summary_line_ends_that_epoch() -> None:
+    progress, seen = fed(["Epoch 2/4", keras2_bar(100, 469),
+                          "469/469 [==============================] - 9s 19ms/step - loss: 0.3 "
+                          "- val_loss: 0.2", "Epoch 3/4"])
+    never_backwards(seen)
+    assert seen[1] == pytest.approx((1 + 100 / 469) / 4)
+    assert progress.fraction == pytest.approx(2 / 4) and progress.epoch == 3
+    assert progress.inner is None and not progress.ended
+
+
+def test_the_state_kept_is_read_back_whole_and_junk_reads_as_nothing() -> None:
+    progress, _ = fed([" 30%|███       | 300/1000 [00:10<01:30, 10.0it/s]"],
+                      "run.py --max_steps 1000 --num_train_epochs 3")
+    progress.ended, progress.epoch, progress.inner = True, 2, (3.0, 9.0)
+    saved = json.loads(json.dumps(progress.to_json()))
+    assert saved["main"] == [300.0, 1000.0] and saved["inner"] == [3.0, 9.0]
+    again = JobProgress.from_json(saved)
+    assert again.to_json() == progress.to_json()
+    assert again.main == (300.0, 1000.0) and again.steps_from == "--max_steps"
+    assert again.epochs_from == "--num_train_epochs" and again.ended and again.epoch == 2
+    empty = JobProgress().to_json()
+    assert JobProgress.from_json(None).to_json() == empty
+    assert JobProgress.from_json({"epochs": "eight"}).to_json() == empty
+    assert JobProgress.from_json({"fraction": [1]}).to_json() == empty
+    partial = JobProgress.from_json({"fraction": 0.5, "main": [1, 2, 3], "unit": ""})
+    assert (partial.fraction, partial.main, partial.unit, partial.at) == (0.5, None, None, None)

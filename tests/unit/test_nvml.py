@@ -4,8 +4,11 @@ NVMLError for what a card does not support)."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
 import sys
+import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +18,7 @@ import pytest
 
 from eq_tui.hosts.base import GpuProcess, GpuReading, ProbeRequest
 from eq_tui.hosts.local import make_local_host
-from eq_tui.hosts.nvml import NvmlReader
+from eq_tui.hosts.nvml import SAMPLE_WINDOW_S, NvmlReader
 from eq_tui.manifest.model import HostSpec
 from tests.support.engine_run import job, make_manifest, run_to_end
 
@@ -282,3 +285,72 @@ async def test_a_whole_card_job_starts_on_an_idle_h200_read_through_nvml(
     code, _run = await run_to_end(manifest, tmp_path / "run", timeout=30)
     assert code == 0
     assert marker.read_text().strip() == "0"  # the host's own record: it ran, on GPU 0
+
+
+async def test_each_process_carries_its_own_group_and_session_told_apart(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML gives pids only; the reader adds each local process's group and session (which
+    attempt it is: claims, memory, cost). A real process in a group of its own, in this
+    test's session: its group and its session differ, each read as what it is; a process that
+    is gone has neither."""
+    child = subprocess.Popen(["sleep", "60"], process_group=0)
+    try:
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        cards = [Card("GPU-aaaa", "NVIDIA H100 80GB HBM3", 4000, 81559, 50,
+                      [(child.pid, 3000), (gone.pid, 1000)], samples={child.pid: 40}),
+                 Card("GPU-bbbb", "NVIDIA H100 80GB HBM3", 0, 81559, 0, [(child.pid, 0)])]
+        monkeypatch.setitem(sys.modules, "pynvml", stand_in(cards))
+        reader = NvmlReader.open()
+        assert reader is not None
+        _gpus, processes, _warnings = await reader.read()
+    finally:
+        child.kill()
+        child.wait()
+    assert os.getsid(0) != child.pid  # the fixture: the child's group is not its session
+    assert processes == [
+        GpuProcess(child.pid, "GPU-aaaa", 3000, pgid=child.pid, sid=os.getsid(0), util_pct=40),
+        GpuProcess(gone.pid, "GPU-aaaa", 1000, util_pct=0),
+        # no memory in use: no reading (NVML's 0 is "not available" on some drivers)
+        GpuProcess(child.pid, "GPU-bbbb", None, pgid=child.pid, sid=os.getsid(0))]
+
+
+async def test_a_processs_utilisation_is_its_busiest_sample_in_the_window(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML returns one sample per process per sampling period: the busiest in the last
+    seconds is the process's (a process sampled idle then busy is busy)."""
+    module: Any = stand_in([Card("GPU-aaaa", "NVIDIA A100", 3000, 81920, 80,
+                                 [(11, 1500), (12, 1500)], samples={})])
+    asked: list[int] = []
+
+    def samples(_handle: int, since_us: int) -> list[Any]:
+        asked.append(since_us)
+        return [types.SimpleNamespace(pid=pid, smUtil=sm, memUtil=0, timeStamp=since_us + 1)
+                for pid, sm in ((11, 20), (12, 5), (11, 70), (11, 30))]
+
+    module.nvmlDeviceGetProcessUtilization = samples
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    reader = NvmlReader.open()
+    assert reader is not None
+    before = time.time()
+    _gpus, processes, _warnings = await reader.read()
+    assert [(p.pid, p.util_pct) for p in processes] == [(11, 70), (12, 5)]
+    # the window: about one probe interval back from now, in microseconds
+    [since] = asked
+    assert (before - SAMPLE_WINDOW_S - 1) * 1e6 < since <= (time.time() - SAMPLE_WINDOW_S) * 1e6
+
+
+async def test_a_binding_without_the_power_calls_reads_no_power(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An old nvidia-ml-py has neither power call (AttributeError, not NVMLError): the card
+    reads without power, the rest as always."""
+    module: Any = stand_in([Card("GPU-aaaa", "Tesla K80", 100, 11441, 3, power_mw=90_000,
+                                 energy_mj=5_000)])
+    del module.nvmlDeviceGetPowerUsage
+    del module.nvmlDeviceGetTotalEnergyConsumption
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    reader = NvmlReader.open()
+    assert reader is not None
+    gpus, _processes, warnings = await reader.read()
+    assert gpus == [GpuReading(0, "GPU-aaaa", "Tesla K80", 100, 11441, 3, None, None)]
+    assert warnings == []

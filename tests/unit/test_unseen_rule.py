@@ -4,6 +4,7 @@ never read from which jobs, what was read instead, and the jobs that do not coun
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from eq_tui.manifest.model import EarlyStopSpec, PhaseSpec, ResultsSpec
@@ -11,11 +12,14 @@ from eq_tui.results.group import group
 from eq_tui.results.records import make_record
 from eq_tui.results.render import render
 from eq_tui.results.unseen import (
+    HALF_RUN,
     Sighting,
     Watched,
     from_records,
     markdown,
+    read_watched,
     unseen,
+    unseen_in_records,
     watched_from_json,
     watched_of,
 )
@@ -142,3 +146,80 @@ def test_records_count_once_collected_and_every_front_end_says_it() -> None:
                                                                          findings)
     assert findings[0].text() not in render(table, "csv", findings)
     assert markdown([]) == ""
+
+
+def test_the_edges_a_running_job_is_judged_at() -> None:
+    """Exactly `grace` reports of another metric, exactly half its run: due; one report fewer,
+    or a hair before half: not yet."""
+    assert unseen([EARLY], [running("a", {"loss": 2}, progress=HALF_RUN)]) != []
+    assert unseen([EARLY], [running("a", {"loss": 2}, progress=HALF_RUN - 0.01)]) == []
+    assert unseen([EARLY], [running("a", {"loss": 1, "lr": 1}, progress=0.9)]) == []
+    # a running job whose log is not followed says nothing either way
+    assert unseen([EARLY], [Sighting(id="a", phase="main", status="running")]) == []
+    # a metric only named with no report yet is not read
+    [finding] = unseen([EARLY], [running("a", {"loss": 2, "lr": 0})])
+    assert finding.instead == ("loss",)
+
+
+def test_what_was_read_instead_is_counted_once_per_job_most_common_first() -> None:
+    [finding] = unseen([GOAL], [done("a", {"lr": 1.0, "b_loss": 1.0}),
+                                done("b", {"b_loss": 2.0, "a_loss": 1.0}),
+                                done("c", {"a_loss": 2.0, "zz": 3.0})])
+    assert finding.instead == ("a_loss", "b_loss", "lr", "zz")  # ties by name
+    [one] = unseen([GOAL], [done("only", {})])
+    assert one.text() == ("metric 'val_accuracy' (goal) never read from 1 job of phase main "
+                          "(only): no metric at all was read from them — check the name, or "
+                          "run `eq-tui explain-log LOG MANIFEST` on one of their logs")
+    [near] = unseen([GOAL], [done("x", {"val_accurac": 1.0})])
+    assert near.text().endswith("read instead: val_accurac — is it 'val_accurac'? Check the "
+                                "name, or run `eq-tui explain-log LOG MANIFEST` on one of "
+                                "their logs")
+    assert near.to_json() == {"phase": "main", "metric": "val_accuracy", "role": "goal",
+                              "jobs": ["x"], "instead": ["val_accurac"], "near": "val_accurac"}
+    [far] = unseen([GOAL], [done("x", {"loss": 1.0})])
+    assert far.near() is None and far.to_json()["near"] is None
+
+
+def test_five_names_are_shown_whole_and_a_sixth_is_counted() -> None:
+    [five] = unseen([GOAL], [done(f"j{i}", {}) for i in range(5)])
+    assert "(j0, j1, j2, j3, j4):" in five.text()
+    [six] = unseen([GOAL], [done(f"j{i}", {}) for i in range(6)])
+    assert "(j0, j1, j2, j3, j4 and 1 more):" in six.text()
+
+
+def test_watched_reads_each_shape_a_manifest_json_may_have(tmp_path: Path) -> None:
+    data = {"phases": [
+        {"name": "a", "results": {"goal": [["acc", "max"], [], "loss"],
+                                  "early_stop": {"metric": "acc", "grace": 0}}},
+        {"results": {"goal": {"f1": "max"}, "early_stop": {"metric": 3, "grace": "2"}}},
+        {"name": "b", "results": {"goal": "acc", "early_stop": "asha"}},
+        {"name": "c", "results": None},
+        {"name": "d"}]}
+    assert watched_from_json(data) == [
+        Watched("a", "acc", "goal and early_stop", 1, True),
+        Watched("main", "f1", "goal", 1, False)]
+    assert watched_from_json({"phases": None}) == [] and watched_from_json({}) == []
+    (tmp_path / "manifest.json").write_text(json.dumps(data))
+    assert read_watched(tmp_path) == watched_from_json(data)
+    (tmp_path / "manifest.json").write_text("{not json")
+    assert read_watched(tmp_path) == []
+    assert read_watched(tmp_path / "gone") == []
+    early = EarlyStopSpec(metric="val_loss", goal="min", grace=0)
+    manifest = make_manifest(tmp_path, [job("a")], phases=(
+        PhaseSpec(name="main", results=ResultsSpec(early_stop=early)),))
+    assert watched_of(manifest) == [Watched("main", "val_loss", "early_stop", 1, True)]
+
+
+def test_records_of_another_phase_or_with_no_status_count_as_they_say() -> None:
+    records = [{"id": "a", "phase": "eval", "status": "completed", "metrics": {"x": 1.0},
+                "collected_at": 3.0},
+               {"id": "b", "metrics": None, "collected_at": 1.0},
+               {"id": "c", "status": "completed", "metrics": {"y": 2.0}, "collected_at": None}]
+    assert from_records(records) == [
+        Sighting(id="a", phase="eval", status="completed", final={"x": 1.0}),
+        Sighting(id="b", phase="main", status="", final={}),
+        Sighting(id="c", phase="main", status="completed", final=None)]
+    assert [f.jobs for f in unseen_in_records([GOAL], records)] == []
+    [finding] = unseen_in_records([replace(GOAL, phase="eval")], records)
+    assert finding.jobs == ("a",) and finding.instead == ("x",)
+    assert markdown([finding]) == f"## Metrics never read\n\n- {finding.text()}\n"
