@@ -107,14 +107,21 @@ def job_where(job: JobState) -> str | None:
     return f"{job.host}:{','.join(map(str, job.gpus))}" if job.gpus else job.host
 
 
-def job_reason(job: JobState, queue_reason: str = "") -> str:
+def waiting_ask(job: JobState) -> str:
+    """What a waiting job's next attempt asks after CUDA OOMs on a shared GPU, as the engine
+    published it (present/memory_ask.py); "" for any other job."""
+    if not job.status.is_waiting:
+        return ""
+    return next_ask({"mem_escalation": job.mem_escalation, "next_ask_level": job.next_ask_level,
+                     "next_ask_mib": job.next_ask_mib})
+
+
+def job_reason(job: JobState, queue_reason: str = "", ask: str = "") -> str:
     """Why it waits (its own reason, else the queue's), or what ended it (for a job that
-    needs a person); a job waiting after CUDA OOMs on a shared GPU says what its next attempt
-    asks (the engine's figure: present/memory_ask.py)."""
+    needs a person); `ask`: what its next attempt asks after CUDA OOMs on a shared GPU."""
     why = job.reason or (queue_reason if job.status.is_waiting else "")
     if not why and not job.status.is_waiting:
         why = job.failure.detail if job.failure and job.status.needs_person else ""
-    ask = next_ask(job.to_json()) if job.status.is_waiting else ""
     if ask:
         why = f"{why}; next attempt asks {ask}" if why else f"next attempt asks {ask}"
     return why
@@ -122,10 +129,10 @@ def job_reason(job: JobState, queue_reason: str = "") -> str:
 
 def job_row(job: JobState, queue_reason: str = "") -> dict[str, Any]:
     where = job_where(job)
-    ask = next_ask(job.to_json()) if job.status.is_waiting else ""
+    ask = waiting_ask(job)
     return {"id": job.id, "status": str(job.status), "host": job.host if where else None,
             "gpus": list(job.gpus) if where else [], "where": where,
-            "reason": job_reason(job, queue_reason), "next_ask": ask or None}
+            "reason": job_reason(job, queue_reason, ask), "next_ask": ask or None}
 
 
 def show_jobs(jobs: list[JobState], *, as_json: bool = False, queue_reason: str = "") -> None:

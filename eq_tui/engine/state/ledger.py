@@ -94,13 +94,6 @@ class Ledger:
             failure_class=failure_class, detail=detail))
         self.changed(job)
 
-    def set_next_ask(self, job: JobState, level: int, mib: int | None) -> None:
-        """What the scheduler asks for the job's next attempt after `level` CUDA OOMs on a
-        shared GPU (engine/tick/memory_asks.py), published for the front ends."""
-        if (job.next_ask_level, job.next_ask_mib) != (level, mib):
-            job.next_ask_level, job.next_ask_mib = level, mib
-            self.changed(job)
-
     @staticmethod
     def update(job: JobState, **values: Any) -> bool:
         """Sets these fields of a job (AttributeError for its status, attempts or command:

@@ -33,5 +33,6 @@ class MemoryAsks:
             return
         for job in waiting:
             spec = ledger.specs.get(job.id)
-            if spec is not None:
-                ledger.set_next_ask(job, job.mem_escalation, plan.need(job, spec).mib)
+            if spec is not None and ledger.update(job, next_ask_level=job.mem_escalation,
+                                                  next_ask_mib=plan.need(job, spec).mib):
+                ledger.changed(job)
