@@ -147,7 +147,7 @@ class Attempt:
         self.end = end if self.start is None else max(end, self.start)
 
 
-@dataclass
+@dataclass(slots=True)
 class JobState:
     """A job and its attempts. Where it runs, its log and its times are its current attempt's:
     they are read from `history`, never copied."""

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from eq_tui.api.events import Alert, Event, JobPruned
-from eq_tui.api.model import Attempt, JobState, JobStatus
+from eq_tui.api.events import Alert, Event, JobPruned, JobStateChanged
+from eq_tui.api.model import Attempt, Failure, JobState, JobStatus
 from eq_tui.engine.decide.pruning import Entry, judge
 from eq_tui.engine.tick.early_stop import FOLLOW_BYTES, EarlyStop
 from eq_tui.errors import HostError
@@ -305,7 +305,9 @@ async def test_jobs_a_probe_tells_of_that_are_not_running_early_stopped_jobs(
     bed.ctx.hosts["h"].snapshot = HostSnapshot(host="h", ok=True, taken_at=0.0,
                                                attempts=probes)
     await bed.book.check({"h"})
-    assert done.reports == [] and bed.jobs["lost"].reports == [] and quiet.reports == []
+    # a job that ended since the last look has its last lines read (below); the others nothing
+    assert done.reports == [0.1]
+    assert bed.jobs["lost"].reports == [] and quiet.reports == []
     assert bed.stopped == []
     assert bed.book.spec_for(bed.jobs["lost"]) is None
 
@@ -321,6 +323,7 @@ async def test_which_logs_are_followed(tmp_path: Path) -> None:
                PhaseSpec(name="eval")))
     refs = [AttemptRef(k, "s", "d", None) for k in ("run", "done", "to_end", "other", "gone")]
     assert bed.book.offsets(refs) == (("run", 42),)
+    assert bed.book.offsets(refs[::-1]) == (("run", 42),)
     # no phase stops early: nothing is followed, nothing is read
     off = Bed(tmp_path / "off", spec=None)
     (tmp_path / "off").mkdir()
@@ -354,6 +357,42 @@ async def test_a_job_first_at_a_rung_is_judged_again_as_others_reach_it(
     await bed.write({"third": "epoch 1/9 val_acc=0.1\n"})
     assert [name for name, _ in bed.stopped] == ["first", "third"]
     assert third.reason == "pruned at report 1: val_acc 0.1, rung cutoff 0.5 (top 1/3 of 3)"
+
+
+async def test_a_job_that_ended_between_two_looks_counts_with_its_last_reports(
+        tmp_path: Path) -> None:
+    """The probe that finds it ended carries its log from the offset read so far: its last
+    reports are read, never judged (it ended), and a running rival is judged again against
+    them. A job that ended in an earlier attempt keeps the reports of the current one."""
+    bed = Bed(tmp_path)
+    first = bed.add("first", "train --epochs 9")
+    fin = bed.add("fin", "train --epochs 2")
+    bed.start()
+    await bed.write({"first": "epoch 1/9 val_acc=0.3\nepoch 2/9 val_acc=0.4\n"})
+    assert bed.stopped == [] and fin.reports == []
+    # fin printed both epochs and exited between two probes; the reconciler has judged it
+    bed.ctx.ledger.set_status(fin, JobStatus.COMPLETED)
+    log = b"epoch 1/2 val_acc=0.6\nepoch 2/2 val_acc=0.1\n"
+    bed.ctx.hosts["h"].snapshot = HostSnapshot(host="h", ok=True, taken_at=0.0, attempts={
+        "fin": AttemptProbe(key="fin", session_alive=False, pid=1, pid_alive=False,
+                            started=0.0, exit_code=0, exited_at=1.0, log_size=len(log),
+                            output_ok=None, followed=log, followed_from=0)})
+    await bed.book.check({"h"})
+    assert fin.reports == [0.6, 0.1] and fin.reports_offset == len(log)
+    assert fin.status == JobStatus.COMPLETED  # its 0.1 at rung 2 is no verdict: it ended
+    # first, alone at rung 1 until now, is below fin's 0.6 there
+    assert [name for name, _ in bed.stopped] == ["first"]
+    assert first.status == JobStatus.PRUNED
+    # a probe of a job ended in another attempt than its reports' reads nothing
+    again = bed.add("again", "train --epochs 9", JobStatus.FAILED_OOM, reports=[0.5])
+    again.attempts = 2
+    bed.ctx.ledger.jobs["again"] = again
+    bed.ctx.hosts["h"].snapshot = HostSnapshot(host="h", ok=True, taken_at=0.0, attempts={
+        "again": AttemptProbe(key="again", session_alive=False, pid=1, pid_alive=False,
+                              started=0.0, exit_code=1, exited_at=1.0, log_size=12,
+                              output_ok=None, followed=b"val_acc=0.9\n", followed_from=0)})
+    await bed.book.check({"h"})
+    assert again.reports == [0.5]
 
 
 async def test_a_pattern_in_metrics_reads_the_reports(tmp_path: Path) -> None:
@@ -430,3 +469,124 @@ def test_a_job_with_fewer_reports_than_the_step_is_no_rival_there() -> None:
     # its own jobs that have not made the report yet do not count in its mean
     mine = [entry("x", "c=x", 0.5, 0.5, 0.95), entry("x2", "c=x", 0.1)]
     assert judge(ASHA, ("main", "c=x"), 3, [*rivals, *mine]) is None
+
+
+def events_of(bed: Bed) -> list[Event]:
+    out = []
+    while not bed.events.empty():
+        out.append(bed.events.get_nowait())
+    return out
+
+
+async def test_what_the_prune_event_and_the_state_change_say(tmp_path: Path) -> None:
+    """goal: min, the median rule; the figures rounded to six places; what an earlier attempt
+    left on the job (its failure) is cleared."""
+    spec = EarlyStopSpec(metric="loss", goal="min", rule="median")
+    bed = Bed(tmp_path, spec=spec, rivals={"r1": [0.3], "r2": [0.4], "r3": [1 / 3]})
+    job = bed.add("x", "train --epochs 9")
+    job.failure = Failure("cuda_oom", "attempt 1 ran out of memory")
+    job.retry_at = 5.0
+    bed.start()
+    bed.ctx.clock.now = 1234.5  # type: ignore[attr-defined]
+    await bed.write({"x": "epoch 1/9 loss=0.4123456789\n"})
+    reason = "pruned at report 1: loss 0.4123, median 0.3333 of 3 other configurations"
+    assert (job.status, job.reason, job.failure, job.retry_at) == (JobStatus.PRUNED, reason,
+                                                                   None, None)
+    events = events_of(bed)
+    [event] = [e for e in events if isinstance(e, JobPruned)]
+    assert (event.project, event.at, event.rule, event.value, event.cutoff, event.rivals) == (
+        "p", 1234.5, "median", 0.412346, 0.333333, 3)
+    [change] = [e for e in events if isinstance(e, JobStateChanged) and e.job == "x"]
+    assert (change.old, change.new, change.detail) == ("running", "pruned", reason)
+
+
+async def test_a_job_not_from_a_grid_is_its_own_configuration(tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    for job in bed.jobs.values():
+        job.params = {}
+    bed.add("x", "train --epochs 9").params = {}
+    bed.start()
+    await bed.write({"x": "epoch 1/9 val_acc=0.5\n"})
+    assert [name for name, _ in bed.stopped] == ["x"]
+
+
+async def test_what_is_read_carries_over_from_probe_to_probe(tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    job = bed.add("x", "train --epochs 9")
+    bed.start()
+    # the same epoch's figure printed again is no new report, though a probe came between
+    await bed.write({"x": "epoch 1/9 val_acc=0.9\n"})
+    await bed.write({"x": "epoch 1/9 val_acc=0.91\n"})
+    assert job.reports == [0.9]
+    assert bed.book.names_seen["x"] == (1, {"val_acc": 1})
+    await bed.write({"x": "epoch 2/9 val_acc=0.92\n"})
+    assert job.reports == [0.9, 0.92]
+    assert bed.book.names_seen["x"] == (1, {"val_acc": 2})
+
+
+async def test_the_end_read_in_one_probe_holds_for_the_report_in_the_next(
+        tmp_path: Path) -> None:
+    """Keras prints the epoch's end, then its validation on a line of its own: the report
+    comes with the next probe, made at the whole job's end all the same."""
+    bed = Bed(tmp_path, rivals=GOOD)
+    job = bed.add("x", "train --epochs 9")
+    bed.start()
+    await bed.write({"x": "epoch 1/3 val_acc=0.9\nepoch 2/3 val_acc=0.9\n"
+                          "epoch 3/3 loss=0.2\n"})
+    await bed.write({"x": "val_acc=0.1\n"})
+    assert job.reports == [0.9, 0.9, 0.1] and bed.stopped == []
+
+
+async def test_lines_end_at_the_last_newline_or_carriage_return_and_bad_bytes_are_read(
+        tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    job = bed.add("x", "train --epochs 9")
+    bed.start()
+    await bed.write({"x": "\n"})  # a blank line is a line
+    assert job.reports_offset == 1
+    await bed.write({"x": "val_acc=0.95\rval_acc=0.96\r"})
+    assert job.reports == [0.95, 0.96] and job.reports_offset == len(bed.logs["x"])
+    bed.logs["x"] += b"\xff\xfe "
+    await bed.write({"x": "val_acc=0.97\n"})
+    assert job.reports == [0.95, 0.96, 0.97]
+
+
+async def test_a_probe_goes_on_past_jobs_it_does_not_read(tmp_path: Path) -> None:
+    bed = Bed(tmp_path, rivals=GOOD)
+    done = bed.add("done", "train --epochs 9", JobStatus.COMPLETED)
+    done.attempts = 2  # it ended in an attempt whose log is not the one its reports came from
+    job = bed.add("x", "train --epochs 9")
+    bed.start()
+    probe = {key: AttemptProbe(key=key, session_alive=True, pid=1, pid_alive=True, started=0.0,
+                               exit_code=None, exited_at=None, log_size=9, output_ok=None,
+                               followed=b"epoch 1/9 val_acc=0.95\n", followed_from=0)
+             for key in ("nobody", "done", "x")}  # in this order
+    bed.ctx.hosts["h"].snapshot = HostSnapshot(host="h", ok=True, taken_at=0.0,
+                                               attempts=probe)
+    # the hosts probed come in no set order: with many not up, h is read whichever comes first
+    await bed.book.check({*(f"down{i}" for i in range(30)), "h"})
+    assert job.reports == [0.95] and done.reports == []
+
+
+async def test_judging_again_goes_on_past_jobs_that_are_not_judged(tmp_path: Path) -> None:
+    bed = Bed(tmp_path)
+    bed.add("done", "train --epochs 9", JobStatus.COMPLETED)  # before the others, no reports
+    bed.add("fresh", "train --epochs 9")  # running, no report yet: no rung
+    first = bed.add("first", "train --epochs 9")
+    bed.start()
+    await bed.write({"first": "epoch 1/9 val_acc=0.3\n"})
+    second = bed.add("second", "train --epochs 9")
+    bed.ctx.ledger.jobs["second"] = second
+    await bed.write({"second": "epoch 1/9 val_acc=0.6\n"})
+    assert [name for name, _ in bed.stopped] == ["first"]
+    assert first.status == JobStatus.PRUNED
+
+
+def test_a_rivals_value_is_the_mean_of_its_seeds_and_the_cutoff_itself_goes_on() -> None:
+    rivals = [entry("b1", "c=b", 0.6), entry("b2", "c=b", 0.8), entry("c1", "c=c", 0.9)]
+    # b's mean 0.7 and c's 0.9: the cutoff of 0.7 and 0.9 at 2/3 is 0.8333
+    verdict = judge(ASHA, ("main", "c=x"), 1, [*rivals, entry("x", "c=x", 0.8)])
+    assert verdict is not None and verdict.cutoff == pytest.approx(0.7 + 0.2 * 2 / 3)
+    # a job at the cutoff exactly is not worse than it, goal max as goal min
+    at = judge(ASHA, ("main", "c=x"), 1, [entry("a", "c=a", 0.5), entry("x", "c=x", 0.5)])
+    assert at is None

@@ -7,9 +7,12 @@ complete line that prints the metric (the way `metrics:` reads a log: key=value,
 state file): a restarted engine goes on from there. `decide/pruning.py` judges each new report;
 a loser's session is stopped like a kill and the ledger records it `pruned` (not a failure:
 never retried, no person needed, not the crash guard's business), with the reason in words.
-A report made when the whole job is at its end (`epoch 9/9`, read as `api/job_progress.py`
-reads a job's lines: never a per-epoch or an evaluation bar at 100 %) is never judged, and a
-job at its end is not judged again as others reach its rung: it is finishing anyway.
+The probe that finds an attempt ended still carries its log from that offset, and its last
+reports are read (never judged): a job that finished between two looks counts with its whole
+run against the others. A report made when the whole job is at its end (`epoch 9/9`, read as
+`api/job_progress.py` reads a job's lines: never a per-epoch or an evaluation bar at 100 %) is
+never judged, and a job at its end is not judged again as others reach its rung: it is
+finishing anyway.
 """
 
 from __future__ import annotations
@@ -104,6 +107,7 @@ class EarlyStop:
         ctx = self.ctx
         jobs = ctx.ledger.jobs
         judged: list[tuple[JobState, EarlyStopSpec, list[tuple[int, bool]]]] = []
+        finished_grew = False
         for host in probed:
             record = ctx.hosts.get(host)
             snap = record.snapshot if record is not None else None
@@ -112,17 +116,23 @@ class EarlyStop:
             for key, probe in snap.attempts.items():
                 job = jobs.get(key)
                 spec = self.spec_for(job) if job is not None else None
-                if job is None or spec is None or job.status != JobStatus.RUNNING:
+                if job is None or spec is None or probe.followed_from is None:
                     continue
-                new = self._ingest(job, spec, probe)
-                if new:
-                    judged.append((job, spec, new))
+                if job.status == JobStatus.RUNNING:
+                    new = self._ingest(job, spec, probe)
+                    if new:
+                        judged.append((job, spec, new))
+                elif job.reports_attempt == job.attempts:
+                    # it ended since the last look: its last reports are read, never judged,
+                    # so the rung tables hold the whole run of a job that finished
+                    finished_grew |= bool(self._ingest(job, spec, probe))
         losers = []
         for job, spec, new in judged:
             verdict = self._judge(job, spec, new)
             if verdict is not None:
                 losers.append((job, spec, verdict))
-        if judged:  # the rung tables grew: who ran on with fewer rivals may be a loser now
+        if judged or finished_grew:
+            # the rung tables grew: who ran on with fewer rivals may be a loser now
             losers += self._judge_again({job.id for job, _, _ in losers})
         if losers:
             await asyncio.gather(*(self._prune(job, spec, verdict)

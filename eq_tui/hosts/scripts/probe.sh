@@ -313,13 +313,15 @@ while IFS="$tab" read -r kind key a b2 c follow; do
                 echo "T${tab}${key}${tab}$(tail -c 4096 "$dir/log" 2>/dev/null | hex)"
             else
                 running="$running$key$tab$dir/log$nl"
-                case $follow in
-                    ''|*[!0-9]*) ;;
-                    *) if [ "${size:-0}" -gt "$follow" ] 2>/dev/null; then
-                           echo "F${tab}${key}${tab}${follow}${tab}$(tail -c +"$((follow + 1))" "$dir/log" 2>/dev/null | head -c 65536 | hex)"
-                       fi ;;
-                esac
             fi
+            # an attempt that ended since the last look is followed to its end too: its
+            # last reports count
+            case $follow in
+                ''|*[!0-9]*) ;;
+                *) if [ "${size:-0}" -gt "$follow" ] 2>/dev/null; then
+                       echo "F${tab}${key}${tab}${follow}${tab}$(tail -c +"$((follow + 1))" "$dir/log" 2>/dev/null | head -c 65536 | hex)"
+                   fi ;;
+            esac
             ;;
         O|P)
             if matches "$a"; then found=1; else found=0; fi
