@@ -54,6 +54,7 @@ _MANIFEST_ALL = [
     "tests/unit/test_secrets.py",
     "tests/unit/test_json_schema.py",
     "tests/unit/test_expand.py",
+    "tests/unit/manifest/test_checkpoint_keys.py",
 ]
 MODULES: dict[str, list[str]] = {
     "eq_tui/engine/tick/classify.py": [
@@ -134,6 +135,18 @@ MODULES: dict[str, list[str]] = {
     ],
     "eq_tui/hosts/slurm_parse.py": [
         "tests/unit/test_slurm_parse.py",
+    ],
+    "eq_tui/engine/tick/wants.py": [
+        "tests/unit/test_wants.py",
+    ],
+    "eq_tui/engine/tick/drain_launch.py": [
+        "tests/unit/test_drain_launch_rules.py",
+    ],
+    "eq_tui/hosts/claims.py": [
+        "tests/unit/test_claims_rules.py",
+    ],
+    "eq_tui/manifest/added_jobs.py": [
+        "tests/unit/manifest/test_added_jobs.py",
     ],
 }
 RECORD = ROOT / "bench" / "results" / "mutation_scores.json"

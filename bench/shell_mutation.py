@@ -53,14 +53,16 @@ _TWO_USERS = "tests/integration/test_claims_two_users.py"
 _LAUNCH = "tests/integration/test_launch_script.py"
 _CLAIMS_EDGES = "tests/integration/test_claims_script_edges.py"
 _RULES_EDGES = "tests/integration/test_rules_script_edges.py"
+_FAIR_EDGES = "tests/integration/test_fair_turns_script_edges.py"
 SCRIPTS: dict[str, list[str]] = {
     "eq_tui/hosts/scripts/launch.sh": [_LAUNCH, _HOST_SHELL, _SHELL_HOST, _CLAIMS_HOST,
                                        *_DRAIN_HOST],
     "eq_tui/hosts/scripts/_claims.sh": [_CLAIMS_EDGES, _CLAIMS_HOST, _HOST_SHELL],
-    "eq_tui/hosts/scripts/_claim_launch.sh": [_CLAIMS_EDGES, _RULES_EDGES, _CLAIMS_HOST],
+    "eq_tui/hosts/scripts/_claim_launch.sh": [_CLAIMS_EDGES, _RULES_EDGES, _FAIR_EDGES,
+                                              _CLAIMS_HOST],
     "eq_tui/hosts/scripts/_drain_wait.sh": _DRAIN_HOST,
     "eq_tui/hosts/scripts/_rules_launch.sh": [_RULES_EDGES, _CLAIMS_HOST],
-    "eq_tui/hosts/scripts/_fair_turns.sh": [_CLAIMS_HOST, _TWO_USERS],
+    "eq_tui/hosts/scripts/_fair_turns.sh": [_FAIR_EDGES, _CLAIMS_HOST, _TWO_USERS],
 }
 # Survivors no test can kill because no input tells them from the script: each argued under
 # its script in docs/testing.md. They stay survivors in the score; the floor the host scripts

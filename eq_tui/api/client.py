@@ -39,6 +39,8 @@ class AttemptRecord(TypedDict, total=False):
     shared_off_s: float  # GPU-seconds others had of its shared GPUs (results/cost.py)
     energy_j: float | None  # joules its GPUs drew for it so far; None: no reading yet
     energy_gap: bool  # some of its time had no power reading: its energy is unknown
+    end_by_engine: bool  # its end is the engine's clock: the host could not say
+    resumed_from: str | None  # the checkpoint it resumed from; None: from scratch
 
 
 class JobRecord(TypedDict, total=False):

@@ -70,6 +70,8 @@ class FailureClass(StrEnum):
     LAUNCH_FAILED = "launch_failed"
     REQUEUED = "requeued"  # a person requeued a running attempt
     STALLED = "stalled"  # hang detection stopped it (on_stall: restart | kill)
+    # a resume from a checkpoint failed before any progress: the next falls back a checkpoint
+    RESUME_FAILED = "resume_failed"
 
 
 def _plain(value: Any) -> Any:
@@ -140,6 +142,9 @@ class Attempt:
     # its `end` is the engine's clock: the host had no record of when it ended (a session
     # lost with its host, a stop on a host that cannot say); else both ends are the host's
     end_by_engine: bool = False
+    # the checkpoint it resumed from (a path on its host, relative to the job's working
+    # directory); None: it started from scratch
+    resumed_from: str | None = None
 
     def close(self, end: float) -> None:
         """Record its end, never before its start: an exit record with whole seconds only, or
@@ -193,12 +198,19 @@ class JobState:
     reports_attempt: int = 0  # the attempt `reports` belong to
     reports_offset: int = 0  # bytes of that attempt's log read for reports
     run_to_end: bool = False  # a person retried it after it was pruned: never stopped early
+    # an attempt that resumed from a checkpoint carries the reports made before it: how many
+    # (trimmed, at its first own report, to those made before the position it resumed at),
+    # and the whole job's progress fraction at each report (None: not known)
+    reports_carried: int = 0
+    report_fractions: list[float | None] | None = None
     # the whole job's progress in its current attempt (api/job_progress.py JobProgress, as
     # JSON: `fraction`, `at` — when that fraction was first seen —, `unit`, `total`,
     # `source`), kept by the engine from what its probes saw (engine/tick/progress.py); None
     # before any, and again on a new attempt
     progress: dict[str, Any] | None = None
     progress_attempt: int = 0  # the attempt `progress` belongs to
+    # checkpoints a resume failed on at once (engine/tick/resume.py): never chosen again
+    failed_checkpoints: list[str] = field(default_factory=list)
 
     @property
     def current(self) -> Attempt | None:
@@ -293,8 +305,12 @@ class JobState:
             reports_attempt=int(data.get("reports_attempt") or 0),
             reports_offset=int(data.get("reports_offset") or 0),
             run_to_end=bool(data.get("run_to_end")),
+            reports_carried=int(data.get("reports_carried") or 0),
+            report_fractions=list(data["report_fractions"])
+            if isinstance(data.get("report_fractions"), list) else None,
             progress=data["progress"] if isinstance(data.get("progress"), dict) else None,
             progress_attempt=int(data.get("progress_attempt") or 0),
+            failed_checkpoints=[str(x) for x in data.get("failed_checkpoints") or []],
         )
 
 

@@ -130,9 +130,14 @@ def job_reason(job: JobState, queue_reason: str = "", ask: str = "") -> str:
 def job_row(job: JobState, queue_reason: str = "") -> dict[str, Any]:
     where = job_where(job)
     ask = waiting_ask(job)
+    current = job.current
+    resumed = current.resumed_from if current is not None and where else None
+    reason = job_reason(job, queue_reason, ask)
+    if resumed:
+        reason = f"{reason}; resumed from {resumed}" if reason else f"resumed from {resumed}"
     return {"id": job.id, "status": str(job.status), "host": job.host if where else None,
             "gpus": list(job.gpus) if where else [], "where": where,
-            "reason": job_reason(job, queue_reason, ask), "next_ask": ask or None}
+            "reason": reason, "next_ask": ask or None, "resumed_from": resumed}
 
 
 def show_jobs(jobs: list[JobState], *, as_json: bool = False, queue_reason: str = "") -> None:

@@ -159,6 +159,7 @@ class LaunchRequest:
     venv: str | None = None
     claim: ClaimTicket | None = None  # take claims on its GPUs first (claims.py)
     drain: DrainWait | None = None  # wait on the host for GPUs still draining first
+    resumed_from: str | None = None  # the checkpoint `cmd` resumes from (engine/tick/resume.py)
 
 
 # A person's kill: the job's signal, then SIGKILL once this grace has run out. Short: the GPU is

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eq_tui.manifest import schema
+from eq_tui.manifest.checkpoint_keys import CheckpointAt, check_rendered_path, parse_checkpoint
 from eq_tui.manifest.expand import (
     GRID_KEY,
     LAUNCH_TIME_VARS,
@@ -28,7 +29,13 @@ from eq_tui.manifest.expand import (
     valid_arg_key,
 )
 from eq_tui.manifest.ids import ID_PATTERN
-from eq_tui.manifest.model import METRICS_FILE_KEYS, JobSpec, MetricsSpec, Precondition
+from eq_tui.manifest.model import (
+    METRICS_FILE_KEYS,
+    CheckpointSpec,
+    JobSpec,
+    MetricsSpec,
+    Precondition,
+)
 from eq_tui.manifest.results_keys import HOST_PATTERN_KEYS, check_host_pattern, parse_metrics
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.sharing import Sharing, for_gpus, parse_sharing
@@ -68,6 +75,7 @@ class Scope:
     stall_after: float | None = None
     on_stall: str = "alert"
     sharing: Sharing = field(default_factory=Sharing)
+    checkpoint: CheckpointAt | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,7 @@ def parse_scope(ctx: Context, raw: dict[str, Any], path: Path_, parent: Scope) -
     scope.stall_after = parse_stall_after(ctx, raw, path, scope.stall_after)
     scope.on_stall = parse_on_stall(ctx, raw, path, scope.on_stall)
     scope.sharing = parse_sharing(ctx, raw, path, scope.sharing)
+    scope.checkpoint = parse_checkpoint(ctx, raw, path, scope.checkpoint)
     return scope
 
 
@@ -255,7 +264,21 @@ class JobMaker:
             params=tuple(point.items()),
             stall_after=parse_stall_after(ctx, entry, path, scope.stall_after),
             on_stall=parse_on_stall(ctx, entry, path, scope.on_stall),
-            mem_mib=sharing.mem_mib, exclusive=sharing.exclusive, family=family)
+            mem_mib=sharing.mem_mib, exclusive=sharing.exclusive, family=family,
+            checkpoint=self._checkpoint(entry, path, scope, variables, point, job_id))
+
+    def _checkpoint(self, entry: dict[str, Any], path: Path_, scope: Scope,
+                    variables: dict[str, str], point: dict[str, str],
+                    job_id: str) -> CheckpointSpec | None:
+        at = parse_checkpoint(self.ctx, entry, path, scope.checkpoint)
+        if at is None:
+            return None
+        variables = {"id": job_id, "JOB_ID": job_id, **variables}
+        glob = self._sub(at.path, variables, (*at.where, "path"), point)
+        check_rendered_path(self.ctx, glob, (*at.where, "path"), job_id)
+        return CheckpointSpec(path=glob, resume=self._sub(at.resume, variables,
+                                                          (*at.where, "resume"), point,
+                                                          quote=True))
 
     def _metrics(self, entry: dict[str, Any], path: Path_, scope: Scope,
                  variables: dict[str, str], point: dict[str, str]) -> MetricsSpec | None:

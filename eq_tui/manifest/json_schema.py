@@ -194,6 +194,20 @@ _EARLY_STOP = _obj({
 }, required=("metric",), description="Early stopping: asynchronous successive halving or the "
                "median rule, per configuration (the mean over its seeds).")
 
+_CHECKPOINT_DEF = _obj({
+    "path": _doc({"type": "string", "minLength": 1},
+                 "A glob of the job's checkpoint files on its host, relative to its working "
+                 "directory; ${var} as in cmd (${id}: the job's id).",
+                 examples=["ckpt/${id}/*.pt"]),
+    "resume": _doc({"type": "string", "pattern": r"\{checkpoint\}"},
+                   "The arguments appended to the command on a restart when a checkpoint "
+                   "exists; {checkpoint} is the newest complete one, quoted.",
+                   examples=["--resume {checkpoint}"]),
+}, required=("path", "resume"), description="A job's checkpoint contract.")
+_CHECKPOINT = _doc(_nullable({"$ref": "#/$defs/checkpoint"}),
+                   "Every restart (OOM retry, requeue, retry, stall restart) resumes from the "
+                   "newest complete checkpoint the path matches.")
+
 _PRIORITY = _doc(_nullable({"type": "integer"}), "Higher launches first; ties in manifest "
                  "order. A person's priority (+/-, eq-tui priority) wins from then on.",
                  default=0)
@@ -233,6 +247,7 @@ _JOB_FIELDS = {
     "metrics": _METRICS_REF,
     "priority": _PRIORITY,
     **_STALL,
+    "checkpoint": _CHECKPOINT,
 }
 _JOB = _obj(_JOB_FIELDS, description="One job: an id, and cmd or args after default_cmd.")
 _TEMPLATE = _obj(_JOB_FIELDS, description="A job for every grid point; without id, jobs are "
@@ -261,6 +276,7 @@ _SCOPE = {
     "metrics": _METRICS_REF,
     "priority": _PRIORITY,
     **_STALL,
+    "checkpoint": _CHECKPOINT,
 }
 
 _PHASE = _obj({
@@ -361,7 +377,7 @@ SCHEMA: dict[str, Any] = {
               "oom_retry": _OOM_RETRY, "precondition": _PRECONDITION, "job": _JOB,
               "template": _TEMPLATE, "phase": _PHASE, "metrics": _METRICS,
               "crash_guard": _CRASH_GUARD, "notify": _NOTIFY,
-              "early_stop": _EARLY_STOP},
+              "early_stop": _EARLY_STOP, "checkpoint": _CHECKPOINT_DEF},
 }
 
 

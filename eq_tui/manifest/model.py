@@ -176,6 +176,16 @@ class PhaseSpec:
 
 
 @dataclass(frozen=True)
+class CheckpointSpec:
+    """A job's checkpoint contract: where it saves (`path`, a glob relative to its working
+    directory, rendered for the job) and how it resumes (`resume`, the arguments appended to
+    its command on a restart when a checkpoint exists; `{checkpoint}` is the newest, quoted)."""
+
+    path: str
+    resume: str
+
+
+@dataclass(frozen=True)
 class JobSpec:
     id: str
     phase: str
@@ -191,6 +201,7 @@ class JobSpec:
     mem_mib: int | Literal["auto"] | None = None  # None: not given, its GPUs are its own
     exclusive: bool = False  # wants its GPUs alone even when others would fit beside it
     family: str = ""  # jobs that learn memory from each other: "<phase>/template" or the phase
+    checkpoint: CheckpointSpec | None = None  # None: every restart starts from scratch
 
     def __post_init__(self) -> None:
         if not self.family:  # specs built in code (tests, run-time adds) get their phase's

@@ -112,7 +112,8 @@ def failure_class(job: Mapping[str, Any]) -> str:
 
 # the failure column's words: at most 9 characters, so that the class reads whole
 FAILURE_SHORT = {"port_in_use": "port used", "output_missing": "no output",
-                 "dependency": "upstream", "launch_failed": "no launch"}
+                 "dependency": "upstream", "launch_failed": "no launch",
+                 "resume_failed": "bad ckpt"}
 
 
 def failure_text(job: Mapping[str, Any]) -> str:

@@ -45,14 +45,17 @@ class Bed:
         changed = {k: v for k, v in {**self.env, **env}.items() if v is not None}
         return ShellHost("t", LocalRunner(changed), session_prefix="eqe_")
 
-    async def launch(self, job: str, *, mib: int | None = None) -> None:
+    async def launch(self, job: str, *, mib: int | None = None, token: str = "t1",
+                     gpus: tuple[int, ...] = (0,), known: tuple[str, ...] = (),
+                     cmd: str = "sleep 30", **env: str | None) -> None:
         request = LaunchRequest(
             job_id=job, attempt=1, session=f"eqe_{job}_a1",
             attempt_dir=str(self.tmp / "logs" / job / "a1"), cwd=str(self.tmp),
-            cmd="sleep 30", gpus=(0,), env={"CUDA_VISIBLE_DEVICES": "0"}, conda=None,
-            conda_hook=None, launcher="screen", claim=ClaimTicket("p", "t1", mib, ()))
+            cmd=cmd, gpus=gpus, env={"CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))},
+            conda=None, conda_hook=None, launcher="screen",
+            claim=ClaimTicket("p", token, mib, known))
         self.started.append((request.session, request.attempt_dir))
-        await self.host().launch(request)
+        await self.host(**env).launch(request)
 
     async def claims_now(self) -> tuple[GpuClaim, ...]:
         snap = await self.host().probe(ProbeRequest())
@@ -71,7 +74,7 @@ class Bed:
 async def bed() -> AsyncIterator[Bed]:
     tmp = Path(tempfile.mkdtemp(prefix="eqce-"))  # short: socket paths stay under 108 bytes
     (tmp / "screen").mkdir(mode=0o700)
-    state = init_sim_state(tmp / "sim", host="t", gpus=1, memory_mib=8000)
+    state = init_sim_state(tmp / "sim", host="t", gpus=2, memory_mib=8000)
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "STY")}
     env.update(PATH=f"{sim_bin_dir()}{os.pathsep}{env['PATH']}", EQ_SIM_STATE=str(state),
                SCREENDIR=str(tmp / "screen"), EQ_TUI_CLAIMS=str(tmp / "claims"),
@@ -171,19 +174,6 @@ def test_a_claim_is_written_whole_over_what_the_file_held(bed: Bed) -> None:
     assert path.read_text() == "eqclaim1 0 u p t a 1 2 - 500 new\n"
 
 
-def waiting_on(claims: Path) -> bool:
-    """Whether a `flock` of a launch whose claims directory is `claims` is running."""
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            environ = (proc / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if cmdline[:1] == [b"flock"] and f"EQ_TUI_CLAIMS={claims}".encode() in environ:
-            return True
-    return False
-
-
 async def test_the_hosts_lock_is_every_users_and_a_launch_waits_for_it(bed: Bed) -> None:
     """The first launch makes the claims directory (sticky, every user's) and its lock file,
     readable by every user whatever the launching user's umask; a launch checks and takes its
@@ -200,7 +190,7 @@ async def test_the_hosts_lock_is_every_users_and_a_launch_waits_for_it(bed: Bed)
         second = asyncio.ensure_future(bed.launch("b", mib=1000))
         try:
             async def blocked() -> bool:
-                return waiting_on(bed.claims)
+                return lock_waiters(bed.claims, [b"flock"])
 
             await wait_until(blocked, timeout=20, what="the launch to wait for the lock")
             assert not second.done()
@@ -209,3 +199,79 @@ async def test_the_hosts_lock_is_every_users_and_a_launch_waits_for_it(bed: Bed)
             fcntl.flock(lock, fcntl.LOCK_UN)
         await second
     assert sorted(c.job for c in await bed.claims_now()) == ["a", "b"]
+
+
+async def test_our_own_claims_count_beside_a_claim_the_engine_did_not_know_of(bed: Bed) -> None:
+    """8000 MiB: our job's claim of 2000 and another engine's of 3000, neither allocated yet.
+    Placed knowing the other's claim, ours need not be counted (the engine did): 5000 free; a
+    claim it did not know of is news, and then ours count beside it: 3000 free."""
+    await bed.launch("own", mib=2000)
+    await bed.launch("news", mib=3000, token="t2")
+    [news] = [c.name for c in await bed.claims_now() if c.job == "news"]
+    with pytest.raises(ClaimRefused, match=r"3000 MiB free beside the claims on it; the job "
+                                           r"needs 3500 \(claimed since the engine looked\)"):
+        await bed.launch("c", mib=3500)
+    await bed.launch("c", mib=3500, known=(news,))
+
+
+async def test_a_claim_holds_what_its_job_has_not_allocated_on_that_gpu(bed: Bed) -> None:
+    """A claim of 2000 MiB on GPUs 0 and 1, whose job has allocated 3000 on GPU 0 (more than
+    its estimate: nothing more to come) and 1000 on GPU 1 (1000 to come there; what it holds
+    on GPU 0 is not GPU 1's)."""
+    train = "fake-train --epochs 120 --epoch-seconds 0.5 --mem"
+    await bed.launch("a", mib=2000, gpus=(0, 1), cmd=f"CUDA_VISIBLE_DEVICES=0 {train} 3000 & "
+                                                     f"CUDA_VISIBLE_DEVICES=1 {train} 1000 & wait")
+
+    async def allocated() -> bool:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used",
+                              "--format=csv,noheader,nounits"], env=bed.env,
+                             capture_output=True, text=True).stdout.split()
+        return [int(used) for used in out] == [3000, 1000]
+
+    await wait_until(allocated, timeout=30, what="a's memory on both GPUs")
+    known = tuple(c.name for c in await bed.claims_now())
+    with pytest.raises(ClaimRefused, match=r"GPU 0 has 5000 MiB free beside the claims on it"):
+        await bed.launch("b", mib=5500, token="t2", gpus=(0,), known=known)
+    with pytest.raises(ClaimRefused, match=r"GPU 1 has 6000 MiB free beside the claims on it"):
+        await bed.launch("b", mib=6500, token="t2", gpus=(1,), known=known)
+
+
+def lock_waiters(claims: Path, command: list[bytes]) -> bool:
+    """Whether a process running `command` for a launch whose claims directory is `claims`
+    is there."""
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmdline[:len(command)] == command and \
+                f"EQ_TUI_CLAIMS={claims}".encode() in environ:
+            return True
+    return False
+
+
+async def test_without_flock_the_lock_is_a_directory_a_launch_waits_for(bed: Bed) -> None:
+    """A host with no flock (not Linux): the lock is the directory lock.d, taken by whoever
+    makes it; a launch waits (0.1 s at a time) while another holds it, and leaves none."""
+    farm = bed.tmp / "noflock"  # every command of this PATH but flock
+    farm.mkdir()
+    for directory in bed.env["PATH"].split(os.pathsep)[1:]:
+        for tool in Path(directory).glob("*") if Path(directory).is_dir() else ():
+            if tool.name != "flock" and not (farm / tool.name).exists():
+                (farm / tool.name).symlink_to(tool)
+    path = f"{sim_bin_dir()}{os.pathsep}{farm}"
+    bed.claims.mkdir(mode=0o1777)
+    (bed.claims / "lock.d").mkdir()
+    second = asyncio.ensure_future(bed.launch("a", mib=1000, PATH=path))
+    try:
+        async def waiting() -> bool:
+            return lock_waiters(bed.claims, [b"sleep", b"0.1"])
+
+        await wait_until(waiting, timeout=20, what="the launch to wait for lock.d")
+        assert not second.done() and await bed.claims_now() == ()
+    finally:
+        (bed.claims / "lock.d").rmdir()
+    await second
+    assert [c.job for c in await bed.claims_now()] == ["a"]
+    assert not (bed.claims / "lock.d").exists()

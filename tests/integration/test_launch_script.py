@@ -172,3 +172,32 @@ def test_a_session_whose_wrapper_never_starts_fails_the_launch_in_20_s(bed: Bed)
     assert done.stderr.endswith(
         f"\neq-tui: session {request.session} did not start its wrapper within 20 s\n")
     assert not (Path(request.attempt_dir) / "env.fifo").exists()
+
+
+def test_a_launch_with_no_drain_and_no_claims_never_reads_the_gpus(bed: Bed) -> None:
+    """nvidia-smi runs in a launch only for a drain wait or the claims' checks (the
+    simulator's record of who asked)."""
+    calls = bed.tmp / "calls"
+    request = bed.request("plain")
+    done = bed.launch(request, env=dict(bed.env, EQ_SIM_CALLS=str(calls)))
+    assert done.returncode == 0, done.stderr
+    assert not calls.exists()
+
+
+async def test_a_screen_job_gets_the_session_screen_gives_it_not_the_launchs_terminal(
+        bed: Bed) -> None:
+    """The launch's own environment is handed over again only under tmux (whose server's is
+    not the launch's); a screen session is started from the launch's already, and what screen
+    sets itself (TERM) stays screen's."""
+    host = ShellHost("l", LocalRunner(dict(bed.env, TERM="eq-launch-term")),
+                     session_prefix="eqls_")
+    request = bed.request("term", 'echo "term: $TERM"')
+    await host.launch(request)
+    done = Path(request.attempt_dir) / "exit"
+
+    async def ended() -> bool:
+        return done.exists()
+
+    await wait_until(ended, what="the attempt's exit record")
+    log = (Path(request.attempt_dir) / "log").read_text()
+    assert "term: screen" in log and "eq-launch-term" not in log

@@ -119,6 +119,34 @@ def gpu_time_shares(found: Sequence[Booking], window: tuple[float, float],
     return {engine: seconds / total for engine, seconds in held.items()}
 
 
+def taken_while_behind(found: Sequence[Booking], taker: str, waiter: str,
+                       window: tuple[float, float], mib_of: Mapping[str, int] | None = None,
+                       slack: float = 3.0) -> list[Booking]:
+    """The `taker` engine's bookings (engine names start with it) that started within `window`
+    on a host where the `waiter` engine held less than the taker just then (GPUs, or with
+    `mib_of` MiB): a freed GPU or room the taker kept while the other, waiting, held less
+    there; fair turns give it to the one that holds less. The records lag the claims the
+    launch weighed (a start is written up to `slack` s after its claim), so each count leans
+    the taker's way: the waiter held every booking of its there that ran within `slack` of the
+    start, the taker only its others that ran from `slack` before the start to past it."""
+    taken = []
+    for b in found:
+        if not b.engine.startswith(taker) or not window[0] <= b.start < window[1]:
+            continue
+        on_host = [o for o in found if o.host == b.host and o is not b]
+        waiter_held = sum(_weight(o, mib_of) for o in on_host if o.engine.startswith(waiter)
+                          and o.start <= b.start + slack and o.end >= b.start - slack)
+        taker_held = sum(_weight(o, mib_of) for o in on_host if o.engine.startswith(taker)
+                         and o.start <= b.start - slack and o.end > b.start)
+        if waiter_held < taker_held:
+            taken.append(b)
+    return taken
+
+
+def _weight(booking: Booking, mib_of: Mapping[str, int] | None) -> int:
+    return mib_of[booking.job] if mib_of is not None else 1
+
+
 def timeline(found: Sequence[Booking]) -> str:
     """The bookings in order of start, seconds after the first: for a failing test's message."""
     if not found:

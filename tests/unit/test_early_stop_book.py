@@ -238,6 +238,45 @@ async def test_a_new_attempt_starts_its_reports_over(tmp_path: Path) -> None:
     assert bed.book.names_seen["x"] == (2, {"val_acc": 1})
 
 
+async def test_an_attempt_resumed_from_a_checkpoint_goes_on_from_its_reports(
+        tmp_path: Path) -> None:
+    """Attempt 1 reported epochs 1-3 and died; attempt 2 resumed from the epoch-2 checkpoint
+    and prints epoch 3 again, then 4: epoch 3 counts once (its new report), the steps go on
+    (no rung judged twice). A resumed attempt whose position is unknown keeps every report it
+    carried; an attempt that did not resume starts over."""
+    bed = Bed(tmp_path)  # alone: never a loser
+    job = bed.add("x", "train --epochs 9")
+    bed.start()
+    await bed.write({"x": "epoch 1/9 val_acc=0.5\nepoch 2/9 val_acc=0.6\n"
+                          "epoch 3/9 val_acc=0.7\n"})
+    assert job.reports == [0.5, 0.6, 0.7]
+    assert job.report_fractions == [pytest.approx(1 / 9), pytest.approx(2 / 9),
+                                    pytest.approx(3 / 9)]
+
+    def resume(n: int, resumed_from: str | None) -> None:
+        job.attempts = n
+        job.history.append(Attempt(n=n, host="h", gpus=[0], session=f"s{n}",
+                                   attempt_dir=f"d{n}", log=f"l{n}", start=5.0,
+                                   resumed_from=resumed_from))
+        bed.logs["x"] = b""
+
+    resume(2, "ckpt/epoch-2.pt")
+    await bed.write({"x": "resumed\n"})  # no report yet: what it carries stands
+    assert (job.reports, job.reports_attempt, job.reports_carried) == ([0.5, 0.6, 0.7], 2, 3)
+    await bed.write({"x": "epoch 3/9 val_acc=0.7\nepoch 4/9 val_acc=0.75\n"})
+    assert job.reports == [0.5, 0.6, 0.7, 0.75]
+    assert job.report_fractions == [pytest.approx(k / 9) for k in (1, 2, 3, 4)]
+    assert bed.stopped == []
+    # a resume whose lines say no position: the carried reports all stand
+    resume(3, "ckpt/epoch-4.pt")
+    await bed.write({"x": "val_acc=0.8\n"})
+    assert job.reports == [0.5, 0.6, 0.7, 0.75, 0.8]
+    # a restart from scratch starts its reports over
+    resume(4, None)
+    await bed.write({"x": "epoch 1/9 val_acc=0.5\n"})
+    assert (job.reports, job.reports_carried) == ([0.5], 0)
+
+
 async def test_a_restarted_engine_goes_on_from_the_last_report_kept(tmp_path: Path) -> None:
     bed = Bed(tmp_path, rivals=GOOD)
     job = bed.add("x", "train --epochs 9", reports=[0.9])

@@ -293,3 +293,67 @@ def test_the_state_kept_is_read_back_whole_and_junk_reads_as_nothing() -> None:
     assert JobProgress.from_json({"fraction": [1]}).to_json() == empty
     partial = JobProgress.from_json({"fraction": 0.5, "main": [1, 2, 3], "unit": ""})
     assert (partial.fraction, partial.main, partial.unit, partial.at) == (0.5, None, None, None)
+
+
+def test_nothing_seen_is_nothing_known() -> None:
+    assert JobProgress().to_json() == {
+        "fraction": None, "at": None, "unit": None, "total": None, "source": "",
+        "epochs": None, "epochs_from": "", "steps": None, "steps_from": "", "epoch": None,
+        "ended": False, "inner": None, "per_epoch": False, "main": None}
+
+
+def test_the_state_kept_holds_lists_and_only_its_own_fields() -> None:
+    progress, _ = fed([" 30%|███       | 300/1000 [00:10<01:30, 10.0it/s]"])
+    progress.inner = (3.0, 9.0)
+    data = progress.to_json()
+    assert set(data) == set(JobProgress().to_json())
+    assert data["inner"] == [3.0, 9.0] and data["main"] == [300.0, 1000.0]
+    assert JobProgress.from_json({"fraction": 0.5}).source == ""
+
+
+def test_a_command_total_of_one_counts_and_of_zero_does_not() -> None:
+    progress = JobProgress()
+    progress.cmd_totals("train.py --epochs 1 --max_steps 0")
+    assert (progress.epochs, progress.steps, progress.steps_from) == (1, None, "")
+    progress = JobProgress()
+    progress.cmd_totals("train.py --max_epochs 0")
+    assert (progress.epochs, progress.epochs_from) == (None, "")
+    # a number cut off where the command stops being read is not read
+    cut = "x" * (8192 - len(" --epochs ")) + " --epochs 9"
+    progress.cmd_totals(cut)
+    assert progress.epochs is None
+
+
+def test_a_bar_under_an_epoch_line_is_that_epochs() -> None:
+    progress, seen = fed(["Epoch 2/4", " 30%|███       | 300/1000 [00:10<01:30, 10.0it/s]"])
+    assert seen[-1] == pytest.approx(1.3 / 4) and progress.per_epoch
+    progress, _ = fed([keras2_bar(58, 469)])
+    assert progress.per_epoch and progress.fraction is None
+
+
+def test_a_bar_drawn_again_at_the_same_step_is_no_new_epoch() -> None:
+    bar = " 30%|███       | 300/1000 [00:10<01:30, 10.0it/s]"
+    progress, seen = fed([bar, bar])
+    assert seen == [0.3, 0.3] and progress.at == 0.0 and not progress.per_epoch
+
+
+def test_an_ended_epoch_is_said_and_a_new_one_starts_not_ended() -> None:
+    progress, _ = fed(["epoch 2/4 loss=0.3"])
+    assert (progress.fraction, progress.source) == (0.5, "epoch 2/4 done")
+    # its bar starting over is the next epoch, not ended
+    progress, _ = fed(["Epoch 2/4", keras2_bar(400, 469), "epoch 2/4 loss=0.3",
+                       keras2_bar(10, 469)])
+    assert progress.to_json()["ended"] is False and progress.epoch == 3
+    # past the run's epochs it is at its end, never beyond
+    progress, _ = fed(["epoch 9 loss=0.3"], "train.py --epochs 8")
+    assert (progress.fraction, progress.source) == (1.0, "epoch 9/8 (of --epochs) done")
+
+
+@pytest.mark.parametrize(("steps", "source"), [
+    (30, "epoch 1/3 (of --epochs) + step 4/10"),  # a tie: the first read, the epoch's
+    (100, "epoch 1/3 (of --epochs) + step 4/10"),  # the furthest
+    (20, "step 4/20 (--max_steps)")])
+def test_of_two_readings_of_one_line_the_furthest_counts(steps: int, source: str) -> None:
+    line = "1|4|Loss: 2.0:  40%|████      | 4/10 [00:08<00:12,  2.00s/it]Step 4 | loss:2.0"
+    progress, _ = fed([line], f"tune run full_finetune epochs=3 max_steps={steps}")
+    assert progress.source == source

@@ -78,7 +78,9 @@ def test_each_way_of_writing_a_rule_reads_as_it_says() -> None:
 
 
 @pytest.mark.parametrize(("text", "says"), [
-    ("keep_free: [1\nprefer: [2]", "line 2: "),
+    ("keep_free: [1\nprefer: [2]", "line 2: expected ',' or ']', but got ':'"),
+    # an error YAML gives no line for (a character no YAML may hold)
+    ("keep_free: [\x07]", "unacceptable character #x0007: special characters are not allowed"),
     ("just words", "the file is not a mapping of rules"),
     ("zeta: 1\nalpha: 2", "unknown rule 'alpha' (known: interactive, keep_free, "
                           "max_gpus_per_user, prefer, reserve)"),
@@ -103,6 +105,8 @@ def test_each_way_of_writing_a_rule_reads_as_it_says() -> None:
     ("interactive: [{gpus: [1], hours: '09:00-24:60'}]",
      "interactive[0].hours: '09:00-24:60' is not a time of day"),
     ("interactive: [{gpus: [1], hours: '09:60-10:00'}]", "interactive[0].hours: '09:60"),
+    ("interactive: [{gpus: [1], hours: '25:00-10:00'}]", "interactive[0].hours: '25:00-10:00'"),
+    ("interactive: [{gpus: [1], hours: '10:00-25:00'}]", "interactive[0].hours: '10:00-25:00'"),
     ("interactive: [{gpus: [1], hours: '09:00-10:00', days: []}]",
      "interactive[0].days: a list of mon, tue, wed, thu, fri, sat, sun"),
     ("interactive: [{gpus: [1], hours: '09:00-10:00', days: [mon, xyz]}]",
@@ -114,13 +118,17 @@ def test_each_way_of_writing_a_rule_reads_as_it_says() -> None:
     ("prefer: [0, x]", "prefer: GPUs are a list of indices"),
 ])
 def test_what_is_not_a_rule_says_what_and_where(text: str, says: str) -> None:
-    with pytest.raises(RulesError, match="^" + re.escape(says)):
+    with pytest.raises(RulesError, match="^" + re.escape(says)) as raised:
         parse_rules(text)
+    if says.startswith(("line ", "unacceptable")):
+        assert str(raised.value) == says  # YAML's own words, whole
 
 
 def test_the_edges_of_a_time_of_day_are_times_of_day() -> None:
     [window] = parse_rules("interactive: [{gpus: [1], hours: '24:59-00:00'}]").interactive
     assert (window.start, window.end) == (at(24, 59), 0)
+    [night] = parse_rules("interactive: [{gpus: [1], hours: '22:30-06:15'}]").interactive
+    assert (night.start, night.end) == (at(22, 30), at(6, 15))
 
 
 def test_a_probes_rules_section_reads_as_the_host_lab() -> None:
@@ -132,10 +140,13 @@ def test_a_probes_rules_section_reads_as_the_host_lab() -> None:
     gone = parse_lab(None, path="/r.yaml", user="me", clock="12:00 7", waiting=["you"],
                      checksum="1 2")
     assert gone == HostLab(None, "/r.yaml", "", "me", (at(12), 7), frozenset({"you"}), "-")
-    broken = parse_lab(["prefer: [1, 1]"], path="/r.yaml", user="me", clock=None, waiting=())
-    assert broken.rules is None and broken.checksum == ""
-    assert broken.warning == ("lab rules /r.yaml ignored, none apply until it is fixed: "
-                              "prefer: each GPU once")
+    broken = parse_lab(["prefer: [1, 1]"], path="/r.yaml", user="me", clock="08:00 1",
+                       waiting=["you"], checksum="9 8")
+    assert broken == HostLab(None, "/r.yaml", "lab rules /r.yaml ignored, none apply until it "
+                             "is fixed: prefer: each GPU once", "me", (at(8), MON),
+                             frozenset({"you"}), "9.8")
+    # a probe that sent no checksum leaves it unknown, not "-" (no file) nor made up
+    assert parse_lab([], path="p", user="u", clock=None, waiting=()).checksum == ""
     for clock in ("", None, "12:00", "12:00 8", "12:00 0", "x12:00 1", "123:00 1", "1:5 1"):
         assert parse_lab([], path="p", user="u", clock=clock, waiting=()).clock is None
 

@@ -223,3 +223,26 @@ def test_records_of_another_phase_or_with_no_status_count_as_they_say() -> None:
     [finding] = unseen_in_records([replace(GOAL, phase="eval")], records)
     assert finding.jobs == ("a",) and finding.instead == ("x",)
     assert markdown([finding]) == f"## Metrics never read\n\n- {finding.text()}\n"
+
+
+def test_a_single_report_is_read_and_no_report_is_not_yet_due() -> None:
+    one = Watched(phase="main", metric="val_accuracy", role="early_stop", grace=1,
+                  while_running=True)
+    assert unseen([EARLY], [running("a", {"loss": 2, "val_accuracy": 1})]) == []
+    # nothing reported yet (or only names with no report): not due, whatever the grace
+    assert unseen([one], [running("a", {})]) == []
+    assert unseen([one], [running("a", {"loss": 0})]) == []
+    # a running job is read by its reports, even where a final of an earlier attempt is known
+    [finding] = unseen([one], [replace(running("a", {"loss": 1}), final={"old": 1.0})])
+    assert finding.instead == ("loss",)
+
+
+def test_each_watched_metric_and_each_phase_is_judged_on_its_own() -> None:
+    other = Watched(phase="main", metric="loss", role="goal")
+    findings = unseen([other, GOAL], [done("a", {"loss": 0.1})])
+    assert [f.metric for f in findings] == ["val_accuracy"]  # loss was read; the next counts
+    two = unseen([GOAL, Watched(phase="main", metric="f1", role="goal")], [done("a", {})])
+    assert markdown(two) == ("## Metrics never read\n\n"
+                             f"- {two[0].text()}\n- {two[1].text()}\n")
+    data = {"phases": [7, {"name": "x"}, {"name": "y", "results": {"goal": {"f1": "max"}}}]}
+    assert watched_from_json(data) == [Watched("y", "f1", "goal", 1, False)]

@@ -204,3 +204,8 @@ def test_the_poll_in_the_want_is_whole_seconds_at_least_one(tmp_path: Path,
     want = wants(tmp_path)
     want.poll = lambda: poll
     assert want.arg("h").split(":")[3] == str(max(1, math.ceil(poll)))
+
+
+def test_a_want_whose_need_is_not_known_still_says_it_waits(tmp_path: Path) -> None:
+    want = wants(tmp_path, specs=[spec("a", mem_mib="auto")])
+    assert want.arg("h") == "p:t:1:5:all:-:-:-"

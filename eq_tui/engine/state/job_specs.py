@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, fields, replace
 from typing import Any, Literal
 
-from eq_tui.manifest.model import JobSpec, MetricsSpec, Precondition
+from eq_tui.manifest.model import CheckpointSpec, JobSpec, MetricsSpec, Precondition
 
 _METRICS_FIELDS = frozenset(f.name for f in fields(MetricsSpec))
 
@@ -22,6 +22,7 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
     metrics = data.get("metrics")
     stall_after = data.get("stall_after")
     gpus = data.get("gpus_per_job")
+    checkpoint = data.get("checkpoint")
     return JobSpec(
         id=str(data["id"]), phase=str(data["phase"]), cmd=str(data["cmd"]),
         output_check=data.get("output_check"),
@@ -37,7 +38,9 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
         on_stall=str(data.get("on_stall") or "alert"),
         mem_mib=mem_mib_from_json(data.get("mem_mib")),
         exclusive=data.get("exclusive") is True,
-        family=str(data.get("family") or ""))
+        family=str(data.get("family") or ""),
+        checkpoint=CheckpointSpec(path=str(checkpoint["path"]), resume=str(checkpoint["resume"]))
+        if isinstance(checkpoint, dict) else None)
 
 
 def mem_mib_from_json(value: Any) -> int | Literal["auto"] | None:

@@ -144,7 +144,14 @@ class EarlyStop:
         job was at its end when it made it."""
         ledger = self.ctx.ledger
         if job.reports_attempt != job.attempts:
-            ledger.update(job, reports=[], reports_offset=0, reports_attempt=job.attempts)
+            current = job.current
+            if current is not None and current.resumed_from is not None:
+                # it goes on from a checkpoint: the reports so far stand
+                ledger.update(job, reports_offset=0, reports_attempt=job.attempts,
+                              reports_carried=len(job.reports))
+            else:
+                ledger.update(job, reports=[], report_fractions=None, reports_offset=0,
+                              reports_attempt=job.attempts, reports_carried=0)
         if probe.followed_from is None or probe.followed_from != job.reports_offset:
             return []
         data = probe.followed
@@ -170,17 +177,32 @@ class EarlyStop:
                 seen[name] = seen.get(name, 0) + 1
             value = reported.get(spec.metric)
             if value is not None:
-                ledger.update(job, reports=[*job.reports, value])
+                if job.reports_carried and len(job.reports) == job.reports_carried:
+                    self._trim_carried(job, progress.fraction)
+                fractions = job.report_fractions or [None] * len(job.reports)
+                ledger.update(job, reports=[*job.reports, value],
+                              report_fractions=[*fractions, progress.fraction])
                 new.append((len(job.reports), at_end(progress)))
         if new:
             ledger.changed(job)
         return new
 
+    def _trim_carried(self, job: JobState, fraction: float | None) -> None:
+        """At a resumed attempt's first own report: the reports carried over that were made
+        at or past where it resumed (it makes them again) go; without a position, all stay."""
+        fractions = job.report_fractions or []
+        keep = job.reports_carried
+        if fraction is not None:
+            keep = next((i for i, f in enumerate(fractions[:keep])
+                         if f is not None and f >= fraction - 1e-9), keep)
+        self.ctx.ledger.update(job, reports=job.reports[:keep],
+                               report_fractions=fractions[:keep] or None, reports_carried=keep)
+
     def _counter(self, job: JobState, spec: EarlyStopSpec) -> Reports:
         held = self._counters.get(job.id)
         if held is None or held[0] != job.attempts:
             counter = Reports()
-            if job.reports:
+            if len(job.reports) > job.reports_carried:  # a restarted engine: its own last
                 counter.seed(spec.metric, job.reports[-1])
             held = self._counters[job.id] = (job.attempts, counter)
         return held[1]

@@ -14,6 +14,7 @@ from eq_tui.engine.state.naming import attempt_dir, session_name
 from eq_tui.engine.tick.claims import ticket, undo_refused
 from eq_tui.engine.tick.drain_launch import DrainLaunches
 from eq_tui.engine.tick.judge import LAUNCH_GRACE_S
+from eq_tui.engine.tick.resume import Resumes
 from eq_tui.engine.tick.tick_timing import Pacing
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import PERSON_STOP, LaunchRequest, Stop
@@ -31,6 +32,9 @@ class Launcher:
         self._lock = lock
         self._persist = persist
         self.drains = DrainLaunches(ctx, pacing)  # launches that wait for a GPU to drain
+        self.resumes = Resumes(ctx)
+        # a restart's checkpoint contract, rendered for its launch, by session
+        self._resume_args: dict[str, tuple[str, str]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         # sessions whose background launch has not returned yet: a probe asked meanwhile may
         # look before the session exists, so its "nothing there" proves nothing
@@ -56,8 +60,14 @@ class Launcher:
             n = len(job.history) + 1
             session = session_name(ctx.project, ctx.token, job.id, n)
             directory = attempt_dir(root, job.id, n)
-            cmd = substitute(job.cmd, gpus=launch.gpus, run_dir=shell_path(ctx.run_dir_value()),
-                             attempt=n, job_id=job.id)
+            def render(text: str, n: int = n, launch: Launch = launch, job: JobState = job) -> str:
+                return substitute(text, gpus=launch.gpus, run_dir=shell_path(ctx.run_dir_value()),
+                                  attempt=n, job_id=job.id)
+
+            cmd = render(job.cmd)
+            contract = self.resumes.contract(job, n)
+            if contract is not None:
+                self._resume_args[session] = (render(contract.path), render(contract.resume))
             ctx.ledger.begin_attempt(job, n=n, host=launch.host, gpus=list(launch.gpus),
                                      session=session, attempt_dir=directory, decided_at=now,
                                      estimate_mib=launch.mem_mib)
@@ -80,11 +90,22 @@ class Launcher:
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
             return
-        results = await asyncio.gather(
-            *(ctx.hosts[job.host or ""].host.launch(request) for job, request in planned),
-            return_exceptions=True)
+        results = await asyncio.gather(*(self._start(job, request) for job, request in planned),
+                                       return_exceptions=True)
         for (job, request), result in zip(planned, results, strict=True):
-            self._done(job, request, result, now)
+            if isinstance(result, LaunchRequest):
+                self._done(job, result, None, now)
+            else:
+                self._done(job, request, result, now)
+
+    async def _start(self, job: JobState, request: LaunchRequest) -> LaunchRequest:
+        """Start the session (resuming from a checkpoint where the job has a contract and this
+        is a restart); the request as sent."""
+        resume = self._resume_args.pop(request.session, None)
+        if resume is not None:
+            request = await self.resumes.prepare(job, request, *resume)
+        await self.ctx.hosts[job.host or ""].host.launch(request)
+        return request
 
     async def _launch_in_background(self, job: JobState, request: LaunchRequest,
                                     decided: float) -> None:
@@ -93,7 +114,7 @@ class Launcher:
         host = self.ctx.hosts[job.host or ""].host
         result: BaseException | None = None
         try:
-            await host.launch(request)
+            request = await self._start(job, request)
         except Exception as exc:
             result = exc
         finally:
@@ -131,6 +152,13 @@ class Launcher:
             return
         if request.drain is not None:
             ledger.update(job, reason=None)  # its GPUs drained: it no longer waits
+        current = job.current
+        if request.resumed_from is not None and current is not None \
+                and current.session == request.session:
+            ledger.update_attempt(current, resumed_from=request.resumed_from)
+            ledger.changed(job)
+            self.ctx.bus.alert("info", f"{job.id}: attempt {request.attempt} resumes from "
+                               f"{request.resumed_from}", host=job.host, job=job.id)
         if job.status != JobStatus.LAUNCHING:
             return  # the probe saw it running first
         current = job.current

@@ -21,6 +21,7 @@ from eq_tui.engine.tick.judge import (
     verdict_for_lost,
 )
 from eq_tui.engine.tick.progress import ProgressKeeper
+from eq_tui.engine.tick.resume import fallback
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import AttemptProbe, ProbeRequest
 from eq_tui.hosts.logclean import clean_text
@@ -145,6 +146,12 @@ class Reconciler:
                                    output_where=self._output_where(job),
                                    gpu_totals={name: record.allowed_totals()
                                                for name, record in self.ctx.hosts.items()})
+        verdict = fallback(job, current, verdict)
+        if verdict.failure_class == FailureClass.RESUME_FAILED and current.resumed_from:
+            ledger.update(job, failed_checkpoints=[*job.failed_checkpoints,
+                                                   current.resumed_from])
+            self.ctx.bus.alert("warning", f"{job.id}: {verdict.detail}", host=job.host,
+                               job=job.id)
         ledger.update_attempt(current, exit_code=seen.exit_code)
         recorded = probe.exited_at if probe is not None else None
         ledger.end_attempt(current, recorded if recorded else now, host_clock=bool(recorded))

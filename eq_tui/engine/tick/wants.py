@@ -92,22 +92,21 @@ class Wants:
     def __init__(self, ctx: RunContext, poll: Callable[[], float]) -> None:
         self.ctx = ctx
         self.poll = poll
-        self._key: object = None
-        self._until = -math.inf
-        self._waiting = False
-        self._need: WaitingNeed | None = None
+        # the jobs' change key it was worked out for, until when it holds, and the want
+        self._last: tuple[object, float, bool, WaitingNeed | None] | None = None
 
     def arg(self, host: str) -> str:
         ledger = self.ctx.ledger
         now = self.ctx.clock()
         key = (ledger.change_key(), ledger.specs_version)
-        if key != self._key or now >= self._until:
-            self._key = key
-            self._waiting, self._need, self._until = waiting_need_until(
+        last = self._last
+        if last is None or key != last[0] or now >= last[1]:
+            waiting, need, until = waiting_need_until(
                 self.ctx.manifest, ((job, ledger.specs.get(job.id))
                                     for job in ledger.jobs.values()), now)
-        return want_arg(self.ctx.project, self.ctx.token, waiting=self._waiting,
-                        poll_s=self.poll(), gpus=self.usable(host), need=self._need)
+            last = self._last = (key, until, waiting, need)
+        return want_arg(self.ctx.project, self.ctx.token, waiting=last[2],
+                        poll_s=self.poll(), gpus=self.usable(host), need=last[3])
 
     def usable(self, host: str) -> frozenset[int] | None:
         """The GPUs we may use on the host (None: all): the host entry's, less those the lab's

@@ -126,6 +126,9 @@ def job_summary(job: Mapping[str, Any], max_attempts: int, pace: Pace | None = N
     if cost is not None:
         lines.append(cost)
     for attempt in job.get("history") or []:
+        if attempt.get("resumed_from"):
+            lines.append(Content.assemble((f"attempt {attempt.get('n')} resumed from ", "dim"),
+                                          str(attempt["resumed_from"])))
         if attempt.get("cleanup"):
             lines.append(Content.assemble((f"attempt {attempt.get('n')} cleanup ", "dim"),
                                           str(attempt["cleanup"])))

@@ -22,7 +22,8 @@ SECTIONS = {"top": "## Top level", "host": "## Hosts", "simulate": "### simulate
             "job": "## Jobs and templates", "template": "## Jobs and templates",
             "precondition": "### preconditions", "phase": "## Phases",
             "metrics": "### metrics", "crash_guard": "### crash_guard",
-            "notify": "### notify", "early_stop": "### early_stop"}
+            "notify": "### notify", "early_stop": "### early_stop",
+            "checkpoint": "### checkpoint"}
 
 
 def section(heading: str) -> str:
