@@ -8,6 +8,7 @@ stopped."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections import defaultdict
 from dataclasses import replace
@@ -97,8 +98,10 @@ async def test_a_requeue_from_the_shell_resumes_from_the_newest_checkpoint(
     # the same numbers as a run that never stopped
     record = next(r for r in read_records(run.run_dir) or [] if r["id"] == "lr3")
     assert record["metrics"]["val_acc"] == pytest.approx(expected)
-    code, out, _ = await eq("status", str(run.run_dir), "--jobs")
+    code, out, _ = await eq("status", str(run.run_dir), "--jobs", "--json")
     assert code == 0
+    [row] = json.loads(out)
+    assert row["resumed_from"] == resumed and f"resumed from {resumed}" in row["reason"]
 
 
 async def test_a_corrupt_newest_checkpoint_falls_back_to_the_one_before_it(
