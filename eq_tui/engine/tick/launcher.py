@@ -33,8 +33,6 @@ class Launcher:
         self._persist = persist
         self.drains = DrainLaunches(ctx, pacing)  # launches that wait for a GPU to drain
         self.resumes = Resumes(ctx)
-        # a restart's checkpoint contract, rendered for its launch, by session
-        self._resume_args: dict[str, tuple[str, str]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         # sessions whose background launch has not returned yet: a probe asked meanwhile may
         # look before the session exists, so its "nothing there" proves nothing
@@ -60,14 +58,7 @@ class Launcher:
             n = len(job.history) + 1
             session = session_name(ctx.project, ctx.token, job.id, n)
             directory = attempt_dir(root, job.id, n)
-            def render(text: str, n: int = n, launch: Launch = launch, job: JobState = job) -> str:
-                return substitute(text, gpus=launch.gpus, run_dir=shell_path(ctx.run_dir_value()),
-                                  attempt=n, job_id=job.id)
-
-            cmd = render(job.cmd)
-            contract = self.resumes.contract(job, n)
-            if contract is not None:
-                self._resume_args[session] = (render(contract.path), render(contract.resume))
+            cmd = self._render(job.cmd, job, n, launch.gpus)
             ctx.ledger.begin_attempt(job, n=n, host=launch.host, gpus=list(launch.gpus),
                                      session=session, attempt_dir=directory, decided_at=now,
                                      estimate_mib=launch.mem_mib)
@@ -101,9 +92,12 @@ class Launcher:
     async def _start(self, job: JobState, request: LaunchRequest) -> LaunchRequest:
         """Start the session (resuming from a checkpoint where the job has a contract and this
         is a restart); the request as sent."""
-        resume = self._resume_args.pop(request.session, None)
-        if resume is not None:
-            request = await self.resumes.prepare(job, request, *resume)
+        contract = self.resumes.contract(job, request.attempt)
+        if contract is not None:
+            n, gpus = request.attempt, request.gpus
+            request = await self.resumes.prepare(
+                job, request, self._render(contract.path, job, n, gpus),
+                self._render(contract.resume, job, n, gpus))
         await self.ctx.hosts[job.host or ""].host.launch(request)
         return request
 
@@ -165,6 +159,11 @@ class Launcher:
         if current is not None:
             ledger.update_attempt(current, start=self.ctx.clock())
         ledger.set_status(job, JobStatus.RUNNING)
+
+    def _render(self, text: str, job: JobState, n: int, gpus: tuple[int, ...]) -> str:
+        """A command's text with the launch-time variables of attempt `n` on `gpus`."""
+        return substitute(text, gpus=gpus, run_dir=shell_path(self.ctx.run_dir_value()),
+                          attempt=n, job_id=job.id)
 
     def request(self, job: JobState, n: int, session: str, directory: str, cmd: str,
                 host: str, gpus: tuple[int, ...]) -> LaunchRequest:
