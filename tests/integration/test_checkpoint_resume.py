@@ -7,9 +7,7 @@ stopped."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +17,7 @@ import pytest
 from eq_tui.manifest.model import CheckpointSpec, JobSpec
 from eq_tui.results.records import read_records
 from tests.support.engine_run import EngineRun, job, make_manifest, start_engine
+from tests.support.shell_verb import eq
 
 pytestmark = pytest.mark.integration
 CONTRACT = CheckpointSpec(path="ckpt/${id}/epoch-*.pt", resume="--resume {checkpoint}")
@@ -29,15 +28,6 @@ def checkpointed(job_id: str, extra: str = "") -> JobSpec:
     spec = job(job_id, f"fake-train --epochs {EPOCHS} --epoch-seconds 0.25 --mem 1000 --seed 3 "
                        f"--checkpoint-dir ckpt/{job_id}{extra}")
     return replace(spec, checkpoint=replace(CONTRACT, path=f"ckpt/{job_id}/epoch-*.pt"))
-
-
-async def eq(*args: str) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eq_tui", *args, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
 
 
 def epochs_run(run: EngineRun, job_id: str) -> dict[int, list[int]]:

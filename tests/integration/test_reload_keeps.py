@@ -4,15 +4,14 @@ engine on a simulated host, the verbs in their own processes, what ran read from
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from eq_tui.manifest.loader import load_manifest
 from tests.support.engine_run import FAST_JOB, start_engine
+from tests.support.shell_verb import eq
 
 pytestmark = pytest.mark.integration
 LONG = "fake-train --epochs 600 --epoch-seconds 0.1 --mem 1000"
@@ -26,15 +25,6 @@ def manifest(jobs: dict[str, str], priorities: dict[str, int] | None = None) -> 
             "phases:\n  - name: a\n    jobs:\n"
             f"      - {{id: long, cmd: \"{LONG}\"}}\n"
             "  - name: b\n    depends_on: a\n    jobs:\n" + "\n".join(lines) + "\n")
-
-
-async def eq(*args: str) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eq_tui", *args, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
 
 
 async def test_reload_keeps_a_persons_edit_priority_and_hold_unless_forced(

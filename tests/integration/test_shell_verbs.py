@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,18 +15,10 @@ import pytest
 from eq_tui.api.control_client import ControlClient, find_socket
 from eq_tui.manifest.loader import load_manifest
 from tests.support.engine_run import FAST_JOB, EngineRun, job, make_manifest, start_engine
+from tests.support.shell_verb import eq
 
 pytestmark = pytest.mark.integration
 LONG_JOB = "fake-train --epochs 300 --epoch-seconds 0.2 --mem 1000"
-
-
-async def eq(*args: str) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eq_tui", *args, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
 
 
 def starts(run: EngineRun) -> Counter[tuple[str, int]]:
