@@ -54,9 +54,14 @@ _LAUNCH = "tests/integration/test_launch_script.py"
 _CLAIMS_EDGES = "tests/integration/test_claims_script_edges.py"
 _RULES_EDGES = "tests/integration/test_rules_script_edges.py"
 _FAIR_EDGES = "tests/integration/test_fair_turns_script_edges.py"
+_SLURM = "tests/integration/test_slurm.py"
+_GRACEFUL = "tests/integration/test_graceful_stop.py"
 SCRIPTS: dict[str, list[str]] = {
     "eq_tui/hosts/scripts/launch.sh": [_LAUNCH, _HOST_SHELL, _SHELL_HOST, _CLAIMS_HOST,
                                        *_DRAIN_HOST],
+    # the attempt wrapper of every launcher: screen/tmux (launch.sh) and Slurm (slurm_submit.sh)
+    "eq_tui/hosts/scripts/_job_wrapper.sh": [_LAUNCH, _HOST_SHELL, _SHELL_HOST, _GRACEFUL,
+                                             _SLURM],
     "eq_tui/hosts/scripts/_claims.sh": [_CLAIMS_EDGES, _CLAIMS_HOST, _HOST_SHELL],
     "eq_tui/hosts/scripts/_claim_launch.sh": [_CLAIMS_EDGES, _RULES_EDGES, _FAIR_EDGES,
                                               _CLAIMS_HOST],

@@ -1,8 +1,8 @@
-# _attempt_records.sh: included (shell_host.script) in the attempt wrappers of launch.sh and
-# slurm_submit.sh, with $dir the attempt dir. The host's clock times both ends of an attempt:
-# `start` as the command's process is forked, `end` and then `exit` (atomically) once it is
-# over. A stop (kill.sh, slurm_cancel.sh) leaves its fields in `stop`: they follow the exit
-# code in `exit`, whose first line stays the code alone.
+# _attempt_records.sh: included (shell_host.script) in the attempt wrapper (_job_wrapper.sh,
+# which launch.sh and slurm_submit.sh write as run.sh), with $dir the attempt dir. The host's
+# clock times both ends of an attempt: `start` as the command's process is forked, `end` and
+# then `exit` (atomically) once it is over. A stop (kill.sh, slurm_cancel.sh) leaves its fields
+# in `stop`: they follow the exit code in `exit`, whose first line stays the code alone.
 # stamp NAME: the host's time, to the sub-second where `date` has it, into $dir/NAME
 stamp() {
     eq_now=$(date +%s.%N 2>/dev/null)

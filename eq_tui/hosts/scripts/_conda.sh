@@ -1,5 +1,5 @@
 # _conda.sh: included (shell_host.script) wherever `conda activate` must work: the attempt
-# wrappers of launch.sh and slurm_submit.sh, and preflight.sh (which checks what they will do).
+# wrapper (_job_wrapper.sh) and preflight.sh (which checks what they will do).
 # conda_hook HOOK: HOOK (a conda.sh to source, or shell code to eval) when given (not "" or
 # "-"), else the usual install places when conda is not on the PATH; then a bare conda
 # executable (not the shell function, which alone can `activate`) is hooked in.

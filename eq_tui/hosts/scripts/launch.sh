@@ -45,51 +45,7 @@ fi
 printf '%s' "$cmd" > "$dir/cmd" || fail_write cmd
 
 cat > "$dir/run.sh" <<'WRAPPER'
-# eq-tui attempt wrapper: environment from the fifo, pid/pgid/start beside the log, and the
-# command's own exit code (not tee's) written atomically to `exit`.
-dir=$1
-# eq-tui include: _claims.sh
-# the launch's claims are this wrapper's from before it reads its environment (the launch
-# waits for that), so they never name a process that is gone while the attempt runs
-eq_claims=
-if [ -s "$dir/claims" ]; then
-    read -r eq_claims < "$dir/claims"
-    # shellcheck disable=SC2086
-    claims_own $$ $eq_claims
-fi
-# the process group before the environment is read: once the launch has handed that over (and
-# returned), the attempt's group is on disk for the probe and for kill.sh
-# eq-tui include: _proc_groups.sh
-proc_groups $$
-echo "$eq_pgid" > "$dir/pgid"
-. "$dir/env.fifo"
-rm -f "$dir/env.fifo"
-# eq-tui include: _attempt_records.sh
-# eq-tui include: _conda.sh
-{
-    if [ -n "${EQ_CWD:-}" ] && ! cd "$EQ_CWD"; then
-        fail "working directory $EQ_CWD does not exist on $(hostname)"
-    fi
-    if [ -n "${EQ_CONDA:-}" ]; then
-        conda_hook "${EQ_CONDA_HOOK:-}"
-        conda activate "$EQ_CONDA" || fail "could not activate conda env $EQ_CONDA"
-    fi
-    if [ -n "${EQ_VENV:-}" ]; then
-        [ -f "$EQ_VENV/bin/activate" ] || fail "virtualenv $EQ_VENV has no bin/activate"
-        . "$EQ_VENV/bin/activate"
-    fi
-    if ! command_text=$(cat "$dir/cmd") || [ -z "$command_text" ]; then
-        fail "cannot read the command from $dir/cmd"
-    fi
-    # the start is stamped just after the fork: the job does not wait for `date`
-    sh -c "$command_text" &
-    echo $! > "$dir/pid"
-    stamp start
-    wait $!
-    finish $?
-} 2>&1 | tee -a "$dir/log"
-# shellcheck disable=SC2086
-[ -z "$eq_claims" ] || claims_drop $$ $eq_claims
+# eq-tui include: _job_wrapper.sh
 WRAPPER
 [ -s "$dir/run.sh" ] || fail_write run.sh
 

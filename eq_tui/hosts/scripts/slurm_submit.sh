@@ -35,57 +35,14 @@ read_launch_request
 printf '%s' "$cmd" > "$dir/cmd" || fail_write cmd
 
 cat > "$dir/run.sh" <<'WRAPPER'
-#!/bin/sh
-# eq-tui attempt wrapper (Slurm batch script): pid/pgid/start beside the log, and the command's
-# own exit code written atomically to `exit` (with a stop's fields). Slurm writes stdout/stderr
-# to the log.
-dir=$1
-# eq-tui include: _attempt_records.sh
-# eq-tui include: _conda.sh
-# eq-tui include: _proc_groups.sh
-proc_groups $$
-echo "$eq_pgid" > "$dir/pgid"
-if [ -n "${EQ_CWD:-}" ] && ! cd "$EQ_CWD"; then
-    fail "working directory $EQ_CWD does not exist on $(hostname)"
-fi
-if [ -n "${EQ_CONDA:-}" ]; then
-    conda_hook "${EQ_CONDA_HOOK:-}"
-    conda activate "$EQ_CONDA" || fail "could not activate conda env $EQ_CONDA"
-fi
-if [ -n "${EQ_VENV:-}" ]; then
-    [ -f "$EQ_VENV/bin/activate" ] || fail "virtualenv $EQ_VENV has no bin/activate"
-    . "$EQ_VENV/bin/activate"
-fi
-if ! command_text=$(cat "$dir/cmd") || [ -z "$command_text" ]; then
-    fail "cannot read the command from $dir/cmd"
-fi
-# A stop (slurm_cancel.sh) signals the whole batch step, this shell too: it stays to record how
-# the job ended, and so does the shell that runs the command (dash does not exec its one
-# command: it would die at once, its exit recorded while the job still saves, and the job be
-# killed with the step once this script ends). Traps with an action, not ignored signals: the
-# job's own processes start with each signal's default. The start is stamped just after the
-# fork: the job does not wait for `date`.
-eq_traps="trap : TERM INT HUP USR1 USR2"
-$eq_traps
-sh -c "$eq_traps
-$command_text" &
-eq_job=$!
-echo "$eq_job" > "$dir/pid"
-stamp start
-# a trapped signal ends `wait` early: wait again until the job itself has ended
-while :; do
-    wait "$eq_job"
-    eq_code=$?
-    kill -0 "$eq_job" 2>/dev/null || break
-done
-finish "$eq_code"
+# eq-tui include: _job_wrapper.sh
 WRAPPER
 [ -s "$dir/run.sh" ] || fail_write run.sh
 
 # The job's environment is set in the subshell that becomes sbatch only: a PATH of the
 # manifest's must not hide mv from the lines below (the job id record).
 if ! id=$(eval "$envtext" && exec "$sbatch_bin" --parsable --job-name="$name" \
-              --output="$output" --open-mode=append --export=ALL "$@" "$dir/run.sh" "$dir" \
+              --output="$output" --open-mode=append --export=ALL "$@" "$dir/run.sh" "$dir" slurm \
               2>"$dir/sbatch.err" </dev/null); then
     cat "$dir/sbatch.err" >&2
     exit 6
