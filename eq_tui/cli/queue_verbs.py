@@ -33,6 +33,7 @@ from eq_tui.errors import ManifestError, UsageError
 from eq_tui.hosts.base import MAX_GRACE_S
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.settings import parse_duration
+from eq_tui.manifest.sharing import MEM_MIB_HINT, mem_mib_value
 from eq_tui.manifest.yaml_lines import Located
 
 WHAT = {
@@ -310,12 +311,10 @@ def _grace(text: str) -> float:
 
 
 def _mem_mib(value: str) -> int | str:
-    if value == "auto":
-        return value
-    if not value.isdigit() or int(value) < 1:
-        raise UsageError(f"add: --mem must be a whole number of MiB (e.g. 18000) or "
-                         f"auto, not {value!r}")
-    return int(value)
+    checked = mem_mib_value(int(value) if value.isdigit() else value)
+    if checked is None:
+        raise UsageError(f"add: --mem {MEM_MIB_HINT}, not {value!r}")
+    return checked
 
 
 def _priority(value: str) -> int:

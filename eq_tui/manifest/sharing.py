@@ -12,13 +12,13 @@ same place as that 0, or nearer the job, contradicts it and is an error; written
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 from eq_tui.manifest import schema
+from eq_tui.manifest.model import MemMib
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.yaml_lines import Path_
 
-MemMib = int | Literal["auto"]
 MEM_MIB_HINT = "must be a whole number of MiB (e.g. 18000) or auto"
 DEFAULT_MARGIN_MIB = 1024
 
@@ -40,12 +40,22 @@ class HostLimits:
     max_cpu_jobs: int | None = None  # None: half the host's cores, decided at run time
 
 
-def parse_mem_mib(ctx: Context, value: Any, path: Path_) -> MemMib:
+def mem_mib_value(value: Any) -> MemMib | None:
+    """`value` as a `mem_mib` (whole MiB from 1, or "auto"), or None when it is not one: the
+    one check of the key, for the manifest, a job added or cloned at run time and the state
+    file alike."""
     if value == "auto" and isinstance(value, str):
         return "auto"
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        ctx.fail(f"{MEM_MIB_HINT}, got {schema._type_name(value)}", path)
+        return None
     return value
+
+
+def parse_mem_mib(ctx: Context, value: Any, path: Path_) -> MemMib:
+    checked = mem_mib_value(value)
+    if checked is None:
+        ctx.fail(f"{MEM_MIB_HINT}, got {schema._type_name(value)}", path)
+    return checked
 
 
 def parse_sharing(ctx: Context, raw: dict[str, Any], path: Path_,

@@ -8,6 +8,7 @@ from dataclasses import asdict, fields, replace
 from typing import Any, Literal
 
 from eq_tui.manifest.model import CheckpointSpec, JobSpec, MetricsSpec, Precondition
+from eq_tui.manifest.sharing import MEM_MIB_HINT, mem_mib_value
 
 _METRICS_FIELDS = frozenset(f.name for f in fields(MetricsSpec))
 
@@ -36,19 +37,11 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
         priority=int(data.get("priority") or 0),
         stall_after=None if stall_after is None else float(stall_after),
         on_stall=str(data.get("on_stall") or "alert"),
-        mem_mib=mem_mib_from_json(data.get("mem_mib")),
+        mem_mib=mem_mib_value(data.get("mem_mib")),
         exclusive=data.get("exclusive") is True,
         family=str(data.get("family") or ""),
         checkpoint=CheckpointSpec(path=str(checkpoint["path"]), resume=str(checkpoint["resume"]))
         if isinstance(checkpoint, dict) else None)
-
-
-def mem_mib_from_json(value: Any) -> int | Literal["auto"] | None:
-    if value == "auto":
-        return "auto"
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return value
-    return None
 
 
 def same_definition(a: JobSpec, b: JobSpec) -> bool:
@@ -64,10 +57,9 @@ def sharing_args(args: dict[str, Any], gpus: int, mem_mib: int | Literal["auto"]
     the manifest, a job with no GPU drops the inherited ones and refuses its own."""
     own_mem, own_exclusive = "mem_mib" in args, "exclusive" in args
     if own_mem:
-        mem_mib = mem_mib_from_json(args["mem_mib"])
+        mem_mib = mem_mib_value(args["mem_mib"])
         if mem_mib is None:
-            return ("mem_mib must be a whole number of MiB (e.g. 18000) or auto, not "
-                    f"{args['mem_mib']!r}")
+            return f"mem_mib {MEM_MIB_HINT}, not {args['mem_mib']!r}"
     if own_exclusive:
         if not isinstance(args["exclusive"], bool):
             return f"exclusive must be true or false, not {args['exclusive']!r}"
