@@ -59,12 +59,11 @@ class JobProgress:
     def cmd_totals(self, cmd: str) -> None:
         """Learn the run's epochs and steps from its command, where a line does not say."""
         for match in _CMD_TOTAL.finditer(cmd[:8192]):
-            key = match.group("key").replace("-", "_")
             value = int(float(match.group("value")))
             if value <= 0:  # Lightning's max_steps=-1: no limit
                 continue
             option = f"--{match.group('key')}"
-            if "epoch" in key:
+            if "epoch" in option:
                 if not self.epochs or self.epochs_from:
                     self.epochs, self.epochs_from = value, option
             else:
@@ -77,7 +76,7 @@ class JobProgress:
             return
         if read.epochs:
             self.epochs, self.epochs_from = read.epochs, ""
-        candidates: list[tuple[float, str | None, float | None, str]] = []
+        candidates: list[tuple[float, str | None, float | None, str]]
         if read.epoch is not None:
             self.per_epoch = True
             if read.epoch != self.epoch:
@@ -85,12 +84,14 @@ class JobProgress:
             if read.inner is not None:
                 self.inner = read.inner
             self.ended = self.ended or read.ended
-            candidates += self._by_epoch()
+            candidates = self._by_epoch()
         elif read.inner is not None and (read.per_epoch or self.per_epoch):
             self._epoch_bar(read.inner)
-            candidates += self._by_epoch()
+            candidates = self._by_epoch()
         elif read.inner is not None:
-            candidates += self._run_bar(read)
+            candidates = self._run_bar(read)
+        else:
+            candidates = []
         if read.step is not None and self.steps:
             candidates.append((min(1.0, read.step / self.steps), "step", float(self.steps),
                                f"step {read.step}/{self.steps} ({self.steps_from})"))
@@ -125,17 +126,16 @@ class JobProgress:
         if self.steps and total != self.steps:
             return []  # the run's bar counts its steps: this is an evaluation's
         main = self.main
-        if main is None or total > main[1]:
-            if main is not None:  # the bar read before was an evaluation's: start again
+        if main is not None:
+            if total > main[1]:
+                self._reset()  # the bar read before was an evaluation's: start again
+            elif total < main[1]:
+                return []
+            elif done < main[0]:
+                self.per_epoch = True  # it starts over: an epoch's bar, and no epoch is known
+                self.main = None
                 self._reset()
-            self.main = (done, total)
-        elif total < main[1]:
-            return []
-        elif done < main[0]:
-            self.per_epoch = True  # it starts over: an epoch's bar, and no epoch is known
-            self.main = None
-            self._reset()
-            return []
+                return []
         self.main = (done, total)
         return [(done / total, "step", total, f"step {done:g}/{total:g}"
                  + (f" ({self.steps_from})" if self.steps else " (bar)"))]

@@ -44,6 +44,8 @@ def test_the_first_at_a_rung_goes_on_and_a_loser_is_told_why() -> None:
     assert judge(ASHA, ("main", "lr=y"), 1, [*rivals, entry("y", "lr=y", 0.85)]) is None
     # not a rung: nothing is judged at report 2
     assert judge(ASHA, ("main", "lr=x"), 2, [*rivals, entry("x", "lr=x", 0.1, 0.1)]) is None
+    # a configuration none of whose jobs has reached the rung yet (others have) goes on
+    assert judge(ASHA, ("main", "lr=z"), 1, rivals) is None
 
 
 def test_a_configuration_is_judged_on_the_mean_of_its_seeds() -> None:
