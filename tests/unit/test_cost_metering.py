@@ -216,7 +216,7 @@ def test_the_energy_counter_gives_the_mean_and_a_gpu_without_power_leaves_a_gap(
     # GPU 1 stops reading power: an interval with one reading takes that one's ...
     meter.probe(1020.0, (100.0, None), energy=(9000.0, None))
     current = meter.jobs["a"].current
-    assert current is not None and not current.energy_gap
+    assert current is not None and current.energy_gap is False  # a flag: never None
     assert meter.figures("a") == (4000.0 + 1000.0 + 1000.0, 0.0, 1020.0)
     # ... one with none leaves the energy unknown from here on, never a smaller figure
     meter.probe(1030.0, (100.0, None), energy=(10000.0, None))

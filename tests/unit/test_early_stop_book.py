@@ -275,6 +275,28 @@ async def test_an_attempt_resumed_from_a_checkpoint_goes_on_from_its_reports(
     resume(4, None)
     await bed.write({"x": "epoch 1/9 val_acc=0.5\n"})
     assert (job.reports, job.reports_carried) == ([0.5], 0)
+    assert job.report_fractions == [pytest.approx(1 / 9)]
+
+
+async def test_a_resume_from_an_earlier_checkpoint_drops_the_reports_it_makes_again(
+        tmp_path: Path) -> None:
+    """Attempt 1 reported epochs 1-3; attempt 2 resumed from the epoch-1 checkpoint: at its
+    first own report (epoch 2) the carried reports of epochs 2 and 3 go, and its own take their
+    place, once each."""
+    bed = Bed(tmp_path)
+    job = bed.add("x", "train --epochs 9")
+    bed.start()
+    await bed.write({"x": "epoch 1/9 val_acc=0.5\nepoch 2/9 val_acc=0.6\n"
+                          "epoch 3/9 val_acc=0.7\n"})
+    job.attempts = 2
+    job.history.append(Attempt(n=2, host="h", gpus=[0], session="s2", attempt_dir="d2",
+                               log="l2", start=5.0, resumed_from="ckpt/epoch-1.pt"))
+    bed.logs["x"] = b""
+    await bed.write({"x": "epoch 2/9 val_acc=0.61\n"})
+    assert job.reports == [0.5, 0.61]
+    assert job.report_fractions == [pytest.approx(1 / 9), pytest.approx(2 / 9)]
+    await bed.write({"x": "epoch 3/9 val_acc=0.71\nepoch 4/9 val_acc=0.76\n"})
+    assert job.reports == [0.5, 0.61, 0.71, 0.76]
 
 
 async def test_a_restarted_engine_goes_on_from_the_last_report_kept(tmp_path: Path) -> None:
@@ -406,16 +428,23 @@ async def test_a_job_that_ended_between_two_looks_counts_with_its_last_reports(
     bed = Bed(tmp_path)
     first = bed.add("first", "train --epochs 9")
     fin = bed.add("fin", "train --epochs 2")
+    quiet = bed.add("quiet", "train --epochs 2")
     bed.start()
     await bed.write({"first": "epoch 1/9 val_acc=0.3\nepoch 2/9 val_acc=0.4\n"})
     assert bed.stopped == [] and fin.reports == []
-    # fin printed both epochs and exited between two probes; the reconciler has judged it
+    # fin printed both epochs and exited between two probes; the reconciler has judged it.
+    # quiet ended too, printing nothing since the last look (read after fin): it takes
+    # nothing back from what fin's reports changed
     bed.ctx.ledger.set_status(fin, JobStatus.COMPLETED)
+    bed.ctx.ledger.set_status(quiet, JobStatus.STUCK)
     log = b"epoch 1/2 val_acc=0.6\nepoch 2/2 val_acc=0.1\n"
     bed.ctx.hosts["h"].snapshot = HostSnapshot(host="h", ok=True, taken_at=0.0, attempts={
         "fin": AttemptProbe(key="fin", session_alive=False, pid=1, pid_alive=False,
                             started=0.0, exit_code=0, exited_at=1.0, log_size=len(log),
-                            output_ok=None, followed=log, followed_from=0)})
+                            output_ok=None, followed=log, followed_from=0),
+        "quiet": AttemptProbe(key="quiet", session_alive=False, pid=1, pid_alive=False,
+                              started=0.0, exit_code=1, exited_at=1.0, log_size=0,
+                              output_ok=None, followed=b"", followed_from=0)})
     await bed.book.check({"h"})
     assert fin.reports == [0.6, 0.1] and fin.reports_offset == len(log)
     assert fin.status == JobStatus.COMPLETED  # its 0.1 at rung 2 is no verdict: it ended

@@ -77,9 +77,9 @@ def gpu_shares(snap: HostSnapshot, placed: Mapping[int, list[str]],
         procs = on_gpu.get(gpu, [])
         util_total = sum(u or 0 for _, _, u, _ in procs)
         mib_total = sum(m or 0 for _, _, _, m in procs)
-        kept = [(previous or {}).get(job_id, {}).get(gpu) for job_id in jobs]
-        if util_total <= 0 and len(procs) != 1 and None not in kept:
-            for job_id, share in zip(jobs, kept, strict=True):
+        kept = {job_id: (previous or {}).get(job_id, {}).get(gpu) for job_id in jobs}
+        if util_total <= 0 and len(procs) != 1 and None not in kept.values():
+            for job_id, share in kept.items():
                 shares.setdefault(job_id, {})[gpu] = share or 0.0
             continue
         for job_id in jobs:
