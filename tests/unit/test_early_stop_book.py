@@ -297,6 +297,13 @@ async def test_a_resume_from_an_earlier_checkpoint_drops_the_reports_it_makes_ag
     assert job.report_fractions == [pytest.approx(1 / 9), pytest.approx(2 / 9)]
     await bed.write({"x": "epoch 3/9 val_acc=0.71\nepoch 4/9 val_acc=0.76\n"})
     assert job.reports == [0.5, 0.61, 0.71, 0.76]
+    # resumed from the newest checkpoint: every carried report was made before it, all stay
+    job.attempts = 3
+    job.history.append(Attempt(n=3, host="h", gpus=[0], session="s3", attempt_dir="d3",
+                               log="l3", start=9.0, resumed_from="ckpt/epoch-4.pt"))
+    bed.logs["x"] = b""
+    await bed.write({"x": "epoch 5/9 val_acc=0.8\n"})
+    assert job.reports == [0.5, 0.61, 0.71, 0.76, 0.8]
 
 
 async def test_a_restarted_engine_goes_on_from_the_last_report_kept(tmp_path: Path) -> None:
