@@ -98,6 +98,44 @@ async def test_only_another_users_fresh_want_makes_the_limit_apply(
     await bed.launch("b", 1, rules=rules, most=1)  # two GPUs: no one else waits
 
 
+async def test_a_want_naming_no_user_hides_no_other_users_want_after_it(bed: Bed) -> None:
+    """The want files are read in order: one that names no user (first, by its name) is
+    skipped, and another user's fresh want after it still makes the limit apply."""
+    rules = bed.tmp / "rules.yaml"
+    rules.write_text("max_gpus_per_user: 1\n")
+    await bed.launch("a", 0, rules=rules, most=1)
+    bed.want("w.aaa.q.beef00", "eqwant1\n")
+    bed.want("w.someone.q.beef01", "eqwant1 someone q beef01 1 all 1 - 500\n")
+    with pytest.raises(ClaimRefused, match=r"per user while others wait \(someone\)"):
+        await bed.launch("b", 1, rules=rules, most=1)
+
+
+@pytest.mark.parametrize(("age_s", "applies"), [(13, True), (14, False)])
+async def test_a_want_is_fresh_for_three_of_its_polls_and_ten_seconds_to_the_second(
+        bed: Bed, age_s: int, applies: bool) -> None:
+    """A want written every second (its poll) is another user waiting while it is at most
+    3 x 1 + 10 = 13 s old, by the host's clock: fixed here (a `date` before the real one on
+    the PATH), so the age is exact."""
+    now = int(time.time())
+    clock = bed.tmp / "clock"
+    clock.mkdir()
+    real = shutil.which("date")
+    (clock / "date").write_text(
+        f'#!/bin/sh\nif [ "$*" = "+%s" ]; then echo {now}; else exec {real} "$@"; fi\n')
+    (clock / "date").chmod(0o755)
+    bed.env["PATH"] = f"{clock}{os.pathsep}{bed.env['PATH']}"
+    rules = bed.tmp / "rules.yaml"
+    rules.write_text("max_gpus_per_user: 1\n")
+    await bed.launch("a", 0, rules=rules, most=1)
+    want = bed.want("w.someone.q.beef01", "eqwant1 someone q beef01 1 all 1 - 500\n")
+    os.utime(want, (now - age_s, now - age_s))
+    if applies:
+        with pytest.raises(ClaimRefused, match=r"per user while others wait \(someone\)"):
+            await bed.launch("b", 1, rules=rules, most=1)
+    else:
+        await bed.launch("b", 1, rules=rules, most=1)
+
+
 async def test_the_limit_counts_the_users_gpus_and_lets_them_share_the_ones_they_hold(
         bed: Bed) -> None:
     """While another user waits: up to max_gpus_per_user GPUs (exactly that many is allowed),
