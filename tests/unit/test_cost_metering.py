@@ -582,3 +582,24 @@ def test_a_new_attempt_counts_its_minute_from_its_own_start(tmp_path: Path) -> N
     meter.probe(1130.0)
     assert "a" not in meter.ctx.ledger.changed_ids
     assert meter.figures("a") == (6000.0, 0.0, 1130.0)
+
+
+def test_a_job_the_probe_asked_of_whose_attempt_was_dropped_is_passed_over(
+        tmp_path: Path) -> None:
+    """The probe asked of b's attempt, whose launch was then refused (a claim: the attempt is
+    dropped, b is pending with no attempt at all): the book meters x and passes b over."""
+    x = holding("x", attempt(start=1000.0, shared=True))
+    b = JobState(id="b", phase="main", cmd="train", status=JobStatus.PENDING)
+    meter = Meter(tmp_path, [x])
+    meter.ctx.ledger.jobs["b"] = b
+    meter.probe(1000.0, procs=(proc(10, 0, 50),))
+    snap = meter.ctx.hosts["h"].snapshot
+    assert snap is not None
+    asked = AttemptProbe(key="b", session_alive=False, pid=None, pid_alive=False, started=None,
+                         exit_code=None, exited_at=None, log_size=0, output_ok=None)
+    meter.ctx.hosts["h"].snapshot = replace(snap, taken_at=1010.0,
+                                            attempts={**snap.attempts, "b": asked})
+    meter.clock.now = 1010.0
+    meter.book.observe(["h"])
+    assert meter.figures("x") == (2000.0, 0.0, 1010.0)
+    assert b.current is None
