@@ -116,13 +116,9 @@ claims_want() {
     w_file="$claims/w.$eq_user.$w_project.$w_token"
     if [ "$w_flag" = 1 ]; then
         w_line="eqwant1 $eq_user $w_project $w_token $w_poll $w_gpus $w_count $w_share $w_alone"
-        if [ -e "$w_file" ]; then
-            printf '%s\n' "$w_line" > "$w_file" 2>/dev/null
-        else
-            [ -d "$claims" ] || mkdir -p -m 1777 "$claims" 2>/dev/null </dev/null
-            ( umask 022; printf '%s\n' "$w_line" > "$w_file" ) 2>/dev/null
-        fi
-    elif [ -e "$w_file" ]; then
+        [ -d "$claims" ] || mkdir -p -m 1777 "$claims" 2>/dev/null </dev/null
+        ( umask 022; printf '%s\n' "$w_line" > "$w_file" ) 2>/dev/null
+    else
         rm -f "$w_file" 2>/dev/null </dev/null
     fi
 }
