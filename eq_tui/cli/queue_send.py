@@ -27,6 +27,7 @@ from eq_tui.cli.queue_check import check_request, check_saved
 from eq_tui.cli.queue_verbs import Request, parse_verb
 from eq_tui.cli.remote.reach import NoEngine, reach
 from eq_tui.errors import RunDirError
+from eq_tui.present.job_filter import parse_filter
 
 RESENDS = 4
 FIRST_PAUSE_S = 0.5
@@ -41,8 +42,6 @@ def sender() -> str:
 
 
 def filtered_jobs(snapshot: dict[str, Any], query: str) -> list[str]:
-    from eq_tui.tui.filters import parse_filter
-
     chosen = parse_filter(query)
     project = str(snapshot.get("project", ""))
     return [str(job["id"]) for job in snapshot.get("jobs") or []

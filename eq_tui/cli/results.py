@@ -74,7 +74,8 @@ def _remote(spec: str, config_path: str | None) -> Read:
     import json
     import posixpath
 
-    from eq_tui.cli.remote.link import READ_FILE, open_link
+    from eq_tui.cli.remote.link import open_link
+    from eq_tui.cli.remote.shell import remote_script
     from eq_tui.cli.remote.target import parse_target
 
     target = parse_target(spec)
@@ -86,8 +87,8 @@ def _remote(spec: str, config_path: str | None) -> Read:
             located = await link.locate(target)
             texts: list[str | None] = []
             for name in (RESULTS_FILE, "manifest.json"):
-                result = await link.run(READ_FILE, [posixpath.join(located.path, name)],
-                                        timeout=120)
+                result = await link.run(remote_script("read_file.sh"),
+                                        [posixpath.join(located.path, name)], timeout=120)
                 texts.append(result.stdout.decode(errors="replace")
                              if result.returncode == 0 else None)
             return texts[0], texts[1]

@@ -1,2 +1,3 @@
 """Helpers that put the engine's figures into words for people (durations, a running job's
-pace); used by the front ends and by the engine's summary.md."""
+pace) and read what people type (the job filter); used by the front ends and by the engine's
+summary.md."""

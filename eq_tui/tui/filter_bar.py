@@ -8,7 +8,7 @@ from typing import Any
 from textual.message import Message
 from textual.widgets import Input
 
-from eq_tui.tui.filters import JobFilter, parse_filter
+from eq_tui.present.job_filter import JobFilter, parse_filter
 
 FILTER_DEBOUNCE_S = 0.15
 PLACEHOLDER = ("filter: words, status:stuck host:box1 phase:distill "

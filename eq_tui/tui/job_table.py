@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.timer import Timer
 
-from eq_tui.tui.filters import JobFilter
+from eq_tui.present.job_filter import JobFilter
 from eq_tui.tui.layout import TableFit, TableShape, column_plan, table_shape
 from eq_tui.tui.live_metrics import LiveMetrics
 from eq_tui.tui.palette import status_rich_styles

@@ -35,6 +35,10 @@ def test_the_wheel_installs_into_a_clean_venv_and_runs_the_demo(tmp_path: Path) 
     eq_tui = bin_dir / "eq-tui"
     where = run(bin_dir / "python", "-c", "import eq_tui; print(eq_tui.__file__)", cwd=tmp_path)
     assert where.stdout.startswith(str(tmp_path / "venv")), where.stdout  # not the checkout
+    remote = sorted(p.name for p in (ROOT / "eq_tui" / "cli" / "remote" / "scripts").glob("*.sh"))
+    shipped = run(bin_dir / "python", "-c", "import sys; from eq_tui.cli.remote.shell import "
+                  "remote_script; [remote_script(n) for n in sys.argv[1:]]", *remote, cwd=tmp_path)
+    assert remote and shipped.returncode == 0, shipped.stderr  # the shell run over ssh
 
     work = tmp_path / "work"
     work.mkdir()

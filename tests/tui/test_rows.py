@@ -13,7 +13,7 @@ from eq_tui.api.events import (
     QueuePaused,
 )
 from eq_tui.api.model import FailureClass
-from eq_tui.tui.filters import parse_filter
+from eq_tui.present.job_filter import parse_filter
 from eq_tui.tui.log_pane import lines_to_append, sanitise
 from eq_tui.tui.progress import measure
 from eq_tui.tui.rows import (

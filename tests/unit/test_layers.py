@@ -291,3 +291,33 @@ def test_the_tick_runs_its_phases_in_the_order_the_architecture_says() -> None:
     done = [name for _, _, name in sorted(calls)]
     order = [name for name in done if name in said]
     assert order == said, (order, said)
+
+
+def test_the_cli_imports_the_ui_only_where_it_starts_it_lazily() -> None:
+    """The CLI reads no UI module (`--filter` parses with eq_tui.present.job_filter): only
+    cli/attach.py and cli/run.py import eq_tui.tui, and only inside the function that starts
+    the app (or for type checking), so a verb without a screen never loads Textual."""
+    import ast
+
+    starts = {("eq_tui/cli/attach.py", "eq_tui.tui.app"),
+              ("eq_tui/cli/run.py", "eq_tui.tui.launch")}
+    offenders = []
+    for path in sorted((ROOT / "eq_tui" / "cli").rglob("*.py")):
+        where = str(path.relative_to(ROOT))
+        tree = ast.parse(path.read_text())
+        lazy = {id(node) for function in ast.walk(tree)
+                if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+                for node in ast.walk(function)}
+        typing_only = {id(node) for block in ast.walk(tree)
+                       if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+                       for node in ast.walk(block)}
+        for node in ast.walk(tree):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            for name in names:
+                if name != "eq_tui.tui" and not name.startswith("eq_tui.tui."):
+                    continue
+                if id(node) in typing_only or (id(node) in lazy and (where, name) in starts):
+                    continue
+                offenders.append(f"{where}:{node.lineno} {name}")
+    assert offenders == []

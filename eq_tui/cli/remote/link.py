@@ -11,25 +11,12 @@ from typing import Any
 import asyncssh
 
 from eq_tui.api.control_client import ControlClient, LineReader, LineWriter
+from eq_tui.cli.remote.shell import remote_script
 from eq_tui.cli.remote.target import RemoteTarget
 from eq_tui.errors import HostError, RunDirError
 from eq_tui.hosts.ssh import SshRunner
 
 CONNECT_TIMEOUT_S = 15.0
-
-# Resolves RUN_DIR on the host (~ and relative paths from the login directory) and reports, NUL
-# separated: the absolute path, whether a state file is there, and the control pointer (or "").
-LOCATE = r"""
-dir=$1
-case $dir in "~") dir=$HOME ;; "~/"*) dir=$HOME/${dir#"~/"} ;; esac
-cd "$dir" 2>/dev/null || exit 3
-printf '%s\0' "$(pwd -P)"
-if [ -f queue_state.json ] || [ -f queue_state.prev.json ]; then printf 'state\0'
-else printf 'none\0'; fi
-cat control.json 2>/dev/null
-exit 0
-"""
-READ_FILE = 'cat -- "$1"'
 
 
 @dataclass(frozen=True)
@@ -84,7 +71,7 @@ class RemoteLink(SshRunner):
         super().__init__(host, host, config_path=config_path, connect_timeout=CONNECT_TIMEOUT_S)
 
     async def locate(self, target: RemoteTarget) -> RemoteRunDir:
-        result = await self.run(LOCATE, [target.run_dir])
+        result = await self.run(remote_script("locate.sh"), [target.run_dir])
         if result.returncode == 3:
             raise RunDirError(f"{target}: no such directory on {target.host}")
         fields = result.stdout.split(b"\0")
@@ -102,7 +89,7 @@ class RemoteLink(SshRunner):
 
     async def read_json(self, path: str) -> Any:
         """A JSON file on the host, or None when it is missing or unreadable."""
-        result = await self.run(READ_FILE, [path], timeout=120)
+        result = await self.run(remote_script("read_file.sh"), [path], timeout=120)
         if result.returncode != 0:
             return None
         try:

@@ -14,6 +14,7 @@ from pathlib import Path
 from eq_tui import __version__
 from eq_tui.cli.detach import AWAIT_COMMAND_S, FINISHED_MARK, RESUMING_MARK
 from eq_tui.cli.remote.link import RemoteLink, RemoteRunDir
+from eq_tui.cli.remote.shell import remote_script
 from eq_tui.cli.remote.target import RemoteTarget, command_line
 from eq_tui.errors import HostError, RunDirError
 from eq_tui.manifest.secret_copy import ManifestCopy, copy_without_secrets
@@ -22,29 +23,6 @@ from eq_tui.manifest.ssh_target import parse_ssh_target
 
 RUNS_DIR = ".eq-tui/runs"  # under the login user's home on the host
 START_TIMEOUT_S = 150.0    # the remote --detach waits up to a minute for its engine
-
-# Prints the eq-tui to use and its version; exit 127 when there is none.
-FIND_EQ_TUI = r"""
-if command -v eq-tui >/dev/null 2>&1; then eq=$(command -v eq-tui)
-elif [ -x "$HOME/.local/bin/eq-tui" ]; then eq=$HOME/.local/bin/eq-tui
-else exit 127; fi
-printf '%s\n' "$eq"
-"$eq" --version 2>&1 | head -n 1
-"""
-# Writes stdin to $HOME/.eq-tui/runs/PROJECT/NAME (atomically) and prints that directory.
-UPLOAD = r"""
-dir=$HOME/$1/$2
-mkdir -p -- "$dir" && cd -- "$dir" || exit 3
-cat > ".$3.part" && mv -f -- ".$3.part" "$3" && pwd -P
-"""
-# Runs eq-tui ARGS... in DIR with a run dir resolved like the remote commands do (~, or
-# relative to the login directory).
-START = r"""
-eq=$1; dir=$2; run=$3; shift 3
-case $run in /*) ;; "~") run=$HOME ;; "~/"*) run=$HOME/${run#"~/"} ;; *) run=$HOME/$run ;; esac
-cd -- "$dir" || exit 3
-exec "$eq" "$@" --detach --run-dir "$run"
-"""
 
 
 def ssh_command(host: str, config_path: str | None) -> list[str]:
@@ -61,7 +39,7 @@ def ssh_command(host: str, config_path: str | None) -> list[str]:
 
 
 async def find_eq_tui(link: RemoteLink, config_path: str | None) -> str:
-    result = await link.run(FIND_EQ_TUI)
+    result = await link.run(remote_script("find_eq_tui.sh"))
     lines = result.stdout.decode(errors="replace").splitlines()
     if result.returncode == 127 or not lines:
         install = shlex.join([*ssh_command(link.target, config_path),
@@ -93,7 +71,8 @@ def manifest_copy(manifest: Path) -> ManifestCopy:
 async def upload_manifest(link: RemoteLink, manifest: Path, data: bytes, project: str) -> str:
     """Writes `data` (the manifest's copy) to ~/.eq-tui/runs/PROJECT/ on the host under the
     manifest's name; returns that directory."""
-    result = await link.run(UPLOAD, [RUNS_DIR, project, manifest.name], stdin=data)
+    result = await link.run(remote_script("upload.sh"), [RUNS_DIR, project, manifest.name],
+                            stdin=data)
     if result.returncode != 0:
         raise HostError(f"{link.target}: cannot write ~/{RUNS_DIR}/{project}/{manifest.name}: "
                         f"{result.stderr.decode(errors='replace').strip()}")
@@ -130,7 +109,8 @@ async def start_engine(link: RemoteLink, eq_tui: str, manifest: str, run_dir: st
     directory = posixpath.dirname(manifest) or "/"
     if secrets:
         extra = [*extra, SECRETS_STDIN_FLAG]
-    result = await link.run(START, [eq_tui, directory, run_dir, manifest, *extra],
+    result = await link.run(remote_script("start.sh"),
+                            [eq_tui, directory, run_dir, manifest, *extra],
                             stdin=hand_over_bytes(secrets) if secrets else b"",
                             timeout=START_TIMEOUT_S)
     started = parse_started(result.stdout.decode(errors="replace"), result.returncode)

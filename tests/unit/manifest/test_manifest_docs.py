@@ -99,22 +99,6 @@ def test_docs_say_a_quarantined_gpu_waits_for_its_release() -> None:
         assert "until you release it" in text, doc
 
 
-async def test_every_variable_a_job_gets_is_in_the_table(tmp_path: Path) -> None:
-    """A real job on a simulated host prints its environment: every EQ_/CUDA_ variable it has
-    is a row of manifest.md's table, and every row is in it."""
-    from tests.support.engine_run import job, make_manifest, run_to_end
-
-    manifest = make_manifest(tmp_path, [job("env", "env")])
-    code, run = await run_to_end(manifest, tmp_path / "run")
-    assert code == 0
-    log = Path(run.job("env")["log"]).read_text()
-    given = {line.split("=", 1)[0] for line in log.splitlines()
-             if re.match(r"(EQ_|CUDA_|PYTHONUNBUFFERED=)", line)}
-    table = {name for row in re.findall(r"^\| ((?:`\w+`(?:, )?)+) \|", section("## Variables"),
-                                        re.MULTILINE) for name in re.findall(r"`(\w+)`", row)}
-    assert given == table, (given ^ table)
-
-
 def test_readme_links_stay_inside_the_repository() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     links = re.findall(r"\]\(([^)\s]+)\)", readme)

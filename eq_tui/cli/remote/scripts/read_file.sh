@@ -1,0 +1,2 @@
+# read_file.sh PATH: the file's bytes.
+cat -- "$1"
