@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from eq_tui.hosts.claims import ClaimTicket, GpuClaim
+    from eq_tui.hosts.claim_types import ClaimTicket, GpuClaim
     from eq_tui.hosts.lab_rules import HostLab
 
 LauncherName = Literal["screen", "tmux"]

@@ -19,7 +19,8 @@ from eq_tui.engine.engine import Engine
 from eq_tui.engine.tick.claims import with_claims
 from eq_tui.engine.tick.wants import waiting_need
 from eq_tui.hosts.base import GpuProcess, GpuReading, HostSnapshot
-from eq_tui.hosts.claims import GpuClaim, WaitingNeed, parse_claims, pending_by_gpu, want_arg
+from eq_tui.hosts.claim_types import GpuClaim
+from eq_tui.hosts.claims import WaitingNeed, parse_claims, pending_by_gpu, want_arg
 from eq_tui.hosts.local import LocalRunner, sim_environment
 from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.sim.state import init_sim_state

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from eq_tui.hosts.base import LaunchRequest, ProbeRequest
-from eq_tui.hosts.claims import ClaimRefused, ClaimTicket, GpuClaim, want_arg
+from eq_tui.hosts.claim_types import ClaimTicket, GpuClaim
+from eq_tui.hosts.claims import ClaimRefused, want_arg
 from eq_tui.hosts.local import LocalRunner
 from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.hosts.shell_protocol import script

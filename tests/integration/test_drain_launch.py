@@ -245,7 +245,7 @@ def test_no_drain_wait_on_a_host_another_engine_uses() -> None:
     a freed GPU is left to the fair turns (their want files, _fair_turns.sh), as before."""
     from eq_tui.engine.tick.drain_launch import shared_with_others
     from eq_tui.hosts.base import HostSnapshot
-    from eq_tui.hosts.claims import GpuClaim
+    from eq_tui.hosts.claim_types import GpuClaim
     from eq_tui.hosts.lab_rules import HostLab
 
     def claim(project: str, token: str) -> GpuClaim:

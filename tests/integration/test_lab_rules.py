@@ -14,7 +14,7 @@ import pytest
 from eq_tui.engine.decide.lab_rules import with_rules
 from eq_tui.engine.decide.placement import GpuView, HostView, no_room
 from eq_tui.hosts.base import HostSnapshot
-from eq_tui.hosts.claims import GpuClaim
+from eq_tui.hosts.claim_types import GpuClaim
 from eq_tui.hosts.factory import sim_state_dir
 from eq_tui.hosts.lab_rules import (
     HostLab,

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from eq_tui.hosts.base import LaunchRequest
-from eq_tui.hosts.claims import ClaimRefused, ClaimTicket
+from eq_tui.hosts.claim_types import ClaimTicket
+from eq_tui.hosts.claims import ClaimRefused
 from eq_tui.hosts.local import LocalRunner
 from eq_tui.hosts.shell_host import ShellHost
 from eq_tui.sim.state import init_sim_state, sim_bin_dir

@@ -25,7 +25,7 @@ from eq_tui.engine.tick.drain_launch import (
 from eq_tui.engine.tick.host_watchers import HostWatchers
 from eq_tui.engine.tick.tick_timing import Pacing
 from eq_tui.hosts.base import AttemptProbe, GpuProcess, GpuReading, HostSnapshot
-from eq_tui.hosts.claims import GpuClaim
+from eq_tui.hosts.claim_types import GpuClaim
 from eq_tui.hosts.lab_rules import HostLab
 from eq_tui.hosts.watch import DRAIN_INTERVAL_S, WatchRequest
 from tests.unit.test_memory_book import Bed

@@ -17,7 +17,8 @@ from eq_tui.api.model import Attempt, JobState, JobStatus
 from eq_tui.engine.tick.memory import learned_estimate
 from eq_tui.engine.tick.wants import Wants, due_at, share_need, waiting_need, waiting_need_until
 from eq_tui.hosts.base import GpuReading, HostSnapshot
-from eq_tui.hosts.claims import GpuClaim, WaitingNeed
+from eq_tui.hosts.claim_types import GpuClaim
+from eq_tui.hosts.claims import WaitingNeed
 from eq_tui.hosts.lab_rules import HostLab, LabRules
 from eq_tui.manifest.model import HostSpec, JobSpec, Manifest
 from tests.support.context_bed import Clock, context

@@ -17,7 +17,8 @@ from eq_tui.api.model import JobState, JobStatus
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.decide.placement import GpuView
 from eq_tui.hosts.base import HostSnapshot
-from eq_tui.hosts.claims import ClaimTicket, known_on, others, pending_by_gpu
+from eq_tui.hosts.claim_types import ClaimTicket
+from eq_tui.hosts.claims import known_on, others, pending_by_gpu
 
 
 def ticket(ctx: RunContext, job: JobState, host: str, gpus: tuple[int, ...]) -> ClaimTicket:
