@@ -53,12 +53,13 @@ from bench.gpu_check_harness import (
     SIM_MODEL,
     Jobs,
     Sampler,
+    Section,
     SimJobs,
     TorchJobs,
     process_owner,
     smi,
 )
-from bench.gpu_check_scenarios import RUNS, Bench, Config, Section
+from bench.gpu_check_scenarios import RUNS, Bench, Config
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TORCH_PROBE = ("import json, torch; ok = torch.cuda.is_available(); print(json.dumps("

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.gpu_check_harness import CSV, Jobs, smi
+from bench.gpu_check_harness import CSV, Jobs, Section, jobs_yaml, smi
 
 
 @dataclass
@@ -103,8 +103,6 @@ class PowerSampler:
 
 
 def energy(bench: Any) -> Any:
-    from bench.gpu_check_scenarios import Section, jobs_yaml
-
     seconds = bench.config.pack_seconds
     body = jobs_yaml([("en0", bench.jobs.train(2048, seconds), None)])
     power = PowerSampler(bench.jobs)

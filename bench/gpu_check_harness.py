@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -403,3 +403,42 @@ def run_eq(jobs: Jobs, sampler: Sampler, work: Path, name: str, body: str, *, po
     return Run(name, project, run_dir, started, ended, engine.returncode,
                (folder / "eq-tui.out").read_text(errors="replace"), read_state(run_dir),
                read_json_lines(run_dir / "events.jsonl"))
+
+
+@dataclass
+class Section:
+    """One run's figures (for the JSON), table rows and pass/fail checks."""
+
+    name: str
+    figures: dict[str, Any] = field(default_factory=dict)
+    rows: list[tuple[str, str, str, str]] = field(default_factory=list)
+    checks: dict[str, bool] = field(default_factory=dict)
+
+    def row(self, figure: str, smi: object = "-", eq: object = "-",
+            check: tuple[str, bool] | None = None) -> None:
+        verdict = "-"
+        if check is not None:
+            self.checks[check[0]] = check[1]
+            verdict = "ok" if check[1] else "FAIL"
+        self.rows.append((figure, show(smi), show(eq), verdict))
+
+
+def show(value: object) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def jobs_yaml(entries: Iterable[tuple[str, str, int | None]]) -> str:
+    """The jobs' manifest lines. A run's jobs are often copies of one command (a card packed
+    with the same job), which a manifest refuses unless meant: each command says so with its
+    job's id in EQ_BENCH_COPY, a variable no job reads."""
+    lines = []
+    for job_id, command, mem in entries:
+        cmd = f"EQ_BENCH_COPY={job_id} {command}"
+        quoted = cmd.replace("\\", "\\\\").replace('"', '\\"')
+        extra = "" if mem is None else f", mem_mib: {mem}"
+        lines.append(f'  - {{id: {job_id}, cmd: "{quoted}"{extra}}}')
+    return "jobs:\n" + "\n".join(lines) + "\n"

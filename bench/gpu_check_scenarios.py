@@ -8,8 +8,8 @@ import functools
 import itertools
 import statistics
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,9 @@ from bench.gpu_check_harness import (
     Run,
     Sample,
     Sampler,
+    Section,
     eq_tui,
+    jobs_yaml,
     read_state,
     run_eq,
 )
@@ -55,24 +57,6 @@ class Config:
         return 3 if self.quick else 5
 
 
-@dataclass
-class Section:
-    """One run's figures (for the JSON), table rows and pass/fail checks."""
-
-    name: str
-    figures: dict[str, Any] = field(default_factory=dict)
-    rows: list[tuple[str, str, str, str]] = field(default_factory=list)
-    checks: dict[str, bool] = field(default_factory=dict)
-
-    def row(self, figure: str, smi: object = "-", eq: object = "-",
-            check: tuple[str, bool] | None = None) -> None:
-        verdict = "-"
-        if check is not None:
-            self.checks[check[0]] = check[1]
-            verdict = "ok" if check[1] else "FAIL"
-        self.rows.append((figure, show(smi), show(eq), verdict))
-
-
 @dataclass(frozen=True)
 class Bench:
     """What every run needs: the jobs, the sampler, the work dir, the card's total memory."""
@@ -90,23 +74,6 @@ class Bench:
 
     def samples(self, run: Run) -> list[Sample]:
         return self.sampler.window(run.started - 1, run.ended + 2)
-
-
-def show(value: object) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return str(value)
-
-
-def jobs_yaml(entries: Iterable[tuple[str, str, int | None]]) -> str:
-    lines = []
-    for job_id, cmd, mem in entries:
-        quoted = cmd.replace("\\", "\\\\").replace('"', '\\"')
-        extra = "" if mem is None else f", mem_mib: {mem}"
-        lines.append(f'  - {{id: {job_id}, cmd: "{quoted}"{extra}}}')
-    return "jobs:\n" + "\n".join(lines) + "\n"
 
 
 def job_mib(bench: Bench, samples: list[Sample], project: str) -> list[dict[str, int]]:
