@@ -35,6 +35,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import shell_mutation  # the host scripts: SCRIPTS, scored by it
+
 ROOT = Path(__file__).resolve().parent.parent
 MUTMUT_VERSION = "3.8.1"
 
@@ -136,8 +140,25 @@ MODULES: dict[str, list[str]] = {
     "eq_tui/hosts/slurm_parse.py": [
         "tests/unit/test_slurm_parse.py",
     ],
+    "eq_tui/engine/decide/pruning.py": [
+        "tests/unit/test_early_stop_rule.py",
+        "tests/unit/test_early_stop_book.py",
+    ],
+    "eq_tui/engine/tick/early_stop.py": [
+        "tests/unit/test_early_stop_book.py",
+        "tests/unit/test_early_stop_rule.py",
+    ],
+    "eq_tui/engine/tick/cost.py": [
+        "tests/unit/test_cost.py",
+        "tests/unit/test_cost_metering.py",
+    ],
     "eq_tui/engine/tick/wants.py": [
         "tests/unit/test_wants.py",
+    ],
+    "eq_tui/api/job_progress.py": [
+        "tests/unit/test_job_progress.py",
+        "tests/unit/test_engine_progress.py",
+        "tests/unit/test_stack_fixtures.py",
     ],
     "eq_tui/engine/tick/drain_launch.py": [
         "tests/unit/test_drain_launch_rules.py",
@@ -145,8 +166,35 @@ MODULES: dict[str, list[str]] = {
     "eq_tui/hosts/claims.py": [
         "tests/unit/test_claims_rules.py",
     ],
+    # the pure tests of tests/integration/test_lab_rules.py (the rest run engines)
+    "eq_tui/hosts/lab_rules.py": [
+        "tests/unit/test_lab_rules_parse.py",
+        "tests/integration/test_lab_rules.py::test_a_rules_file_reads_as_rules",
+        "tests/integration/test_lab_rules.py::test_what_is_not_a_rule_says_where",
+        "tests/integration/test_lab_rules.py::test_what_the_rules_keep_from_us_and_when",
+    ],
     "eq_tui/manifest/added_jobs.py": [
         "tests/unit/manifest/test_added_jobs.py",
+    ],
+    "eq_tui/results/unseen.py": [
+        "tests/unit/test_unseen_rule.py",
+    ],
+    # test_nvml.py but its engine run (too slow per mutant)
+    "eq_tui/hosts/nvml.py": [
+        "tests/unit/test_nvml_readings.py",
+        "tests/unit/test_nvml.py::test_the_reader_turns_nvml_answers_into_readings",
+        "tests/unit/test_nvml.py::test_a_read_that_fails_midway_is_a_warning_not_an_error",
+        "tests/unit/test_nvml.py::test_on_a_shared_gpu_each_process_gets_its_own_utilisation",
+        "tests/unit/test_nvml.py::test_the_reader_gives_each_card_its_power_and_energy_counter",
+        "tests/unit/test_nvml.py::test_an_idle_h200_reads_as_nvidia_smi_prints_it_not_as_615_mib_used",
+        "tests/unit/test_nvml.py::test_a_driver_without_the_second_memory_call_is_read_with_the_first_and_asked_once",
+        "tests/unit/test_nvml.py::test_a_card_the_second_call_cannot_read_is_asked_the_first_without_giving_it_up",
+        "tests/unit/test_nvml.py::test_no_driver_or_no_library_means_nvidia_smi",
+        "tests/unit/test_nvml.py::test_a_local_host_reads_gpus_through_nvml_when_it_can",
+        "tests/unit/test_nvml.py::test_a_local_probe_carries_the_nvml_readings",
+        "tests/unit/test_nvml.py::test_each_process_carries_its_own_group_and_session_told_apart",
+        "tests/unit/test_nvml.py::test_a_processs_utilisation_is_its_busiest_sample_in_the_window",
+        "tests/unit/test_nvml.py::test_a_binding_without_the_power_calls_reads_no_power",
     ],
 }
 RECORD = ROOT / "bench" / "results" / "mutation_scores.json"
@@ -275,10 +323,12 @@ def table(modules: dict[str, dict[str, object]]) -> str:
     """The docs table: one row per scored module, in MODULES order."""
     rows = ["| module | mutants | score | survivors (no tests) | scored at |",
             "|---|---|---|---|---|"]
-    for name in sorted(modules, key=lambda m: (list(MODULES).index(m) if m in MODULES
-                                               else len(MODULES), m)):
+    order = [*MODULES, *shell_mutation.SCRIPTS]
+    for name in sorted(modules, key=lambda m: (order.index(m) if m in order else len(order),
+                                               m)):
         entry = modules[name]
-        rows.append(f"| `{name}` | {entry['mutants']} | **{percent(entry['score'])}** | "
+        rows.append(f"| `{name}` | {entry['mutants']} | **{percent(entry['score'])}**"
+                    f"{shell_mutation.less_equivalent(name, entry)} | "
                     f"{entry['survivors']} ({entry['no_tests']}) | "
                     f"{entry['commit']} ({entry['date']}) |")
     return "\n".join(rows)
@@ -301,7 +351,7 @@ def record(report: dict[str, object]) -> None:
 def stale() -> list[str]:
     """Modules in MODULES never scored, or whose bytes differ from the ones scored."""
     modules = load_record()
-    return [name for name in MODULES if name not in modules
+    return [name for name in [*MODULES, *shell_mutation.SCRIPTS] if name not in modules
             or modules[name]["blob"] != blob_hash((ROOT / name).read_bytes())]
 
 
@@ -318,6 +368,9 @@ def main() -> None:
                         help="print only: leave the record and docs/testing.md alone")
     parser.add_argument("--table", action="store_true",
                         help="rewrite the docs table from the record and exit")
+    parser.add_argument("--rerun-survivors", action="store_true",
+                        help="a host script's recorded survivors only, run again against the "
+                             "tests as they are now (tests added since), and recorded")
     args = parser.parse_args()
     if args.list:
         for module, tests in MODULES.items():
@@ -327,9 +380,16 @@ def main() -> None:
         write_docs(load_record())
         return
     for module in args.modules or (stale() if args.stale else list(MODULES)):
-        if module not in MODULES:
+        if module in shell_mutation.SCRIPTS and args.rerun_survivors:
+            report = shell_mutation.rerun_survivors(module, load_record()[module])
+        elif module in shell_mutation.SCRIPTS:
+            report = shell_mutation.score(module, shell_mutation.SCRIPTS[module],
+                                          keep=args.keep, diff=args.diff)
+        elif module not in MODULES:
             parser.error(f"{module} is not in MODULES (bench/mutation.py): add it with its tests")
-        report = score(module, MODULES[module], jobs=args.jobs, keep=args.keep, diff=args.diff)
+        else:
+            report = score(module, MODULES[module], jobs=args.jobs, keep=args.keep,
+                           diff=args.diff)
         if "error" not in report and not args.no_record:
             record(report)
         print(json.dumps(report), flush=True)

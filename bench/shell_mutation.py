@@ -1,9 +1,10 @@
 """Mutation score of the host scripts (eq_tui/hosts/scripts/*.sh), script by script, with the
 integration tests that run them (real screen/tmux sessions, simulated GPUs).
 
-    flock /tmp/mutation.lock .venv/bin/python bench/shell_mutation.py eq_tui/hosts/scripts/launch.sh
+    .venv/bin/python bench/mutation.py eq_tui/hosts/scripts/launch.sh    # score and record
+    .venv/bin/python bench/mutation.py SCRIPT --rerun-survivors  # survivors vs tests added since
     .venv/bin/python bench/shell_mutation.py SCRIPT --list        # its mutants, not run
-    .venv/bin/python bench/shell_mutation.py SCRIPT --only L42:-lt/-le --no-record
+    .venv/bin/python bench/shell_mutation.py SCRIPT --only L42:-lt/-le   # a look, not recorded
 
 The mutants are bench/shell_mutants.py's (the operators a shell bug takes). Each script is
 scored in its own copy of the checkout: the tests run there, so the host code they import
@@ -12,12 +13,11 @@ tests first run once unmutated (they must pass; their times order them, fastest 
 once with `exit 97` as the script's first line (they must fail: proof that they run the copy's
 script); then per mutant with `-x`: killed when a test fails or runs out of time.
 
-The score goes into bench/results/mutation_scores.json beside the Python modules' (key: the
-script's path; the same fields, its git blob hash among them), and the table in
-docs/testing.md is rewritten (bench/mutation.py record). `bench/mutation.py SCRIPT` runs this
-too. SCRIPTS is the list to edit when a script's tests move: a script and the tests that run it.
+bench/mutation.py records the score in bench/results/mutation_scores.json beside the Python
+modules' (key: the script's path; the same fields, its git blob hash among them) and rewrites
+the table in docs/testing.md; this module only scores (so the two do not import each other).
+SCRIPTS is the list to edit when a script's tests move: a script and the tests that run it.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -72,7 +72,12 @@ SCRIPTS: dict[str, list[str]] = {
 # Survivors no test can kill because no input tells them from the script: each argued under
 # its script in docs/testing.md. They stay survivors in the score; the floor the host scripts
 # are held to (tests/unit/test_mutation_scores.py) is over the mutants less these.
-EQUIVALENT: dict[str, tuple[str, ...]] = {}
+EQUIVALENT: dict[str, tuple[str, ...]] = {
+    "eq_tui/hosts/scripts/_drain_wait.sh": ("L30:||/&&",),
+    "eq_tui/hosts/scripts/_rules_launch.sh": ("L40:test/true", "L52:test/true"),
+    "eq_tui/hosts/scripts/_claims.sh": ("L40:if/true", "L45:test/true", "L45:-ge/-gt",
+                                        "L45:return1/0"),
+}
 CANARY = "exit 97\n"
 TIMES_PLUGIN = '''
 import json, os
@@ -216,11 +221,10 @@ def score(script: str, tests: list[str], *, keep: bool = False, diff: bool = Fal
     return report
 
 
-def rerun_survivors(script: str) -> dict[str, object]:
-    """The recorded score with its survivors run again against the tests as they are now: a
-    test added since kills what it kills (added tests never save a mutant that was killed)."""
-    from bench.mutation import load_record
-    entry = load_record()[script]
+def rerun_survivors(script: str, entry: dict[str, object]) -> dict[str, object]:
+    """`entry`, the script's recorded score, with its survivors run again against the tests as
+    they are now: a test added since kills what it kills (added tests never save a mutant that
+    was killed)."""
     if entry["blob"] != blob_hash((ROOT / script).read_bytes()):
         raise SystemExit(f"{script} changed since its score: score it whole again")
     surviving = entry["surviving"]
@@ -247,13 +251,9 @@ def main() -> None:
     parser.add_argument("--diff", action="store_true", help="include the survivors' diffs")
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--only", nargs="+", default=(), metavar="NAME",
-                        help="run only these mutants (implies --no-record)")
+                        help="run only these mutants")
     parser.add_argument("--tests", nargs="+", metavar="TEST",
-                        help="run these tests instead of the script's (implies --no-record)")
-    parser.add_argument("--rerun-survivors", action="store_true",
-                        help="run the recorded survivors again (tests added since) and record")
-    parser.add_argument("--no-record", action="store_true",
-                        help="print only: leave the record and docs/testing.md alone")
+                        help="run these tests instead of the script's")
     args = parser.parse_args()
     for script in args.scripts or list(SCRIPTS):
         if script not in SCRIPTS:
@@ -262,14 +262,8 @@ def main() -> None:
         if args.list:
             print("\n".join(listing(script)))
             continue
-        if args.rerun_survivors:
-            report = rerun_survivors(script)
-        else:
-            report = score(script, args.tests or SCRIPTS[script], keep=args.keep,
-                           diff=args.diff, only=tuple(args.only))
-        if not (args.no_record or args.only or args.tests):
-            from bench.mutation import record
-            record(report)
+        report = score(script, args.tests or SCRIPTS[script], keep=args.keep, diff=args.diff,
+                       only=tuple(args.only))
         print(json.dumps(report), flush=True)
 
 
