@@ -434,10 +434,10 @@ def show(value: object) -> str:
 def jobs_yaml(entries: Iterable[tuple[str, str, int | None]]) -> str:
     """The jobs' manifest lines. A run's jobs are often copies of one command (a card packed
     with the same job), which a manifest refuses unless meant: each command says so with its
-    job's id in EQ_BENCH_COPY, a variable no job reads."""
+    job's id, in a no-op (`:`) before it (a compound command stays whole)."""
     lines = []
     for job_id, command, mem in entries:
-        cmd = f"EQ_BENCH_COPY={job_id} {command}"
+        cmd = f": {job_id}; {command}"
         quoted = cmd.replace("\\", "\\\\").replace('"', '\\"')
         extra = "" if mem is None else f", mem_mib: {mem}"
         lines.append(f'  - {{id: {job_id}, cmd: "{quoted}"{extra}}}')
