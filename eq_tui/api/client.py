@@ -124,6 +124,7 @@ class HostEntry(TypedDict, total=False):
     since: float
     rtt_s: float | None
     stopped: str | None  # why nothing launches there, if so
+    drained: str | list[int] | None  # a person's `eq-tui drain`: "all", its GPUs, or None
     gpus: list[GpuView]
     nodes: list[NodeView]
 

@@ -187,10 +187,37 @@ class ReleaseGpu(Command):
         return list(self.gpus)
 
 
+@dataclass(frozen=True)
+class Drain(Command):
+    """`eq-tui drain RUN_DIR HOST`: nothing new launches on the host (or only on `only_gpus`
+    of it) from the moment the answer comes; `now`: its running jobs there are stopped with
+    `grace` seconds to save (None: the default) and go back to the queue, to resume elsewhere."""
+
+    name: ClassVar[str] = "drain"
+    host: str = ""
+    only_gpus: Any = None  # GPU indexes; None: the whole host
+    now: bool = False
+    grace: Any = None
+
+    def targets(self) -> list[str]:
+        return [self.host]
+
+
+@dataclass(frozen=True)
+class Undrain(Command):
+    """The host given back: launches there again."""
+
+    name: ClassVar[str] = "undrain"
+    host: str = ""
+
+    def targets(self) -> list[str]:
+        return [self.host]
+
+
 KINDS: dict[str, type[Command]] = {kind.name: kind for kind in (
     Kill, Retry, Requeue, Hold, Release, SetPriority, Edit, Clone, Add, Reload, SetEarlyStop,
-    Pause, Resume, Shutdown, ReleaseGpu)}
-_NOT_ARGUMENTS = frozenset({"job_ids", "job", "gpus"})
+    Pause, Resume, Shutdown, ReleaseGpu, Drain, Undrain)}
+_NOT_ARGUMENTS = frozenset({"job_ids", "job", "gpus", "host"})
 _MAPPINGS = frozenset({"sets", "add_flags"})
 _DROP_WHEN_EMPTY = frozenset({*_MAPPINGS, "by"})
 _WIRE_NAMES = {"sets": "set", "add_flags": "add_flag", "new_id": "id"}
@@ -229,6 +256,10 @@ def from_wire(name: str, targets: Sequence[Any] | None = None,
         return Clone(job=ids[0], **given)
     if kind is ReleaseGpu:
         return ReleaseGpu(gpus=tuple(ids), **given)
+    if kind in (Drain, Undrain):
+        if len(ids) != 1:
+            raise CommandError(f"{name} takes one host")
+        return kind(host=ids[0], **given)
     if ids:
         raise CommandError(f"{name} takes no ids")
     return kind(**given)

@@ -237,6 +237,20 @@ class GpuQuarantined(Event):
     released: bool = False
 
 
+@dataclass(frozen=True)
+class HostDrained(Event):
+    """A person drained a host (`gpus`: those drained, empty for the whole host; `stopped`:
+    the jobs stopped there to resume elsewhere, with --now) or gave it back (`drained`:
+    false)."""
+
+    type: ClassVar[str] = "host_drained"
+    host: str
+    drained: bool = True
+    gpus: tuple[int, ...] = ()
+    stopped: tuple[str, ...] = ()
+    by: str = ""
+
+
 class Fanout:
     """Subscriber queues: every event published goes to each queue subscribed at the time."""
 
@@ -261,7 +275,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (JobStateChanged, JobUpdated, HostProbed, HostStateChanged, Alert,
                               QueuePaused, QueueFinished, QueueReopened, QueueEta,
                               PreflightReported, JobEdited, JobAdded, JobRetired, PhaseHeld,
-                              PhaseReleased, JobStalled, GpuQuarantined, QueueWaiting, JobPruned)
+                              PhaseReleased, JobStalled, GpuQuarantined, QueueWaiting, JobPruned,
+                              HostDrained)
 }
 
 
@@ -272,7 +287,7 @@ def event_from_json(data: dict[str, Any]) -> Event:
         raise ValueError(f"unknown event type {data.get('type')!r}")
     names = set(cls.__dataclass_fields__) - {"type"}
     fields = {k: v for k, v in data.items() if k in names}
-    for key in ("gpus", "warnings", "nodes", "jobs", "signs"):
+    for key in ("gpus", "warnings", "nodes", "jobs", "signs", "stopped"):
         if key in fields and isinstance(fields[key], list):
             fields[key] = tuple(fields[key])
     return cls(**fields)

@@ -93,6 +93,7 @@ def gpu_holder_lines(hosts: Sequence[Mapping[str, Any]]) -> list[str]:
             used, total = gpu.get("memory_used_mib"), gpu.get("memory_total_mib")
             memory = f"{_gib(used) or '?'}/{_gib(total) or '?'}"
             state = "quarantined" if gpu.get("quarantined") else (
+                "drained" if gpu.get("drained") else  # a person's `eq-tui drain`
                 "not ours to use" if not gpu.get("allowed", True) else "")
             what = "; ".join(names) or ("free" if not gpu.get("other") else "someone's memory")
             lines.append(f"{host.get('name')} GPU {gpu.get('index')}  {memory}  {what}"

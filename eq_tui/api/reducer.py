@@ -12,6 +12,7 @@ from eq_tui.api.client import HostEntry, JobRecord, Snapshot
 from eq_tui.api.events import (
     Alert,
     Event,
+    HostDrained,
     HostProbed,
     HostStateChanged,
     JobRetired,
@@ -120,6 +121,10 @@ class ProjectState:
                 host["nodes"] = [dict(n) for n in event.nodes]  # type: ignore[misc]
             elif event.error:
                 host["reason"] = event.error
+            applied.hosts.add(event.host)
+        elif isinstance(event, HostDrained):  # a person's drain: "all", the GPUs, or None
+            self._host(event.host)["drained"] = (
+                (list(event.gpus) or "all") if event.drained else None)
             applied.hosts.add(event.host)
         elif isinstance(event, HostStateChanged):
             host = self._host(event.host)

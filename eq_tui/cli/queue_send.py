@@ -1,5 +1,5 @@
-"""`eq-tui kill|retry|requeue|hold|release|pause|resume|priority|edit|clone|add|reload
-[HOST:]RUN_DIR ...`: one command to the run's engine through its control socket (over SSH
+"""`eq-tui kill|retry|requeue|hold|release|pause|resume|priority|edit|clone|add|reload|drain|
+undrain [HOST:]RUN_DIR ...`: one command to the run's engine through its control socket (over SSH
 for HOST:RUN_DIR), what it did printed (or its JSON answer), and an exit code: 0 done, 1 some
 job could not be acted on, 2 bad usage, 3 no engine runs there and none could be started. A run
 whose engine is not running gets one started in the background for the command (pause aside),
@@ -23,7 +23,7 @@ from typing import Any
 
 from eq_tui.api.client import CommandResult
 from eq_tui.api.commands import OnJobs, SetEarlyStop
-from eq_tui.cli.queue_check import check_request, check_saved
+from eq_tui.cli.queue_check import check_host, check_request, check_saved
 from eq_tui.cli.queue_verbs import Request, parse_verb
 from eq_tui.cli.remote.reach import NoEngine, reach
 from eq_tui.errors import RunDirError
@@ -60,6 +60,7 @@ async def send(request: Request) -> CommandResult:
                 known = client.snapshot().get("jobs")
                 if request.jobs and known is not None:  # a typo is answered before sending
                     check_request(request, known)
+                check_host(request, client.snapshot().get("hosts") or ())
                 if request.filter is not None and isinstance(command, OnJobs):
                     jobs = list(command.job_ids)
                     matched = filtered_jobs(dict(client.snapshot()), request.filter)
@@ -96,6 +97,10 @@ def describe(request: Request, answer: CommandResult) -> list[str]:
     if isinstance(request.command, SetEarlyStop) and answer.get("ok"):
         lines.append("early stopping changed for the rest of the run (the reports so far stay; "
                      "the next ones are judged by the new setting)")
+    if verb == "drain" and answer.get("ok"):
+        stopped = detail.get("stopped") or []
+        lines.append("nothing new launches there now" + (
+            f"; stopped to resume elsewhere: {', '.join(stopped)}" if stopped else ""))
     if verb in ("pause", "resume") and answer.get("ok"):
         lines.append("launching paused" if verb == "pause" else "launching resumed")
     if answer.get("duplicate"):

@@ -3,4 +3,5 @@
 
 JOB_VERBS = ("kill", "retry", "requeue", "hold", "release")
 QUEUE_VERBS = ("pause", "resume")
-VERBS = (*JOB_VERBS, *QUEUE_VERBS, "priority", "edit", "clone", "add", "reload")
+HOST_VERBS = ("drain", "undrain")
+VERBS = (*JOB_VERBS, *QUEUE_VERBS, "priority", "edit", "clone", "add", "reload", *HOST_VERBS)

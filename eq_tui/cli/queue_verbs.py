@@ -13,6 +13,7 @@ from eq_tui.api.commands import (
     Add,
     Clone,
     Command,
+    Drain,
     Edit,
     Kill,
     OnJobs,
@@ -20,6 +21,7 @@ from eq_tui.api.commands import (
     Reload,
     SetEarlyStop,
     SetPriority,
+    Undrain,
 )
 from eq_tui.cli.parsing import (
     RUN_DIR_HELP,
@@ -28,7 +30,7 @@ from eq_tui.cli.parsing import (
     new_parser,
     ssh_config_path,
 )
-from eq_tui.cli.queue_verb_names import JOB_VERBS
+from eq_tui.cli.queue_verb_names import HOST_VERBS, JOB_VERBS
 from eq_tui.errors import ManifestError, UsageError
 from eq_tui.hosts.base import MAX_GRACE_S
 from eq_tui.manifest.schema import Context
@@ -56,6 +58,12 @@ WHAT = {
               "retire waiting ones that are gone. Running and finished jobs are never touched; "
               "what a person changed (an edited command, a priority set, a hold) stays unless "
               "--force, and the answer says which of the file's changes it left out for it.",
+    "drain": "Take a host (or some of its GPUs) out of the run for maintenance: nothing new "
+             "launches there from the moment this returns; with --now its running jobs there "
+             "are stopped (SIGTERM, their grace to save a checkpoint, then SIGKILL) and go back "
+             "to the queue, to resume elsewhere from their newest checkpoint. Kept across an "
+             "engine's restart until undrain.",
+    "undrain": "Give a drained host back: jobs launch there again.",
 }
 SET_HELP = ("change one flag the command has: --key VALUE (true: the bare flag, false: drop "
             "it); a flag it lacks is refused with the flags it has; repeat for more")
@@ -81,7 +89,7 @@ class Request:
 
     @property
     def jobs(self) -> list[str]:
-        return self.command.targets()
+        return [] if isinstance(self.command, Drain | Undrain) else self.command.targets()
 
 
 def parser(verb: str) -> argparse.ArgumentParser:
@@ -91,12 +99,24 @@ def parser(verb: str) -> argparse.ArgumentParser:
               "was stopped), starts it in the background first (from the manifest the run "
               "records; it launches nothing before this command, and exits when the queue is "
               "done).")
+    bad = ("a host or GPU the run does not have" if verb in HOST_VERBS else
+           "a job id the run does not have, a --set flag the command does not have")
     parser = new_parser(verb, WHAT[verb] + " Talks to the run's engine through its control "
                         f"socket.{starts} Exit 0 done, 1 a job could not be acted on, 2 bad "
-                        "usage (a job id the run does not have, a --set flag the command "
-                        "does not have: checked before any engine is started), 3 no engine "
+                        f"usage ({bad}: checked before any engine is started), 3 no engine "
                         "runs there and none could be started.")
     parser.add_argument("run_dir", metavar="[HOST:]RUN_DIR", help=RUN_DIR_HELP)
+    if verb in HOST_VERBS:
+        parser.add_argument("host", metavar="HOST", help="the host, as the manifest names it")
+    if verb == "drain":
+        parser.add_argument("--gpus", metavar="0,1",
+                            help="drain only these GPUs of the host (default: all of it)")
+        parser.add_argument("--now", action="store_true",
+                            help="also stop the jobs running there; they go back to the queue "
+                                 "and resume elsewhere from their newest checkpoint")
+        parser.add_argument("--grace", metavar="DURATION",
+                            help="with --now: how long each job has after its SIGTERM to save "
+                                 "before SIGKILL (default 60s)")
     if verb == "release":
         parser.add_argument("--phase", metavar="NAME",
                             help="release this phase, which the crash guard holds after its "
@@ -280,6 +300,8 @@ def _command(verb: str, options: argparse.Namespace, jobs: tuple[str, ...],
         return Release(job_ids=jobs, phase=options.phase)
     if verb == "kill":
         return Kill(job_ids=jobs, grace=None if options.grace is None else _grace(options.grace))
+    if verb in HOST_VERBS:
+        return _host_command(verb, options)
     kind = KINDS[verb]
     return kind(job_ids=jobs) if issubclass(kind, OnJobs) else kind()
 
@@ -298,14 +320,33 @@ def _stuck_filter(options: argparse.Namespace, jobs: list[str],
     return "status:stuck" + ("" if options.phase is None else f" phase:{options.phase}")
 
 
-def _grace(text: str) -> float:
+def _host_command(verb: str, options: argparse.Namespace) -> Command:
+    """drain HOST [--gpus 0,1] [--now [--grace D]], undrain HOST."""
+    if not options.host.strip():
+        raise UsageError(f"{verb}: name the HOST")
+    if verb == "undrain":
+        return Undrain(host=options.host)
+    if options.grace is not None and not options.now:
+        raise UsageError("drain: --grace goes with --now (the grace of the jobs it stops)")
+    gpus = None
+    if options.gpus is not None:
+        words = [w.strip() for w in options.gpus.split(",")]
+        if not words or not all(w.isdigit() for w in words):
+            raise UsageError(f"drain: --gpus takes GPU indexes such as 0,1, not "
+                             f"{options.gpus!r}")
+        gpus = tuple(sorted({int(w) for w in words}))
+    return Drain(host=options.host, only_gpus=gpus, now=options.now,
+                 grace=None if options.grace is None else _grace(options.grace, verb))
+
+
+def _grace(text: str, verb: str = "kill") -> float:
     """`--grace`: seconds from 60, 60s, 2m, 1.5h (the manifest's durations)."""
     try:
         seconds = parse_duration(Context("--grace", Located(None)), text, ())
     except ManifestError:
         seconds = -1.0
     if not 0 <= seconds <= MAX_GRACE_S:
-        raise UsageError(f"kill: --grace takes a duration such as 60s or 2m (at most 24h), "
+        raise UsageError(f"{verb}: --grace takes a duration such as 60s or 2m (at most 24h), "
                          f"not {text!r}")
     return seconds
 

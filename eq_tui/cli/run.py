@@ -58,6 +58,9 @@ finished or stopped, gets one started in the background for the command; --json,
              [--priority N] -- COMMAND...
   eq-tui reload RUN_DIR [--dry-run] [--force]   read the manifest file again (waiting jobs
                                only; what a person changed stays unless --force)
+  eq-tui drain RUN_DIR HOST [--gpus 0,1] [--now [--grace 60s]]   nothing new launches there;
+                               --now: its jobs stop (grace to save) and resume elsewhere
+  eq-tui undrain RUN_DIR HOST  the host takes jobs again
   these exit 0 done, 1 a job could not be acted on, 2 bad usage, 3 no engine could be reached
   (--no-start: 3 when none runs, instead of starting one)
   eq-tui notify-test MANIFEST  send one test message to every notify: target (exit 1 if one

@@ -36,6 +36,7 @@ def show_gpus(live: Snapshot | None, *, as_json: bool = False, where: str = "") 
                        "memory_total_mib": gpu.get("memory_total_mib"),
                        "allowed": gpu.get("allowed", True),
                        "quarantined": gpu.get("quarantined", False),
+                       "drained": gpu.get("drained", False),
                        "holders": gpu.get("holders") or (
                            [{"kind": "ours", "job": gpu["job"]}] if gpu.get("job") else [])}
                       for gpu in host.get("gpus") or []]}

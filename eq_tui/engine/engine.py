@@ -105,7 +105,8 @@ class Engine:
             lock=self.lock, wake=self.wake, stop_engine=self.request_stop,
             check_finished=self.check_finished, persist=self.persistence.persist,
             persist_if_unsaved=self.persist_if_unsaved,
-            stop_session=self.launcher.stop_session))
+            stop_session=self.launcher.stop_session,
+            settle_launches=self.launcher.settle_host))
         self.harvest = Harvest(self.ctx, self.lock)
         self.unseen = UnseenWatch(self.ctx, self.early_stop.names_seen, self.harvest.collected,
                                   self.harvest.records, self.harvest.summary_table)
@@ -421,7 +422,8 @@ class Engine:
             snap = record.snapshot
             views = self.observation.gpu_views(name, snap, holders, now) if snap else []
             hosts.append({"name": name, "kind": record.kind, **record.link.to_json(),
-                          "stopped": record.stopped, "gpus": views, "nodes": node_views(snap)})
+                          "stopped": record.stopped, "gpus": views, "nodes": node_views(snap),
+                          "drained": record.cordon_json()})
         manifest = self.manifest
         goals, group_over = results_settings(manifest)
         return {

@@ -43,6 +43,8 @@ class Persistence:
             "quarantine_reasons": {name: {str(g): why for g, why in r.quarantine_reasons.items()}
                                    for name, r in ctx.hosts.items() if r.quarantine_reasons},
             "stopped_hosts": ctx.stopped_hosts(),
+            "drained": {name: r.cordon_json() for name, r in ctx.hosts.items()
+                        if r.cordon is not None},
             "retired": ctx.ledger.retired,
             "commands": ctx.commands.to_json(),
             "crash_guard": ctx.crash_guard.to_json(),
@@ -101,6 +103,10 @@ class Persistence:
         for name, why in (saved.get("stopped_hosts") or {}).items():
             if name in ctx.hosts:
                 ctx.hosts[name].stopped = str(why)
+        for name, cordon in (saved.get("drained") or {}).items():
+            if name in ctx.hosts:  # a host gone from the manifest is drained no more
+                ctx.hosts[name].cordon = ("all" if cordon == "all" else
+                                          frozenset(int(g) for g in cordon or ()))
         ctx.crash_guard.restore(saved.get("crash_guard"))
         ctx.early_stop_edits.restore(saved.get("early_stop_edits"))
         ctx.replace_manifest(ctx.early_stop_edits.apply(ctx.manifest))

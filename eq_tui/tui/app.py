@@ -24,6 +24,7 @@ from eq_tui.tui.filter_bar import FilterBar
 from eq_tui.tui.gpu_grid import GpuGrid
 from eq_tui.tui.gpu_release import release_gpu_commands
 from eq_tui.tui.header import RunHeader, with_queue_reason
+from eq_tui.tui.host_drain import DrainKey
 from eq_tui.tui.job_line import JobLine
 from eq_tui.tui.job_table import JobTable
 from eq_tui.tui.key_footer import KeyFooter
@@ -46,7 +47,7 @@ from eq_tui.tui.wording import quit_message
 ALERT_SEVERITY: dict[str, SeverityLevel] = {"error": "error", "warning": "warning"}
 
 
-class EqTuiApp(LivingQueueActions, App[int]):
+class EqTuiApp(LivingQueueActions, DrainKey, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "eq-tui"
     BINDINGS: ClassVar[list[BindingType]] = bindings()  # keys.py: every key, declared once

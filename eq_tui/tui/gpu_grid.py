@@ -15,7 +15,7 @@ from textual.widgets import Static
 from eq_tui.tui.grid_plan import LINE_GAP, GridPlan, plan_grid
 from eq_tui.tui.host_line import LineWidths, host_line, line_widths
 from eq_tui.tui.host_panel import HostPanel, body_height
-from eq_tui.tui.rows import row_key
+from eq_tui.tui.rows import row_key, split_row_key
 from eq_tui.tui.run_view import RunView
 
 __all__ = ["GRID_PANELS", "GpuGrid", "HostPanel"]
@@ -112,6 +112,17 @@ class GpuGrid(VerticalScroll, can_focus=True):
             row = index // self.plan.columns
             if not self.scroll_y <= row < self.scroll_y + self.scrollable_content_region.height:
                 self.scroll_to(y=max(0, row - 1), animate=False)
+
+    def selected_host(self) -> tuple[str, str, bool] | None:
+        """(project, host, whether a person drained it) of the selected host (else the
+        first shown): what `d` drains or gives back."""
+        shown = list(self.hosts())
+        if not shown:
+            return None
+        key, _label, host, _threshold = next((s for s in shown if s[0] == self.selected),
+                                             shown[0])
+        project, name = split_row_key(key)
+        return project, name, bool(host.get("drained"))
 
     # ---- layout ---------------------------------------------------------------------------
 

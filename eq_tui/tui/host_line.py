@@ -17,19 +17,21 @@ from eq_tui.api.holders import theirs
 CELL_LEVELS = "▁▂▃▄▅▆▇█"
 STATE_STYLE = {"busy": "$primary", "free": "$success", "other": "$warning",
                "quarantined": "bold $error"}
+DRAINED_STYLE = "bold $warning"
 SHARED_STYLE = "$accent"  # a busy GPU that several of our jobs share
 NAME_WIDTH_MAX = 28
 
 
 def gpu_state(gpu: Mapping[str, Any]) -> str:
     """busy (one of our jobs), free, other (another process or eq-tui user's job, a job's
-    memory still draining, or a GPU the manifest leaves out) or quarantined."""
+    memory still draining, a GPU the manifest leaves out or a person drained) or
+    quarantined."""
     if gpu.get("quarantined"):
         return "quarantined"
     if gpu.get("job"):
         return "busy"
-    if gpu.get("settling") or gpu.get("other") or not gpu.get("allowed", True) \
-            or theirs(gpu):
+    if gpu.get("drained") or gpu.get("settling") or gpu.get("other") \
+            or not gpu.get("allowed", True) or theirs(gpu):
         return "other"
     return "free"
 
@@ -143,4 +145,13 @@ def host_line(name: str, host: Mapping[str, Any], widths: LineWidths, *,
     return Content.assemble(
         head, *cells, " " * (widths.gpus - len(gpus)), "  ",
         (f"{jobs:>2} job{'s' if jobs != 1 else ' '}", "$primary" if jobs else "dim"), "  ",
-        gpu_totals(gpus).content())
+        gpu_totals(gpus).content(), drained_text(host))
+
+
+def drained_text(host: Mapping[str, Any]) -> Content:
+    """`  drained` (or `  drained GPU 0,1`) for a host a person drained (`eq-tui drain`, `d`)."""
+    drained = host.get("drained")
+    if not drained:
+        return Content("")
+    which = "" if drained == "all" else f" GPU {','.join(map(str, drained))}"
+    return Content.styled(f"  drained{which}", DRAINED_STYLE)

@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from eq_tui.api.holders import holders_text, theirs
 from eq_tui.tui.gpu_segments import has_shared, shared_bar, shared_jobs
-from eq_tui.tui.host_line import gpu_totals, rtt_text, state_text
+from eq_tui.tui.host_line import DRAINED_STYLE, drained_text, gpu_totals, rtt_text, state_text
 
 MEMORY_BAR_WIDTH = 10
 SHARED_BAR_MAX = 40
@@ -76,6 +76,8 @@ def gpu_line(gpu: Mapping[str, Any], threshold: float,
         holder = (f"{len(shared)} jobs", "bold $primary")
     elif gpu.get("job"):
         holder = (str(gpu["job"]), "$primary")
+    elif gpu.get("drained"):  # a person's `eq-tui drain`: nothing new launches there
+        holder = ("drained", DRAINED_STYLE)
     elif gpu.get("settling"):
         holder = ("settling", "$warning")
     elif theirs(gpu):  # another eq-tui user's job (by its claim), someone's process
@@ -124,7 +126,8 @@ def models_text(gpus: list[dict[str, Any]]) -> str:
 
 def host_title(name: str, host: Mapping[str, Any]) -> Content:
     rtt = rtt_text(host)
-    return Content.assemble((name, "bold"), " ", state_text(host), f" {rtt}" if rtt else "")
+    return Content.assemble((name, "bold"), " ", state_text(host), f" {rtt}" if rtt else "",
+                            drained_text(host))
 
 
 def count_bar(used: int, total: int, width: int = NODE_BAR_WIDTH) -> Content:

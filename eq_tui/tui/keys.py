@@ -66,6 +66,9 @@ KEYS: tuple[Key, ...] = (
     Key("S", "table('sort_reverse')", "Reverse sort", "reverse the order", footer=False,
         main_only=True),
     Key("slash", "filter", "Filter", "filter the table", shown="/", main_only=True),
+    Key("d", "drain_host", "Drain host",
+        "drain the GPU grid's selected host (nothing new launches there; its jobs go on), or "
+        "give a drained one back; asks first", footer=False, main_only=True),
     Key("p", "toggle_pause", "Pause", "pause / resume launching (running jobs keep running)"),
     Key("l", "toggle_logs", "Log",
         "log and retry queue: hide them (a small screen: show them instead of the table)",

@@ -76,7 +76,7 @@ def test_every_flag_of_every_parser_is_in_every_script() -> None:
     assert {c.name for c in cmds} == {
         "", "status", "attach", "stop", "schema", "explain-log", "init", "completion",
         "results", "notify-test", "kill", "retry", "requeue", "hold", "release", "pause", "resume",
-        "priority", "edit", "clone", "add", "reload"}
+        "priority", "edit", "clone", "add", "reload", "drain", "undrain"}
     themes = theme_names()
     assert {"eq-dark", "eq-light", "eq-ansi"} <= set(themes)
     scripts = [bash_script(cmds, themes), zsh_script(cmds, themes)]

@@ -2,7 +2,8 @@
 (eq_tui/api/commands.py) to its handler, each answering with a typed CommandResult (per job
 "ok" or why not). The handlers live by family: job_commands.py (kill, retry, requeue),
 holds.py (hold, release, priority), editing.py (edit, clone, add, reload), early_stop_edit.py
-(edit --early-stop), queue_commands.py (pause, resume, shutdown), and GPU health's release."""
+(edit --early-stop), queue_commands.py (pause, resume, shutdown), cordon.py (drain, undrain),
+and GPU health's release."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from eq_tui.api.commands import (
     Clone,
     Command,
     CommandError,
+    Drain,
     Edit,
     Hold,
     Kill,
@@ -31,9 +33,11 @@ from eq_tui.api.commands import (
     SetEarlyStop,
     SetPriority,
     Shutdown,
+    Undrain,
     from_wire,
 )
 from eq_tui.api.model import JobState
+from eq_tui.engine.commands.cordon import Cordons
 from eq_tui.engine.commands.door import Door
 from eq_tui.engine.commands.early_stop_edit import set_early_stop
 from eq_tui.engine.commands.editing import Editing
@@ -57,6 +61,7 @@ class Commands:
         self.ctx = ctx
         holds, editing = Holds(ctx), Editing(ctx, door)
         jobs, queue = JobCommands(ctx, door), QueueCommands(ctx, door)
+        cordons = Cordons(ctx, door)
         self._release_jobs = self._each_job(holds.release)
         self._jobs = jobs
         self.handlers: dict[type[Command], Handler] = {
@@ -70,6 +75,7 @@ class Commands:
             Pause: lambda _c, _i: queue.pause(), Resume: lambda _c, _i: queue.resume(),
             Shutdown: lambda _c, _i: queue.shutdown(),
             ReleaseGpu: self._release_gpus,
+            Drain: self._unlocked(cordons.drain), Undrain: self._unlocked(cordons.undrain),
         }
 
     async def run(self, name: str, job_ids: list[str] | None = None,
@@ -111,6 +117,17 @@ class Commands:
         async def run(command: Command, command_id: str | None) -> CommandResult:
             async with self.door.lock:
                 done = await handler(command)
+                self._written(command_id, done)
+            self.door.wake()
+            return done
+        return run
+
+    def _unlocked(self, handler: Callable[[Any], Awaitable[CommandResult]]) -> Handler:
+        """A command that takes the engine lock itself, in steps (drain: it waits for the
+        launches under way without it)."""
+        async def run(command: Command, command_id: str | None) -> CommandResult:
+            done = await handler(command)
+            async with self.door.lock:
                 self._written(command_id, done)
             self.door.wake()
             return done

@@ -27,3 +27,5 @@ class Door:
     persist: Persist
     persist_if_unsaved: Callable[[], None]
     stop_session: Callable[[JobState, str, Stop], Awaitable[None]]
+    # wait for the launches under way on a host (run without the lock): a drain's
+    settle_launches: Callable[[str], Awaitable[None]]

@@ -12,6 +12,7 @@ from eq_tui.api.events import (
     Event,
     Fanout,
     GpuQuarantined,
+    HostDrained,
     HostStateChanged,
     JobAdded,
     JobEdited,
@@ -32,7 +33,7 @@ MAX_ALERTS = 200
 PERSISTED_EVENTS = (JobStateChanged, HostStateChanged, Alert, QueuePaused, QueueFinished,
                     QueueReopened,
                     PreflightReported, JobEdited, JobAdded, JobRetired, PhaseHeld,
-                    PhaseReleased, JobStalled, GpuQuarantined, JobPruned)
+                    PhaseReleased, JobStalled, GpuQuarantined, JobPruned, HostDrained)
 
 
 class Bus:

@@ -38,6 +38,10 @@ class HostRecord:
     quarantined: set[int] = field(default_factory=set)
     quarantine_reasons: dict[int, str] = field(default_factory=dict)  # why, per GPU
     stopped: str | None = None  # why nothing launches there (disk full, preflight), if so
+    # A person's `eq-tui drain`: the "cordon" (named so, never "drain", which inside the engine
+    # is the wait for a GPU's memory to go before a launch: drain_launch.py). None: not
+    # drained; "all": the whole host (CPU-only jobs too); else the GPUs drained.
+    cordon: str | frozenset[int] | None = None
     cores: int | None = None  # CPU cores, once a probe counted them
     # each GPU's total memory (MiB) as the last probe that listed GPUs read it (kept while the
     # host is down)
@@ -57,6 +61,20 @@ class HostRecord:
     @property
     def allowed(self) -> frozenset[int] | None:
         return frozenset(self.spec.gpus) if self.spec and self.spec.gpus is not None else None
+
+    def cordoned(self) -> frozenset[int]:
+        """The GPUs a drain keeps launches from (every GPU known here for a whole host)."""
+        if self.cordon is None:
+            return frozenset()
+        if isinstance(self.cordon, str):
+            known = self.gpu_totals or {}
+            listed = {g.index for g in self.snapshot.gpus} if self.snapshot else set()
+            return frozenset(known) | frozenset(listed)
+        return frozenset(self.cordon)
+
+    def cordon_json(self) -> str | list[int] | None:
+        return self.cordon if self.cordon is None or isinstance(self.cordon, str) \
+            else sorted(self.cordon)
 
     def note_gpus(self, snap: HostSnapshot) -> None:
         totals = card_totals(snap, self.kind)

@@ -37,6 +37,7 @@ class Launcher:
         # sessions whose background launch has not returned yet: a probe asked meanwhile may
         # look before the session exists, so its "nothing there" proves nothing
         self.in_flight: set[str] = set()
+        self._starting_on: dict[asyncio.Task[None], str] = {}  # background launch -> host
 
     async def log_root(self, host: str) -> str:
         record = self.ctx.hosts[host]
@@ -79,7 +80,8 @@ class Launcher:
                     self.drains.started(request.session, job.host or "", request.drain)
                 task = asyncio.create_task(self._launch_in_background(job, request, now))
                 self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
+                self._starting_on[task] = job.host or ""
+                task.add_done_callback(self._ended)
             return
         results = await asyncio.gather(*(self._start(job, request) for job, request in planned),
                                        return_exceptions=True)
@@ -220,6 +222,18 @@ class Launcher:
         async with self._lock:
             if self.ctx.ledger.unsaved:
                 self._persist()
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        self._starting_on.pop(task, None)
+
+    async def settle_host(self, host: str) -> None:
+        """Wait for the sessions being started on `host` (not under the engine lock: each
+        takes it to record how it ended). A drain returns after this: a launch decided
+        before it has started by then, none starts after."""
+        starting = [task for task, there in self._starting_on.items() if there == host]
+        if starting:
+            await asyncio.gather(*starting, return_exceptions=True)
 
     async def settle(self) -> None:
         """Wait for sessions being started: how each launch ended gets recorded."""

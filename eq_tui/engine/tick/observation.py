@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from eq_tui.api.events import HostProbed, HostStateChanged
@@ -138,7 +139,10 @@ class Observation:
                           sharing=self._sharing(name))
         ours = {a.pgid for a in snap.attempts.values() if a.pgid is not None}
         closed = rule_reasons(name, snap)
+        drained = record.cordoned()
         for view in views:  # who holds it: ours, other eq-tui users' jobs, other processes
+            if view["index"] in drained:
+                view["drained"] = True
             view["holders"] = holders_of(view, snap, ours, self.ctx.project, self.ctx.token)
             if view["index"] in closed:  # a lab rule keeps it from us now
                 view["rule"] = closed[view["index"]]
@@ -242,11 +246,28 @@ def host_views(hosts: Mapping[str, HostRecord], probed: set[str] | None,
                                  foreign.get(g.index)) for g in snap.gpus)
         if me is not None:
             gpus = with_claims(gpus, snap, *me)
-        views.append(with_rules(HostView(
+        views.append(cordoned(record, with_rules(HostView(
             name=name, usable=usable, gpus=gpus, allowed=record.allowed,
             max_parallel=record.spec.max_parallel if record.spec else 8,
             max_parallel_given=record.spec.max_parallel_given if record.spec else True,
             quarantined=frozenset(record.quarantined),
             max_jobs_per_gpu=record.spec.max_jobs_per_gpu if record.spec else None,
-            max_cpu_jobs=record.max_cpu_jobs), snap))  # the lab's rules (lab.py)
+            max_cpu_jobs=record.max_cpu_jobs), snap)))  # the lab's rules (lab.py)
     return views
+
+
+def cordoned(record: HostRecord, view: HostView) -> HostView:
+    """The host as placement may use it while a person has it drained (`eq-tui drain`): its
+    drained GPUs are no longer ours to take (left out of `allowed`, as the lab's closed ones
+    are, so a waiting job's reason says "drained", not "quarantined"), and a whole host
+    drained takes no CPU-only job either."""
+    if record.cordon is None:
+        return view
+    every = frozenset(gpu.index for gpu in view.gpus)
+    allowed = view.allowed if view.allowed is not None else every
+    whole = isinstance(record.cordon, str)
+    closed = every if whole else record.cordoned()
+    note = f"{view.name} drained" if whole else \
+        f"{view.name} GPU {','.join(map(str, sorted(closed)))} drained"
+    return replace(view, allowed=allowed - closed, notes=(*view.notes, note),
+                   max_cpu_jobs=0 if whole else view.max_cpu_jobs)
