@@ -29,9 +29,26 @@ def write_atomic(path: Path, text: str | Iterable[str], *,
             written += len(piece)
         handle.flush()
         os.fsync(handle.fileno())
-    if keep_previous is not None and path.exists():
-        with contextlib.suppress(FileNotFoundError):
-            os.replace(path, keep_previous)
+    if keep_previous is not None:
+        _keep(path, keep_previous)
     os.replace(tmp, path)
     fsync_dir(path.parent)
     return written
+
+
+def _keep(path: Path, previous: Path) -> None:
+    """`path`'s content as `previous` too, with `path` never missing meanwhile (a reader of the
+    state file, `eq-tui status`, must find one): a second name for the file, moved into place;
+    where the file system has no hard links, the file itself moves (the old way)."""
+    linked = previous.with_name(f".{previous.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        linked.unlink()
+    try:
+        os.link(path, linked)
+    except FileNotFoundError:
+        return
+    except OSError:
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(path, previous)
+        return
+    os.replace(linked, previous)
