@@ -178,6 +178,25 @@ async def test_the_room_a_waiter_would_find_is_the_gpus_less_what_others_hold_an
         await bed.launch("c", "t1", 0, 1000)
 
 
+async def test_the_room_on_a_gpu_is_that_gpus_reading_less_its_own_claims_others_but_ours(
+        bed: Bed) -> None:
+    """The GPU t1 launches on (1) is free; GPU 0 holds a stranger's 6000 MiB and t3's claim on
+    it whole. What t2 (waiting, 7500 MiB a job) would find on GPU 1 is GPU 1's 8000 MiB: not
+    GPU 0's reading, not t3's claim there, and not t1's own claim on GPU 1 (ours is never taken
+    off: it is what the turn would give up). So t2 has its turn."""
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        hold_memory(bed.env["EQ_SIM_STATE"], stranger.pid, 0, 6000)
+        await bed.launch("w", "t3", 0)  # t3 holds GPU 0 whole
+        await bed.launch("a", "t1", 1, 1000)
+        await bed.wants("t2", WaitingNeed(share_mib=7500))
+        with pytest.raises(ClaimRefused, match=r"fair turn: .* could use GPU 1"):
+            await bed.launch("b", "t1", 1, 1000)
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
 async def test_a_gpu_is_free_for_a_job_alone_only_with_no_one_elses_claim_or_memory(
         bed: Bed) -> None:
     """A waiting engine whose jobs want GPUs alone (free below 500 MiB) has no turn of a GPU
