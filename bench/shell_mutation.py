@@ -49,25 +49,22 @@ _DRAIN_HOST = [f"{_DRAIN}::test_a_launch_waits_on_the_host_until_its_gpu_drains"
                f"{_DRAIN}::test_a_malformed_drain_line_starts_nothing",
                f"{_DRAIN}::test_a_gpu_reading_exactly_the_free_threshold_has_not_drained",
                f"{_DRAIN}::test_a_wait_of_n_rounds_reads_the_gpus_n_plus_one_times_then_refuses"]
-_TWO_USERS = "tests/integration/test_claims_two_users.py"
 _LAUNCH = "tests/integration/test_launch_script.py"
 _CLAIMS_EDGES = "tests/integration/test_claims_script_edges.py"
 _RULES_EDGES = "tests/integration/test_rules_script_edges.py"
 _FAIR_EDGES = "tests/integration/test_fair_turns_script_edges.py"
-_SLURM = "tests/integration/test_slurm.py"
-_GRACEFUL = "tests/integration/test_graceful_stop.py"
 SCRIPTS: dict[str, list[str]] = {
     "eq_tui/hosts/scripts/launch.sh": [_LAUNCH, _HOST_SHELL, _SHELL_HOST, _CLAIMS_HOST,
                                        *_DRAIN_HOST],
-    # the attempt wrapper of every launcher: screen/tmux (launch.sh) and Slurm (slurm_submit.sh)
-    "eq_tui/hosts/scripts/_job_wrapper.sh": [_LAUNCH, _HOST_SHELL, _SHELL_HOST, _GRACEFUL,
-                                             _SLURM],
     "eq_tui/hosts/scripts/_claims.sh": [_CLAIMS_EDGES, _CLAIMS_HOST, _HOST_SHELL],
     "eq_tui/hosts/scripts/_claim_launch.sh": [_CLAIMS_EDGES, _RULES_EDGES, _FAIR_EDGES,
                                               _CLAIMS_HOST],
     "eq_tui/hosts/scripts/_drain_wait.sh": _DRAIN_HOST,
     "eq_tui/hosts/scripts/_rules_launch.sh": [_RULES_EDGES, _CLAIMS_HOST],
-    "eq_tui/hosts/scripts/_fair_turns.sh": [_FAIR_EDGES, _CLAIMS_HOST, _TWO_USERS],
+    # not test_claims_two_users.py's two-engine runs (minutes for every mutant that survives):
+    # the turns' edges run through launch.sh itself, the hand-over between engines in the
+    # claims bed
+    "eq_tui/hosts/scripts/_fair_turns.sh": [_FAIR_EDGES, _CLAIMS_HOST],
 }
 # Survivors no test can kill because no input tells them from the script: each argued under
 # its script in docs/testing.md. They stay survivors in the score; the floor the host scripts
@@ -77,6 +74,16 @@ EQUIVALENT: dict[str, tuple[str, ...]] = {
     "eq_tui/hosts/scripts/_rules_launch.sh": ("L40:test/true", "L52:test/true"),
     "eq_tui/hosts/scripts/_claims.sh": ("L40:if/true", "L45:test/true", "L45:-ge/-gt",
                                         "L45:return1/0"),
+    "eq_tui/hosts/scripts/_claim_launch.sh": ("L16:if/true", "L17:>/>>", "L57:test/true",
+                                              "L120:-gt/-ge", "L151:return1/0"),
+    "eq_tui/hosts/scripts/_fair_turns.sh": ("L18:test/true", "L18:&&/||", "L18:test/true#2",
+                                            "L21:if/false", "L34:test/true",
+                                            "L48:test/true#2", "L58:-gt/-ge",
+                                            "L134:-gt/-ge"),
+    "eq_tui/hosts/scripts/launch.sh": ("L45:>/>>", "L47:>/>>", "L85:>/>>", "L124:>/>>",
+                                       "L135:>/>>", "L137:>/>>", "L109:test/true",
+                                       "L130:exit0/1", "L142:exit0/1", "L134:-ge/-gt",
+                                       "L136:test/true"),
 }
 CANARY = "exit 97\n"
 TIMES_PLUGIN = '''
