@@ -427,6 +427,25 @@ async def test_a_job_first_at_a_rung_is_judged_again_as_others_reach_it(
     assert third.reason == "pruned at report 1: val_acc 0.1, rung cutoff 0.5 (top 1/3 of 3)"
 
 
+async def test_median_judges_a_job_that_ran_ahead_again_as_others_reach_its_reports(
+        tmp_path: Path) -> None:
+    """A diverging job that started first had no rivals at its reports; once another
+    configuration reaches them, it is judged again at the furthest report both made (the
+    others' report 2, not its own 4) and stopped; the one that caught up goes on."""
+    bed = Bed(tmp_path, spec=EarlyStopSpec(metric="val_acc", goal="max", rule="median"))
+    ahead = bed.add("ahead", "train --epochs 9")
+    bed.start()
+    await bed.write({"ahead": "".join(f"epoch {i}/9 val_acc=0.1\n" for i in range(1, 5))})
+    assert bed.stopped == []  # no other configuration has a report yet
+    rival = bed.add("rival", "train --epochs 9")
+    bed.ctx.ledger.jobs["rival"] = rival
+    await bed.write({"rival": "epoch 1/9 val_acc=0.5\nepoch 2/9 val_acc=0.6\n"})
+    assert [name for name, _ in bed.stopped] == ["ahead"]
+    assert ahead.status == JobStatus.PRUNED and rival.status == JobStatus.RUNNING
+    assert ahead.reason == ("pruned at report 4: val_acc 0.1, median 0.6 of 1 other "
+                            "configurations at report 2, as others reached it")
+
+
 async def test_a_job_that_ended_between_two_looks_counts_with_its_last_reports(
         tmp_path: Path) -> None:
     """The probe that finds it ended carries its log from the offset read so far: its last

@@ -122,13 +122,32 @@ def test_the_last_rung_passed_is_judged_again_as_others_reach_it() -> None:
     """A job that was first at a rung goes on; once others reach that rung and it is no longer
     in their best 1/eta, judging it again at that rung stops it."""
     from eq_tui.engine.decide.pruning import last_rung
-    assert [last_rung(ASHA, n) for n in (0, 1, 2, 3, 8, 9)] == [None, 1, 1, 3, 3, 9]
-    assert last_rung(EarlyStopSpec(metric="m", goal="max", rule="median"), 5) is None
+    # asha: the highest rung passed, however far the others are
+    assert [last_rung(ASHA, n, 0) for n in (0, 1, 2, 3, 8, 9)] == [None, 1, 1, 3, 3, 9]
+    assert last_rung(ASHA, 9, 100) == 9
     early = entry("first", "lr=bad", 0.3, 0.4)
     assert judge(ASHA, ("main", "lr=bad"), 1, [early]) is None
     later = [early, *(entry(f"j{i}", f"lr={i}", 0.5 + i / 10) for i in range(4))]
     verdict = judge(ASHA, ("main", "lr=bad"), 1, later)
     assert verdict is not None and verdict.rivals == 4
+
+
+def test_median_judges_a_job_that_ran_ahead_again_at_the_furthest_report_others_made() -> None:
+    """A diverging job that started first made its reports before anyone else: judged then, it
+    had no rivals. As the others reach its reports, it is judged again at the furthest one
+    both made (never beyond its own, never before grace), and stopped there."""
+    from eq_tui.engine.decide.pruning import last_rung
+    median = EarlyStopSpec(metric="m", goal="max", rule="median", grace=2)
+    assert [last_rung(median, 6, reached) for reached in (0, 1, 2, 3, 6, 9)] == \
+        [None, None, 2, 3, 6, 6]
+    assert [last_rung(median, reports, 9) for reports in (0, 1, 2, 5)] == [None, None, 2, 5]
+    ahead = entry("ahead", "lr=1", 0.3, 0.1, 0.1, 0.1, 0.1)
+    assert judge(median, ("main", "lr=1"), 2, [ahead]) is None
+    rivals = [ahead, entry("a", "lr=0.1", 0.3, 0.5), entry("b", "lr=0.01", 0.3, 0.45)]
+    step = last_rung(median, 5, 2)
+    assert step == 2
+    verdict = judge(median, ("main", "lr=1"), step, rivals)
+    assert verdict is not None and verdict.rivals == 2 and verdict.step == 2
 
 
 @pytest.mark.parametrize("rule", ["asha", "median"])

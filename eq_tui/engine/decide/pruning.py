@@ -14,10 +14,11 @@ for a rung to fill.
 median: from report `grace` on, at every report, a job is stopped when its configuration is
 worse than the median of the other configurations at that same report.
 
-asha judges again as others arrive: a running job whose configuration, at the last rung it
-passed, is no longer in the best 1/eta of the configurations that have reached that rung since
-is stopped too (the first to reach a rung is not kept for that alone: a sweep whose worst
-configurations start first would otherwise run them to the end).
+Both judge again as others arrive: a running job whose configuration, at the last rung it
+passed (median: the furthest report another configuration has made too), is no longer in the
+best 1/eta of (median: better than the median of) the configurations that have reached it
+since is stopped too. A job is not kept for being first to a report: a sweep whose worst
+configurations start first, or run ahead of the others, would otherwise run them to the end.
 """
 
 from __future__ import annotations
@@ -62,9 +63,14 @@ def is_rung(spec: EarlyStopSpec, step: int) -> bool:
     return rung == step
 
 
-def last_rung(spec: EarlyStopSpec, reports: int) -> int | None:
-    """asha: the highest rung a job with this many reports has reached (None: none yet)."""
-    if spec.rule != "asha" or reports < spec.grace:
+def last_rung(spec: EarlyStopSpec, reports: int, reached: int) -> int | None:
+    """The report a running job with `reports` reports is judged at again, as others reach it
+    (None: none yet). asha: the highest rung it has passed; median: the furthest report it and
+    another configuration have both made (`reached`: the most reports another has made)."""
+    if spec.rule == "median":
+        step = min(reports, reached)
+        return step if step >= spec.grace else None
+    if reports < spec.grace:
         return None
     rung = spec.grace
     while rung * spec.eta <= reports:

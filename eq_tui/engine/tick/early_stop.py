@@ -257,7 +257,8 @@ class EarlyStop:
         return None
 
     def _judge_again(self, skip: set[str]) -> list[tuple[JobState, EarlyStopSpec, Pruned]]:
-        """asha: each running job at the last rung it passed, against who reached it since."""
+        """Each running job at the last rung it passed (median: the furthest report another
+        configuration made too), against who reached it since."""
         losers = []
         by_phase: dict[str, list[Entry]] = {}
         for job in self.ctx.ledger.jobs.values():
@@ -265,12 +266,15 @@ class EarlyStop:
             if job.id in skip or spec is None or job.status != JobStatus.RUNNING \
                     or job.reports_attempt != job.attempts or self._finishing(job):
                 continue
-            rung = last_rung(spec, len(job.reports))
-            if rung is None:
-                continue
             if job.phase not in by_phase:
                 by_phase[job.phase] = self._entries(job.phase)
-            verdict = judge(spec, self._config(job), rung, by_phase[job.phase])
+            config = self._config(job)
+            reached = max((len(e.reports) for e in by_phase[job.phase] if e.config != config),
+                          default=0)
+            rung = last_rung(spec, len(job.reports), reached)
+            if rung is None:
+                continue
+            verdict = judge(spec, config, rung, by_phase[job.phase])
             if verdict is not None:
                 reason = (f"pruned at report {len(job.reports)}: "
                           + verdict.reason.removeprefix(f"pruned at report {rung}: ")
