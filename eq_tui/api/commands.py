@@ -134,6 +134,7 @@ class Add(Command):
     exclusive: Any = None
     priority: Any = None
     output_check: Any = None
+    preempt: Any = None  # true, false or "force"
 
 
 @dataclass(frozen=True)

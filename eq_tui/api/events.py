@@ -251,6 +251,20 @@ class HostDrained(Event):
     by: str = ""
 
 
+@dataclass(frozen=True)
+class JobPreempted(Event):
+    """`job` was stopped so that `by` (a waiting job of higher priority) could start on `host`'s
+    `gpus`; it resumes later from its checkpoint (`count`: its preemptions so far)."""
+
+    type: ClassVar[str] = "job_preempted"
+    job: str
+    by: str
+    host: str
+    gpus: tuple[int, ...] = ()
+    signal: str = "TERM"
+    count: int = 1
+
+
 class Fanout:
     """Subscriber queues: every event published goes to each queue subscribed at the time."""
 
@@ -276,7 +290,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
                               QueuePaused, QueueFinished, QueueReopened, QueueEta,
                               PreflightReported, JobEdited, JobAdded, JobRetired, PhaseHeld,
                               PhaseReleased, JobStalled, GpuQuarantined, QueueWaiting, JobPruned,
-                              HostDrained)
+                              HostDrained, JobPreempted)
 }
 
 

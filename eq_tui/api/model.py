@@ -145,6 +145,7 @@ class Attempt:
     # the checkpoint it resumed from (a path on its host, relative to the job's working
     # directory); None: it started from scratch
     resumed_from: str | None = None
+    preempted_by: str | None = None  # the job of higher priority it was stopped for
 
     def close(self, end: float) -> None:
         """Record its end, never before its start: an exit record with whole seconds only, or

@@ -146,6 +146,10 @@ def parser(verb: str) -> argparse.ArgumentParser:
                                  "share a GPU (default: its phase's mem_mib)")
         parser.add_argument("--exclusive", action="store_true", default=None,
                             help="its GPUs alone, shared with no job")
+        parser.add_argument("--preempt", nargs="?", const=True, metavar="force",
+                            help="when no GPU fits it, it may stop a running job of lower "
+                                 "priority that has a checkpoint contract (force: any); "
+                                 "default: its phase's preempt")
     if verb == "kill":
         parser.add_argument("--grace", metavar="DURATION",
                             help="how long each job has after its SIGTERM to save its work "
@@ -291,7 +295,8 @@ def _command(verb: str, options: argparse.Namespace, jobs: tuple[str, ...],
             raise UsageError("add: give the command after --")
         return Add(id=options.id, cmd=cmd, phase=options.phase, gpus_per_job=options.gpus,
                    mem_mib=None if options.mem is None else _mem_mib(options.mem),
-                   exclusive=True if options.exclusive else None, priority=options.priority)
+                   exclusive=True if options.exclusive else None, priority=options.priority,
+                   preempt=_preempt(options.preempt))
     if verb == "priority":
         return SetPriority(jobs, priority=_priority(options.value))
     if verb == "reload":
@@ -371,3 +376,12 @@ def _valid_id(value: str) -> bool:
     from eq_tui.manifest.ids import ID_PATTERN
 
     return ID_PATTERN.fullmatch(value) is not None
+
+
+def _preempt(value: object) -> bool | str | None:
+    """`--preempt` alone is true; `--preempt force` is force."""
+    if value is None:
+        return None
+    if value is True or value == "force":
+        return True if value is True else "force"
+    raise UsageError(f"add: --preempt takes nothing or force, not {value!r}")

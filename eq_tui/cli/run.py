@@ -55,7 +55,7 @@ finished or stopped, gets one started in the background for the command; --json,
                                changes a flag the command has, --add-flag adds a new one
   eq-tui clone RUN_DIR JOB [--id NEW] [--set KEY=VALUE] [--add-flag KEY=VALUE] [-- COMMAND...]
   eq-tui add RUN_DIR --id ID [--phase P] [--gpus N] [--mem MIB|auto] [--exclusive]
-             [--priority N] -- COMMAND...
+             [--priority N] [--preempt [force]] -- COMMAND...
   eq-tui reload RUN_DIR [--dry-run] [--force]   read the manifest file again (waiting jobs
                                only; what a person changed stays unless --force)
   eq-tui drain RUN_DIR HOST [--gpus 0,1] [--now [--grace 60s]]   nothing new launches there;

@@ -135,9 +135,13 @@ def job_row(job: JobState, queue_reason: str = "") -> dict[str, Any]:
     reason = job_reason(job, queue_reason, ask)
     if resumed:
         reason = f"{reason}; resumed from {resumed}" if reason else f"resumed from {resumed}"
+    preempted = current.preempted_by if current is not None and job.status.is_waiting else None
+    if preempted:
+        reason = f"preempted by {preempted}; {reason}" if reason else f"preempted by {preempted}"
     return {"id": job.id, "status": str(job.status), "host": job.host if where else None,
             "gpus": list(job.gpus) if where else [], "where": where,
-            "reason": reason, "next_ask": ask or None, "resumed_from": resumed}
+            "reason": reason, "next_ask": ask or None, "resumed_from": resumed,
+            "preempted_by": preempted}
 
 
 def show_jobs(jobs: list[JobState], *, as_json: bool = False, queue_reason: str = "") -> None:

@@ -42,8 +42,10 @@ from eq_tui.engine.tick.leftover_memory import Leftovers
 from eq_tui.engine.tick.memory import MemoryBook
 from eq_tui.engine.tick.memory_asks import MemoryAsks
 from eq_tui.engine.tick.observation import Observation, Readings
+from eq_tui.engine.tick.preempt import Preempter
 from eq_tui.engine.tick.queue_eta import QueueEtaKeeper
 from eq_tui.engine.tick.reconcile import Reconciler
+from eq_tui.engine.tick.search_trials import SearchTrials
 from eq_tui.engine.tick.side_by_side import ticks_side_by_side
 from eq_tui.engine.tick.stall import StallWatch
 from eq_tui.engine.tick.tick_timing import Pacing
@@ -73,8 +75,7 @@ class Engine:
         store = RunDir(Path(run_dir))
         bus = Bus(manifest.project, store, clock)
         value = str(store.path.resolve())
-        ledger = Ledger(manifest, bus, clock,
-                        on_release=lambda *args: self.pacing.released(*args),
+        ledger = Ledger(manifest, bus, clock, on_release=lambda *args: self.pacing.released(*args),
                         output_pattern=lambda spec: output_pattern(spec, value))
         now = clock()
         records = {name: HostRecord(name=name, host=host, spec=manifest.host_specs.get(name),
@@ -93,12 +94,12 @@ class Engine:
         self.observation = Observation(self.ctx, self.pacing.released_at,
                                        self.gpu_health.want_health, self.memory,
                                        Wants(self.ctx, lambda: self.pacing.poll).arg)
-        self.reconciler = Reconciler(self.ctx, self.gpu_health.note_fault)
         self.persistence = Persistence(self.ctx)
         self.launcher = Launcher(self.ctx, self.lock, self.persistence.persist, self.pacing)
-        self.stall = StallWatch(self.ctx, self.launcher.stop_session,
-                                self.reconciler.apply_verdict)
+        self.reconciler = Reconciler(self.ctx, self.gpu_health.note_fault, self.launcher.stops)
+        self.stall = StallWatch(self.ctx, self.launcher.stop_session, self.reconciler.apply_verdict)
         self.early_stop = EarlyStop(self.ctx, self.launcher.stop_session)
+        self.preempt = Preempter(self.ctx, self.launcher.stops, self.observation)
         self.observation.follow = self.early_stop.offsets
         self.leftovers = Leftovers(self.ctx, self.lock)
         self.commands = Commands(self.ctx, Door(
@@ -106,11 +107,12 @@ class Engine:
             check_finished=self.check_finished, persist=self.persistence.persist,
             persist_if_unsaved=self.persist_if_unsaved,
             stop_session=self.launcher.stop_session,
-            settle_launches=self.launcher.settle_host))
+            settle_launches=self.launcher.settle_host, stops=self.launcher.stops))
         self.harvest = Harvest(self.ctx, self.lock)
         self.unseen = UnseenWatch(self.ctx, self.early_stop.names_seen, self.harvest.collected,
                                   self.harvest.records, self.harvest.summary_table)
         self.persistence.summary_tail = self.unseen.summary_tail
+        self.search = SearchTrials(self.ctx, self.harvest.metrics_pending)
         # watch=False leaves only the periodic probe (how today's polling scripts work: the
         # benchmarks compare against it)
         self.watchers = HostWatchers(hosts if watch else {}, self.pacing.on_watch_event)
@@ -276,6 +278,7 @@ class Engine:
             self.gpu_health.check(probed)
             self.observation.apply_output_scan()
             self.reconciler.unblock_recovered()
+            await self.search.step()  # trials that ended are told; new ones asked into free room
             drains = self.launcher.drains.gpus(probed, background_launches)
             decision = decide(self.manifest, list(self.jobs.values()),
                               self.observation.host_views(probed, readings or {}, drains),
@@ -289,9 +292,9 @@ class Engine:
             self.observation.precondition_results = {}
             self.observation.want_preconditions = set(decision.check_preconditions)
             self._apply_waiting(decision, whole_picture=only is None)
+            self.preempt.check(decision)
             if decision.launches:
-                self.pacing.launches_on_watch_reading += sum(
-                    1 for launch in decision.launches
+                self.pacing.launches_on_watch_reading += sum(1 for launch in decision.launches
                     if readings and launch.host in readings and launch.host not in probed)
                 await self.launcher.launch(decision.launches, background=background_launches)
                 self.observation.publish_gpu_views({x.host for x in decision.launches})
@@ -356,7 +359,7 @@ class Engine:
     # ---- finishing -------------------------------------------------------------------------
 
     def check_finished(self) -> None:
-        done = self.ctx.ledger.all_finished()
+        done = self.ctx.ledger.all_finished() and self.search.done()
         if done and not self.finished:
             jobs = list(self.jobs.values())
             self.finished = True
@@ -365,8 +368,7 @@ class Engine:
             self.finished_at = last_end(jobs, self.ctx.clock())
             self._summary_task = asyncio.ensure_future(self.persistence.write_summary())
             self.ctx.bus.publish(QueueFinished(project=self.project, at=self.ctx.clock(),
-                                               counts=status_counts(jobs),
-                                               exit_code=self.exit_code,
+                                               counts=status_counts(jobs), exit_code=self.exit_code,
                                                finished_at=self.finished_at))
         elif not done and self.finished:
             self.finished = False

@@ -38,7 +38,7 @@ def added_job_defaults(scope: Scope) -> AddedJobDefaults:
                             stall_after=scope.stall_after, on_stall=scope.on_stall,
                             gpus_per_job=scope.gpus_per_job, mem_mib=scope.sharing.mem_mib,
                             exclusive=scope.sharing.exclusive, priority=scope.priority,
-                            left_out=tuple(left_out))
+                            left_out=tuple(left_out), **scope.preemption.fields())
 
 
 def _metrics(spec: MetricsSpec | None,

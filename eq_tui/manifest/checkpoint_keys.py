@@ -1,7 +1,11 @@
 """The `checkpoint:` key (top level, phase or job; the nearest wins): where a job saves its
 checkpoints and how it resumes from one.
 
-    checkpoint: {path: "ckpt/${id}/*.pt", resume: "--resume {checkpoint}"}
+    checkpoint: {path: "ckpt/${id}/*.pt", resume: "--resume {checkpoint}", signal: USR1,
+                 grace: 60}
+
+`signal` and `grace` say how the job is stopped when it is preempted or drained `--now`: that
+signal first (a real signal name), SIGKILL once the grace has run out.
 
 Checked where it is written (its keys, `{checkpoint}` in `resume`) and again for each job once
 its variables are known: the rendered path is a glob relative to the job's working directory
@@ -11,12 +15,17 @@ glob and nothing else)."""
 from __future__ import annotations
 
 import re
+import signal as signals
 from dataclasses import dataclass
 from typing import Any
 
 from eq_tui.manifest import json_schema
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.yaml_lines import Path_
+
+DEFAULT_SIGNAL = "TERM"
+DEFAULT_GRACE_S = 60.0
+MAX_GRACE_S = 86400.0  # hosts/base.py's bound on a stop's grace
 
 CHECKPOINT_KEYS = json_schema.keys("checkpoint")
 PLACEHOLDER = "{checkpoint}"
@@ -31,6 +40,8 @@ class CheckpointAt:
     path: str
     resume: str
     where: Path_
+    signal: str = DEFAULT_SIGNAL
+    grace: float = DEFAULT_GRACE_S
 
 
 def parse_checkpoint(ctx: Context, raw: dict[str, Any], path: Path_,
@@ -48,7 +59,28 @@ def parse_checkpoint(ctx: Context, raw: dict[str, Any], path: Path_,
     if PLACEHOLDER not in resume:
         ctx.fail(f"must say where the checkpoint's path goes with {PLACEHOLDER}, e.g. "
                  f"'--resume {PLACEHOLDER}', got {resume!r}", (*where, "resume"))
-    return CheckpointAt(glob, resume, where)
+    return CheckpointAt(glob, resume, where, _signal(ctx, entry.get("signal"), where),
+                        _grace(ctx, entry.get("grace"), where))
+
+
+def _signal(ctx: Context, raw: Any, where: Path_) -> str:
+    if raw is None:
+        return DEFAULT_SIGNAL
+    text = ctx.string(raw, (*where, "signal"))
+    name = text.strip().upper().removeprefix("SIG")
+    if name in ("KILL", "STOP") or not isinstance(getattr(signals, f"SIG{name}", None),
+                                                  signals.Signals):
+        ctx.fail(f"{text!r} is not a signal a job can catch to save its checkpoint (for "
+                 f"example TERM, USR1, USR2, INT)", (*where, "signal"))
+    return name
+
+
+def _grace(ctx: Context, raw: Any, where: Path_) -> float:
+    if raw is None:
+        return DEFAULT_GRACE_S
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw <= MAX_GRACE_S:
+        ctx.fail(f"must be 0 to {MAX_GRACE_S:g} seconds, not {raw!r}", (*where, "grace"))
+    return float(raw)
 
 
 def check_rendered_path(ctx: Context, glob: str, where: Path_, job_id: str) -> None:

@@ -36,6 +36,7 @@ from eq_tui.manifest.model import (
     MetricsSpec,
     Precondition,
 )
+from eq_tui.manifest.preempt_keys import PreemptKeys, parse_preempt_keys
 from eq_tui.manifest.results_keys import HOST_PATTERN_KEYS, check_host_pattern, parse_metrics
 from eq_tui.manifest.schema import Context
 from eq_tui.manifest.sharing import Sharing, for_gpus, parse_sharing
@@ -76,6 +77,7 @@ class Scope:
     on_stall: str = "alert"
     sharing: Sharing = field(default_factory=Sharing)
     checkpoint: CheckpointAt | None = None
+    preemption: PreemptKeys = field(default_factory=PreemptKeys)
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,7 @@ def parse_scope(ctx: Context, raw: dict[str, Any], path: Path_, parent: Scope) -
     scope.on_stall = parse_on_stall(ctx, raw, path, scope.on_stall)
     scope.sharing = parse_sharing(ctx, raw, path, scope.sharing)
     scope.checkpoint = parse_checkpoint(ctx, raw, path, scope.checkpoint)
+    scope.preemption = parse_preempt_keys(ctx, raw, path, scope.preemption)
     return scope
 
 
@@ -265,7 +268,8 @@ class JobMaker:
             stall_after=parse_stall_after(ctx, entry, path, scope.stall_after),
             on_stall=parse_on_stall(ctx, entry, path, scope.on_stall),
             mem_mib=sharing.mem_mib, exclusive=sharing.exclusive, family=family,
-            checkpoint=self._checkpoint(entry, path, scope, variables, point, job_id))
+            checkpoint=self._checkpoint(entry, path, scope, variables, point, job_id),
+            **parse_preempt_keys(ctx, entry, path, scope.preemption).fields())
 
     def _checkpoint(self, entry: dict[str, Any], path: Path_, scope: Scope,
                     variables: dict[str, str], point: dict[str, str],
@@ -278,7 +282,8 @@ class JobMaker:
         check_rendered_path(self.ctx, glob, (*at.where, "path"), job_id)
         return CheckpointSpec(path=glob, resume=self._sub(at.resume, variables,
                                                           (*at.where, "resume"), point,
-                                                          quote=True))
+                                                          quote=True),
+                              signal=at.signal, grace=at.grace)
 
     def _metrics(self, entry: dict[str, Any], path: Path_, scope: Scope,
                  variables: dict[str, str], point: dict[str, str]) -> MetricsSpec | None:

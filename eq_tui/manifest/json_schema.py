@@ -203,6 +203,11 @@ _CHECKPOINT_DEF = _obj({
                    "The arguments appended to the command on a restart when a checkpoint "
                    "exists; {checkpoint} is the newest complete one, quoted.",
                    examples=["--resume {checkpoint}"]),
+    "signal": _doc({"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9]*$"},
+                   "The signal a preempted job (or one stopped by drain --now) gets first, to "
+                   "save its checkpoint (a real signal name: TERM, USR1, INT, ...).",
+                   default="TERM", examples=["USR1"]),
+    "grace": _doc(_num(), "Seconds between that signal and SIGKILL.", default=60),
 }, required=("path", "resume"), description="A job's checkpoint contract.")
 _CHECKPOINT = _doc(_nullable({"$ref": "#/$defs/checkpoint"}),
                    "Every restart (OOM retry, requeue, retry, stall restart) resumes from the "
@@ -211,6 +216,16 @@ _CHECKPOINT = _doc(_nullable({"$ref": "#/$defs/checkpoint"}),
 _PRIORITY = _doc(_nullable({"type": "integer"}), "Higher launches first; ties in manifest "
                  "order. A person's priority (+/-, eq-tui priority) wins from then on.",
                  default=0)
+_PREEMPTION = {
+    "preempt": _doc(_nullable({"enum": [True, False, "force"]}),
+                    "A job that fits on no GPU may stop a running job of lower priority that "
+                    "has a checkpoint contract (force: any job of lower priority); the stopped "
+                    "job resumes later from its checkpoint.", default=False),
+    "max_preemptions": _doc(_nullable(_int(0)), "This job is preempted at most this many "
+                            "times; after that it is left to finish.", default=3),
+    "retry_lost": _doc(_nullable(_int(0)), "A job whose session vanished with its host is "
+                       "requeued up to this many times (default: 1)."),
+}
 
 NOTIFY_EVENTS = ("stuck", "stalled", "quarantined", "host_down", "phase_done", "finished")
 _STALL = {
@@ -246,6 +261,7 @@ _JOB_FIELDS = {
     **_SHARING,
     "metrics": _METRICS_REF,
     "priority": _PRIORITY,
+    **_PREEMPTION,
     **_STALL,
     "checkpoint": _CHECKPOINT,
 }
@@ -260,6 +276,37 @@ _GRID = _doc(_nullable({
 }), "Variables and their values: one job per point of the Cartesian product (the last key "
     "varies fastest).", examples=[{"lr": ["1e-3", "3e-4"], "seed": [1, 2, 3]}])
 
+_SEARCH_RANGE = _obj({
+    "low": _doc({"type": "number"}, "The smallest value."),
+    "high": _doc({"type": "number"}, "The largest value (above low)."),
+    "log": _doc({"type": "boolean"}, "Sample on a log scale (low above 0).", default=False),
+    "step": _doc({"type": "number", "exclusiveMinimum": 0},
+                 "Only values low + k*step (dividing the range); not with log."),
+}, required=("low", "high"))
+_SEARCH = _obj({
+    "space": _doc({"type": "object", "minProperties": 1,
+                   "propertyNames": {"pattern": _GRID_KEY},
+                   "additionalProperties": {"anyOf": [
+                       {"$ref": "#/$defs/search_range"},
+                       {"type": "array", "minItems": 1, "items": _SCALAR}]}},
+                  "The names Optuna chooses: a range or a list of choices; the template "
+                  "uses them as ${name}.",
+                  examples=[{"lr": {"low": 1e-4, "high": 1.0, "log": True},
+                             "width": [64, 128, 256]}]),
+    "trials": _doc(_int(1), "Configurations to try."),
+    "budget": _obj({"gpu_hours": _doc({"type": "number", "exclusiveMinimum": 0},
+                                      "Stop asking once the trials used this many GPU-hours "
+                                      "(running ones finish).")},
+                   required=("gpu_hours",), description="When to stop asking."),
+    "sampler": _doc({"enum": ["tpe", "gp", "cmaes", "random", "qmc"]}, "Optuna's sampler.",
+                    default="tpe"),
+    "seed": _doc(_int(0), "The sampler's seed: the same study twice asks the same."),
+    "metric": _doc({"type": "string", "minLength": 1},
+                   "The metric told to Optuna (default: the goal's only metric)."),
+    "goal": _doc({"enum": ["max", "min"]}, "Which way is better (default: its goal:)."),
+}, required=("space",), description="Optuna chooses each trial's configuration; needs "
+                                    "eq-tui[search].")
+
 _SCOPE = {
     "default_cmd": _doc(_nullable({"type": "string"}),
                         "The command of jobs that give no cmd; their args follow it."),
@@ -273,8 +320,12 @@ _SCOPE = {
     "grid": _GRID,
     "template": _doc(_nullable({"$ref": "#/$defs/template"}), "The job made for every grid "
                                                                "point."),
+    "search": _doc(_nullable({"$ref": "#/$defs/search"}),
+                   "Trials Optuna chooses, each running the template (a grid beside it: its "
+                   "points for every trial)."),
     "metrics": _METRICS_REF,
     "priority": _PRIORITY,
+    **_PREEMPTION,
     **_STALL,
     "checkpoint": _CHECKPOINT,
 }
@@ -377,7 +428,8 @@ SCHEMA: dict[str, Any] = {
               "oom_retry": _OOM_RETRY, "precondition": _PRECONDITION, "job": _JOB,
               "template": _TEMPLATE, "phase": _PHASE, "metrics": _METRICS,
               "crash_guard": _CRASH_GUARD, "notify": _NOTIFY,
-              "early_stop": _EARLY_STOP, "checkpoint": _CHECKPOINT_DEF},
+              "early_stop": _EARLY_STOP, "checkpoint": _CHECKPOINT_DEF,
+              "search": _SEARCH, "search_range": _SEARCH_RANGE},
 }
 
 

@@ -163,7 +163,41 @@ class AddedJobDefaults:
     mem_mib: int | Literal["auto"] | None = None
     exclusive: bool = False
     priority: int = 0
+    preempt: bool | Literal["force"] = False
+    max_preemptions: int = 3
+    retry_lost: int = 1
     left_out: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SearchParam:
+    """One name of a search's space: a range (`low`..`high`, `log`, `step`; `integer` when
+    the bounds and step are whole numbers) or `choices` (the values as written)."""
+
+    name: str
+    low: float = 0.0
+    high: float = 0.0
+    log: bool = False
+    step: float | None = None
+    integer: bool = False
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    """A phase's `search:`: Optuna asks each trial's point of `space`; every trial runs
+    `trial_job` (the template, the space's names and `${trial}` left as markers) once per
+    `grid` point, and the mean of their `metric` is told."""
+
+    space: tuple[SearchParam, ...]
+    metric: str
+    goal: Goal
+    trial_job: JobSpec
+    trials: int | None = None
+    gpu_hours: float | None = None
+    sampler: str = "tpe"
+    seed: int | None = None
+    grid: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -173,6 +207,7 @@ class PhaseSpec:
     on_dependency_failure: OnDependencyFailure = "block"
     results: ResultsSpec = field(default_factory=ResultsSpec)
     added_jobs: AddedJobDefaults = field(default_factory=AddedJobDefaults)
+    search: SearchSpec | None = None  # trials asked of Optuna at run time
 
 
 @dataclass(frozen=True)
@@ -183,6 +218,8 @@ class CheckpointSpec:
 
     path: str
     resume: str
+    signal: str = "TERM"  # what a preempted or drained job gets first, to save
+    grace: float = 60.0  # seconds from that signal to SIGKILL
 
 
 @dataclass(frozen=True)
@@ -202,6 +239,9 @@ class JobSpec:
     exclusive: bool = False  # wants its GPUs alone even when others would fit beside it
     family: str = ""  # jobs that learn memory from each other: "<phase>/template" or the phase
     checkpoint: CheckpointSpec | None = None  # None: every restart starts from scratch
+    preempt: bool | Literal["force"] = False  # may stop a lower-priority job to start
+    max_preemptions: int = 3  # how often this job may itself be preempted
+    retry_lost: int = 1  # requeues after its session vanished with its host
 
     def __post_init__(self) -> None:
         if not self.family:  # specs built in code (tests, run-time adds) get their phase's

@@ -6,13 +6,15 @@ fake-train's epoch records (runs.jsonl) — never the engine's state:
 - `drain alpha`: no attempt starts on alpha after the command returned, while beta takes the
   queue; `status --gpus` says so; a host or GPU the run lacks is exit 2; `undrain alpha`: alpha
   starts jobs again;
-- `drain alpha --now --grace 3s`: the checkpointed job there stops within the grace + 10 s and
-  resumes on beta from its newest checkpoint (at most one epoch run twice), and completes."""
+- `drain alpha --now --grace 3s`: the checkpointed job there gets its contract's signal (USR1),
+  stops within the grace + 10 s and resumes on beta from its newest checkpoint (at most one
+  epoch run twice), and completes."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
+import signal
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -50,7 +52,7 @@ project: drainnow
 cwd: {work}
 """ + HOSTS + """\
 stale_grace_s: 1
-checkpoint: {{path: "ckpt/${{id}}/epoch-*.pt", resume: "--resume {{checkpoint}}"}}
+checkpoint: {{path: "ckpt/${{id}}/epoch-*.pt", resume: "--resume {{checkpoint}}", signal: USR1}}
 jobs:
   - {{id: long, cmd: "fake-train --epochs """ + str(EPOCHS) + """ --epoch-seconds 0.5 --mem 1000 \
 --seed 3 --checkpoint-dir ckpt/long"}}
@@ -126,9 +128,11 @@ async def test_drain_now_stops_the_job_there_and_it_resumes_on_the_other_host(
         asked = time.time()
         code, out, err = await eq("drain", run_dir, "alpha", "--now", "--grace", "3s")
         assert code == 0 and "stopped to resume elsewhere: long" in out, (out, err)
-        ended = float((bed_work / "logs-alpha").glob("*/long/a1/exit").__next__()
-                      .stat().st_mtime)
-        assert ended - asked <= 3 + 10
+        exit_file = next((bed_work / "logs-alpha").glob("*/long/a1/exit"))
+        assert ended_at(exit_file) - asked <= 3 + 10
+        # the contract's signal, not SIGTERM: fake-train does not catch USR1 and dies of it
+        assert exit_file.read_text().split()[0] == str(128 + signal.SIGUSR1), \
+            exit_file.read_text()
         assert run.task is not None
         assert await asyncio.wait_for(run.task, 120) == 0
     finally:
@@ -141,6 +145,10 @@ async def test_drain_now_stops_the_job_there_and_it_resumes_on_the_other_host(
     cmd = next((bed_work / "logs-beta").glob("*/long/a2/cmd")).read_text()
     assert "--resume" in cmd, cmd
     assert not list((bed_work / "logs-alpha").glob("*/long/a2"))
+
+
+def ended_at(exit_file: Path) -> float:
+    return float(exit_file.stat().st_mtime)
 
 
 def epochs(bed: SshBed, host: str) -> dict[int, list[int]]:

@@ -18,12 +18,13 @@ LONG_JOB = "fake-train --epochs 300 --epoch-seconds 0.1 --mem 1000"
 
 
 @pytest.mark.integration
-async def test_a_vanished_session_is_requeued_once_then_stuck(tmp_path: Path) -> None:
-    manifest = make_manifest(tmp_path, [job("victim", LONG_JOB)])
+async def test_a_vanished_session_is_requeued_retry_lost_times_then_stuck(
+        tmp_path: Path) -> None:
+    manifest = make_manifest(tmp_path, [job("victim", LONG_JOB, retry_lost=2)])
     run = await start_engine(manifest, tmp_path / "run", exit_when_done=False)
     host = run.engine.hosts["sim"]
     try:
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             await run.wait_for(lambda n=attempt: run.status("victim") == "running"
                                and len(run.engine.jobs["victim"].history) == n
                                and run.engine.jobs["victim"].last_line != "")
@@ -40,7 +41,7 @@ async def test_a_vanished_session_is_requeued_once_then_stuck(tmp_path: Path) ->
         await run.wait_for(lambda: run.status("victim") == "stuck")
         record = run.engine.jobs["victim"]
         assert record.failure is not None and record.failure.cls == "lost"
-        assert [a.failure_class for a in record.history] == ["lost", "lost"]
+        assert [a.failure_class for a in record.history] == ["lost", "lost", "lost"]
     finally:
         await run.stop()
 

@@ -147,6 +147,21 @@ def test_lost_verdicts_in_whole() -> None:
                                           "session vanished with no exit record again")
 
 
+def test_lost_requeued_up_to_retry_lost() -> None:
+    j = job()
+    assert verdict_for_lost(j, 0) == Verdict(JobStatus.STUCK, "lost",
+                                             "session vanished with no exit record "
+                                             "(retry_lost: 0)")
+    assert verdict_for_lost(j, 3) == Verdict(JobStatus.PENDING, "lost", "session vanished "
+                                             "with no exit record; requeued 1 of 3 times")
+    j.retries_by_class["lost"] = 2
+    assert verdict_for_lost(j, 3) == Verdict(JobStatus.PENDING, "lost", "session vanished "
+                                             "with no exit record; requeued 3 of 3 times")
+    j.retries_by_class["lost"] = 3
+    assert verdict_for_lost(j, 3) == Verdict(JobStatus.STUCK, "lost",
+                                             "session vanished with no exit record again")
+
+
 def test_observations_carry_what_the_probe_said() -> None:
     j = job()
     j.exited_seen_at = 3.0

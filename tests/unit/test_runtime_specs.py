@@ -11,7 +11,14 @@ import pytest
 
 from eq_tui.engine.engine import Engine
 from eq_tui.engine.state.job_specs import same_definition, spec_from_json, spec_to_json
-from eq_tui.manifest.model import AddedJobDefaults, JobSpec, MetricsSpec, PhaseSpec, Precondition
+from eq_tui.manifest.model import (
+    AddedJobDefaults,
+    CheckpointSpec,
+    JobSpec,
+    MetricsSpec,
+    PhaseSpec,
+    Precondition,
+)
 from tests.integration.test_ledger import manifest
 from tests.support.memory_host import MemoryHost
 
@@ -44,6 +51,9 @@ BIG = JobSpec(id="big", phase="main", cmd="train big", mem_mib=18000, exclusive=
             output_check="out/*", preconditions=(Precondition("checkpoint_exists", "c"),),
             metrics=MetricsSpec(jsonl="r.jsonl", log=True), stall_after=90.0,
             on_stall="restart"),
+    JobSpec(id="a", phase="p", cmd="x", preempt="force", max_preemptions=0, retry_lost=2,
+            checkpoint=CheckpointSpec("c/*.pt", "--resume {checkpoint}", "USR1", 5.0)),
+    JobSpec(id="a", phase="p", cmd="x", preempt=True),
 ])
 def test_a_spec_round_trips_through_json(spec: JobSpec) -> None:
     assert spec_from_json(json.loads(json.dumps(spec_to_json(spec)))) == spec
@@ -165,3 +175,35 @@ def test_eq_tui_add_takes_mem_and_exclusive() -> None:
     for bad in ("18GB", "0", "-1", "AUTO"):
         with pytest.raises(UsageError, match="whole number of MiB"):
             parse_verb("add", ["run", "--id", "x", "--mem", bad, "--", "t"])
+
+
+async def test_add_takes_preempt_from_its_args_else_its_phase(tmp_path: Path) -> None:
+    phases = (PhaseSpec(name="main", added_jobs=AddedJobDefaults(preempt=True,
+                                                                 max_preemptions=1)),)
+    engine, _host = await started(tmp_path, (BIG,), phases=phases)
+    for args in ({"id": "inherits"}, {"id": "forced", "preempt": "force"},
+                 {"id": "never", "preempt": False}):
+        done = await engine.command("add", [], {"cmd": "t", **args})
+        assert done["ok"], done
+    refused = await engine.command("add", [], {"id": "bad", "cmd": "t", "preempt": "yes"})
+    assert not refused["ok"] and "true, false or force" in str(refused["error"]), refused
+    engine = await restart(tmp_path, engine, phases=phases)
+    specs = engine.ctx.ledger.specs
+    assert {i: (specs[i].preempt, specs[i].max_preemptions)
+            for i in ("inherits", "forced", "never")} == {
+        "inherits": (True, 1), "forced": ("force", 1), "never": (False, 1)}
+    engine.ctx.run_dir.release_lock()
+
+
+def test_eq_tui_add_takes_preempt() -> None:
+    from eq_tui.api.commands import Add
+    from eq_tui.cli.queue_verbs import parse_verb
+    from eq_tui.errors import UsageError
+
+    assert parse_verb("add", ["run", "--id", "x", "--preempt", "--", "t"]).command == Add(
+        id="x", cmd="t", preempt=True)
+    assert parse_verb("add", ["run", "--id", "x", "--preempt", "force", "--", "t"]).command \
+        == Add(id="x", cmd="t", preempt="force")
+    assert "preempt" not in parse_verb("add", ["run", "--id", "x", "--", "t"]).command.wire()[2]
+    with pytest.raises(UsageError, match="nothing or force"):
+        parse_verb("add", ["run", "--id", "x", "--preempt", "always", "--", "t"])

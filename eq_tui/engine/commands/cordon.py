@@ -6,9 +6,11 @@ the wait for a GPU's memory to go before a launch (tick/drain_launch.py). The co
 under the engine lock, so no tick decides a launch there after it; the launches a tick decided
 before and started in the background are waited for before the answer goes back (they have
 started by then), so from the moment the command returns nothing new starts there. With `now`
-the jobs running on the drained GPUs are stopped as a kill stops them (SIGTERM, their grace to
-save a checkpoint, then SIGKILL) and go back to the queue: a requeue, no retry spent; their
-next attempt resumes from the newest checkpoint (tick/resume.py) on a host that takes it."""
+the jobs running on the drained GPUs are stopped as a kill stops them (their checkpoint's
+`signal`, SIGTERM by default; their grace to save a checkpoint, then SIGKILL) and go back to
+the queue: a requeue, no retry spent; their next attempt resumes from the newest checkpoint
+(tick/resume.py) on a host that takes it. Their stops run beside the ticks (tick/stops.py):
+the command answers once they have stopped, and the engine ticks on meanwhile."""
 
 from __future__ import annotations
 
@@ -18,12 +20,9 @@ from eq_tui.api.client import CommandResult
 from eq_tui.api.command_result import result
 from eq_tui.api.commands import Drain, Undrain
 from eq_tui.api.events import HostDrained
-from eq_tui.api.model import FailureClass, JobState, JobStatus
 from eq_tui.engine.commands.door import Door
 from eq_tui.engine.context import RunContext
-from eq_tui.hosts.base import MAX_GRACE_S, Stop
-
-DRAIN_GRACE_S = 60.0  # a job stopped by `drain --now` has this long to save, unless told
+from eq_tui.hosts.base import MAX_GRACE_S
 
 
 def drain_target(ctx: RunContext, command: Drain) -> str | frozenset[int]:
@@ -77,9 +76,12 @@ class Cordons:
         await self.door.settle_launches(command.host)
         stopped: list[str] = []
         if command.now:
-            grace = DRAIN_GRACE_S if command.grace is None else float(command.grace)
+            grace = None if command.grace is None else float(command.grace)
             async with self.door.lock:
-                stopped = await self._stop_there(command.host, Stop(grace_s=grace))
+                tasks = self._stop_there(command.host, grace)
+                stopped = list(tasks)
+            # their graces are waited out of the lock: the ticks go on meanwhile
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
         async with self.door.lock:
             gpus = () if record.cordon == "all" else tuple(sorted(record.cordoned()))
             ctx.bus.publish(HostDrained(project=ctx.project, at=ctx.clock(), host=command.host,
@@ -92,26 +94,18 @@ class Cordons:
         return result({command.host: "ok"}, detail={"drained": record.cordon_json(),
                                                     "stopped": stopped})
 
-    async def _stop_there(self, host: str, stop: Stop) -> list[str]:
-        """The running jobs on the host's drained GPUs, stopped side by side and requeued."""
+    def _stop_there(self, host: str, grace: float | None) -> dict[str, asyncio.Task[None]]:
+        """Under the lock: the running jobs on the host's drained GPUs, each marked and its
+        stop begun beside the ticks (tick/stops.py), which requeues it once it has stopped."""
         record = self.ctx.hosts[host]
         drained = record.cordoned()
         whole = record.cordon == "all"
         jobs = [job for job in self.ctx.ledger.jobs.values()
                 if job.status.is_active and job.host == host
                 and (whole or bool(set(job.gpus) & drained))]
-        await asyncio.gather(*(self._requeue(job, host, stop) for job in jobs))
-        return [job.id for job in jobs]
-
-    async def _requeue(self, job: JobState, host: str, stop: Stop) -> None:
-        ledger = self.ctx.ledger
-        why = f"{host} drained: stopped to resume elsewhere"
-        await self.door.stop_session(job, why, stop)
-        current = job.current
-        if current is not None:
-            ledger.update_attempt(current, failure_class=FailureClass.REQUEUED)
-        ledger.update(job, retry_at=None, reason=why)
-        ledger.set_status(job, JobStatus.PENDING)
+        stops = self.door.stops
+        return {job.id: task for job in jobs
+                if (task := stops.begin(job, stops.stop_for(job, grace))) is not None}
 
     async def undrain(self, command: Undrain) -> CommandResult:
         ctx = self.ctx

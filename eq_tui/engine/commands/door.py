@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from eq_tui.api.model import JobState
+from eq_tui.engine.tick.stops import BackgroundStops
 from eq_tui.hosts.base import Stop
 
 
@@ -29,3 +30,4 @@ class Door:
     stop_session: Callable[[JobState, str, Stop], Awaitable[None]]
     # wait for the launches under way on a host (run without the lock): a drain's
     settle_launches: Callable[[str], Awaitable[None]]
+    stops: BackgroundStops  # stops run beside the ticks (drain --now's)

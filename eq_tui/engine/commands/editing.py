@@ -163,6 +163,9 @@ class Editing:
             problem = f"gpus_per_job must be a whole number from 0 to 64, not {gpus!r}"
         if problem is None and not isinstance(priority, int):
             problem = f"priority must be a whole number, not {priority!r}"
+        preempt = inherited.preempt if command.preempt is None else command.preempt
+        if problem is None and preempt not in (True, False, "force"):
+            problem = f"preempt must be true, false or force, not {preempt!r}"
         sharing = sharing_args(_given(mem_mib=command.mem_mib, exclusive=command.exclusive),
                                gpus, inherited.mem_mib, inherited.exclusive) \
             if problem is None else problem
@@ -173,7 +176,9 @@ class Editing:
                        preconditions=inherited.preconditions, gpus_per_job=gpus,
                        metrics=inherited.metrics, priority=priority,
                        stall_after=inherited.stall_after, on_stall=inherited.on_stall,
-                       mem_mib=sharing[0], exclusive=sharing[1], family=str(phase))
+                       mem_mib=sharing[0], exclusive=sharing[1], family=str(phase),
+                       preempt=preempt, max_preemptions=inherited.max_preemptions,
+                       retry_lost=inherited.retry_lost)
         self._add(spec, "added", command.by)
         left_out = [key for key in inherited.left_out
                     if not (command.output_check and key.startswith("output_check"))]

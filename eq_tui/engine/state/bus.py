@@ -16,6 +16,7 @@ from eq_tui.api.events import (
     HostStateChanged,
     JobAdded,
     JobEdited,
+    JobPreempted,
     JobPruned,
     JobRetired,
     JobStalled,
@@ -33,7 +34,8 @@ MAX_ALERTS = 200
 PERSISTED_EVENTS = (JobStateChanged, HostStateChanged, Alert, QueuePaused, QueueFinished,
                     QueueReopened,
                     PreflightReported, JobEdited, JobAdded, JobRetired, PhaseHeld,
-                    PhaseReleased, JobStalled, GpuQuarantined, JobPruned, HostDrained)
+                    PhaseReleased, JobStalled, GpuQuarantined, JobPruned, HostDrained,
+                    JobPreempted)
 
 
 class Bus:

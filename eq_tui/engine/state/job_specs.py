@@ -40,8 +40,13 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
         mem_mib=mem_mib_value(data.get("mem_mib")),
         exclusive=data.get("exclusive") is True,
         family=str(data.get("family") or ""),
-        checkpoint=CheckpointSpec(path=str(checkpoint["path"]), resume=str(checkpoint["resume"]))
-        if isinstance(checkpoint, dict) else None)
+        checkpoint=CheckpointSpec(path=str(checkpoint["path"]), resume=str(checkpoint["resume"]),
+                                  signal=str(checkpoint.get("signal") or "TERM"),
+                                  grace=float(checkpoint.get("grace", 60.0)))
+        if isinstance(checkpoint, dict) else None,
+        preempt="force" if data.get("preempt") == "force" else data.get("preempt") is True,
+        max_preemptions=int(data.get("max_preemptions", 3)),
+        retry_lost=int(data.get("retry_lost", 1)))
 
 
 def same_definition(a: JobSpec, b: JobSpec) -> bool:

@@ -144,9 +144,13 @@ def verdict_for_exit(job: JobState, exited: Exited, manifest: Manifest, *, now: 
             return Verdict(JobStatus.STUCK, str(found.cls), detail)
 
 
-def verdict_for_lost(job: JobState) -> Verdict:
-    if job.lost_count < 1:
+def verdict_for_lost(job: JobState, allowed: int = 1) -> Verdict:
+    """Requeued while it was lost fewer than `allowed` times (its `retry_lost`)."""
+    lost = job.lost_count
+    if lost < allowed:
+        times = "once" if allowed == 1 else f"{lost + 1} of {allowed} times"
         return Verdict(JobStatus.PENDING, str(FailureClass.LOST),
-                       "session vanished with no exit record; requeued once")
+                       f"session vanished with no exit record; requeued {times}")
+    again = " again" if lost else " (retry_lost: 0)"
     return Verdict(JobStatus.STUCK, str(FailureClass.LOST),
-                   "session vanished with no exit record again")
+                   f"session vanished with no exit record{again}")

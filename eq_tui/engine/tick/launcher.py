@@ -15,6 +15,7 @@ from eq_tui.engine.tick.claims import ticket, undo_refused
 from eq_tui.engine.tick.drain_launch import DrainLaunches
 from eq_tui.engine.tick.judge import LAUNCH_GRACE_S
 from eq_tui.engine.tick.resume import Resumes
+from eq_tui.engine.tick.stops import BackgroundStops
 from eq_tui.engine.tick.tick_timing import Pacing
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import PERSON_STOP, LaunchRequest, Stop
@@ -33,6 +34,7 @@ class Launcher:
         self._persist = persist
         self.drains = DrainLaunches(ctx, pacing)  # launches that wait for a GPU to drain
         self.resumes = Resumes(ctx)
+        self.stops = BackgroundStops(ctx, lock, persist)  # preemptions', drains' (beside ticks)
         self.tasks: set[asyncio.Task[None]] = set()
         # sessions whose background launch has not returned yet: a probe asked meanwhile may
         # look before the session exists, so its "nothing there" proves nothing
@@ -236,6 +238,8 @@ class Launcher:
             await asyncio.gather(*starting, return_exceptions=True)
 
     async def settle(self) -> None:
-        """Wait for sessions being started: how each launch ended gets recorded."""
+        """Wait for sessions being started (how each launch ended gets recorded) and for the
+        stops under way (each stopped job requeued)."""
         while self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.stops.settle()

@@ -38,6 +38,8 @@ class Observation:
         self.precondition_results: dict[str, bool] = {}
         self.want_preconditions: set[str] = set()
         # the logs to read from an offset this probe (early stopping's); None: none ever
+        # what placement may not use now (the GPUs a preempted job is freeing: tick/preempt.py)
+        self.hide: Callable[[list[HostView]], list[HostView]] | None = None
         self.follow: Callable[[Iterable[AttemptRef]], tuple[tuple[str, int], ...]] | None \
             = None
 
@@ -183,8 +185,9 @@ class Observation:
     def host_views(self, probed: set[str] | None, readings: Readings | None = None,
                    draining: Mapping[str, frozenset[int]] | None = None) -> list[HostView]:
         others = self.memory.others if self.memory is not None else None
-        return host_views(self.ctx.hosts, probed, readings, others,
-                          me=(self.ctx.project, self.ctx.token), draining=draining)
+        views = host_views(self.ctx.hosts, probed, readings, others,
+                           me=(self.ctx.project, self.ctx.token), draining=draining)
+        return views if self.hide is None else self.hide(views)
 
     # ---- what the first probes found -------------------------------------------------------
 

@@ -22,6 +22,7 @@ from eq_tui.engine.tick.judge import (
 )
 from eq_tui.engine.tick.progress import ProgressKeeper
 from eq_tui.engine.tick.resume import fallback
+from eq_tui.engine.tick.stops import BackgroundStops
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import AttemptProbe, ProbeRequest
 from eq_tui.hosts.logclean import clean_text
@@ -31,8 +32,10 @@ MAX_LAUNCH_FAILURES = 3
 
 class Reconciler:
     def __init__(self, ctx: RunContext,
-                 on_gpu_fault: Callable[[JobState], None] | None = None) -> None:
+                 on_gpu_fault: Callable[[JobState], None] | None = None,
+                 stops: BackgroundStops | None = None) -> None:
         self.ctx = ctx
+        self.stops = stops  # an attempt being stopped (a preemption, a drain) is theirs
         self.on_gpu_fault = on_gpu_fault
         self.progress = ProgressKeeper()  # each running job's whole-job progress
 
@@ -59,6 +62,8 @@ class Reconciler:
                 continue  # host down: the job lives on in its session; judge it when back
             probe = snap.attempts.get(job.id)
             seen = observe(job, probe, now=now, stale_grace_s=ctx.manifest.stale_grace_s)
+            if self.stops is not None and self.stops.judged(job, seen, probe):
+                continue
             if probe is not None and probe.last_line and probe.last_line != job.last_line:
                 ctx.ledger.update(job, last_line=probe.last_line)
                 ctx.ledger.changed(job)
@@ -78,7 +83,8 @@ class Reconciler:
                     self.never_started(job, "the session never started")
             elif isinstance(seen, Lost):
                 ctx.ledger.end_attempt(current, now, host_clock=False)  # no record to say
-                self.apply_verdict(job, verdict_for_lost(job))
+                spec = ctx.ledger.specs.get(job.id)
+                self.apply_verdict(job, verdict_for_lost(job, spec.retry_lost if spec else 1))
             elif isinstance(seen, Exited):
                 if seen.stale:
                     stale.append((job, seen, probe))

@@ -129,6 +129,9 @@ def job_summary(job: Mapping[str, Any], max_attempts: int, pace: Pace | None = N
         if attempt.get("resumed_from"):
             lines.append(Content.assemble((f"attempt {attempt.get('n')} resumed from ", "dim"),
                                           str(attempt["resumed_from"])))
+        if attempt.get("preempted_by"):
+            lines.append(Content.assemble((f"attempt {attempt.get('n')} preempted by ", "dim"),
+                                          str(attempt["preempted_by"])))
         if attempt.get("cleanup"):
             lines.append(Content.assemble((f"attempt {attempt.get('n')} cleanup ", "dim"),
                                           str(attempt["cleanup"])))

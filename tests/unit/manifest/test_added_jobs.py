@@ -103,9 +103,13 @@ def test_the_phases_other_keys_and_the_top_levels_are_inherited() -> None:
             gpus_per_job: 2
             mem_mib: 9000
             priority: 3
+            preempt: force
+            max_preemptions: 1
+            retry_lost: 0
         """)
     assert defaults == AddedJobDefaults(stall_after=600.0, on_stall="restart", gpus_per_job=2,
                                         mem_mib=9000, exclusive=False, priority=3,
+                                        preempt="force", max_preemptions=1, retry_lost=0,
                                         left_out=("metrics.jsonl (uses ${lr})",))
     top = added("""
         project: p
