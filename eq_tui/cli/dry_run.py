@@ -29,6 +29,7 @@ from eq_tui.engine.preflight.fit import allowed_only, misfits, needs_gpu_facts, 
 from eq_tui.engine.preflight.host_checks import explain_all, preflight_request
 from eq_tui.hosts.base import Host, PreflightFinding
 from eq_tui.manifest.model import Manifest
+from eq_tui.manifest.search_trials import describe_search
 from eq_tui.manifest.secrets import warnings as secret_warnings
 from eq_tui.runfiles.statefile import StateFile
 
@@ -135,6 +136,9 @@ async def print_plan(manifests: list[Manifest], run_dirs: list[Path], *,
               f"{len(manifest.phases)} phase(s), hosts "
               f"{', '.join(h.name + ' (' + h.kind + ')' for h in manifest.hosts)}; "
               f"run dir {run_dir}{existing}")
+        for phase in manifest.phases:
+            if phase.search is not None:
+                print(f"  search {describe_search(phase.search)}")
         width = max((len(p.id) for p in plan), default=2)
         status_width = max((len(p.status) for p in plan), default=7) if saved else 0
         for p in plan:

@@ -23,7 +23,9 @@ the best row of each phase per metric marked by the manifest's `goal`. A row who
 different commands (one edited, a clone with --set, a manifest changed after some completed)
 says `commands differ` and is never marked best. A goal or early_stop metric never read from
 completed jobs is said below the table (json: `metrics_never_read`; csv and latex: on stderr),
-with the jobs and the metrics read instead."""
+with the jobs and the metrics read instead. A run with a search (its optuna.journal): each
+study's best trial, its parameters and which parameters mattered, below the table (json:
+`searches`)."""
 
 
 def parser(verb: str = "results") -> argparse.ArgumentParser:
@@ -116,6 +118,27 @@ def run(verb: str, argv: Sequence[str]) -> int:
     else:
         from eq_tui.cli.run_dirs import resolve
 
-        records, settings, watched = _local(resolve(options.run_dir))
+        run_dir = resolve(options.run_dir)
+        records, settings, watched = _local(run_dir)
+        text = table_text(records, settings, options, watched)
+        sys.stdout.write(with_searches(text, run_dir, options.format))
+        return 0
     sys.stdout.write(table_text(records, settings, options, watched))
     return 0
+
+
+def with_searches(text: str, run_dir: Path, fmt: str) -> str:
+    """The run's searches (best trial, importance) below a table or markdown, under json's
+    `searches` (none: the output of a run without one); csv and latex stay one table."""
+    import json
+
+    from eq_tui.runfiles.search_summary import read_searches
+
+    searches = read_searches(run_dir) if fmt in ("table", "markdown", "json") else []
+    if not searches:
+        return text
+    if fmt == "json":
+        data = json.loads(text)
+        data["searches"] = [study.to_json() for study in searches]
+        return json.dumps(data, indent=2) + "\n"
+    return text + "".join("\n" + study.text() for study in searches)

@@ -48,6 +48,7 @@ from eq_tui.manifest.model import (
 from eq_tui.manifest.phases import parse_phases
 from eq_tui.manifest.results_keys import parse_results
 from eq_tui.manifest.schema import Context
+from eq_tui.manifest.search_keys import parse_search, scope_without_search
 from eq_tui.manifest.settings import (
     parse_crash_guard,
     parse_env,
@@ -135,13 +136,14 @@ def _optional_string(ctx: Context, top: dict[str, Any], key: str) -> str | None:
 def _phases_and_jobs(ctx: Context, top: dict[str, Any], maker: JobMaker, top_scope: Scope,
                      results: ResultsSpec) -> tuple[tuple[PhaseSpec, ...], list[JobSpec]]:
     if top.get("phases") is None:
-        jobs = maker.scope_jobs(top, (), top_scope, DEFAULT_PHASE)
-        if not jobs:
-            ctx.fail("no jobs: give 'jobs', 'grid' + 'template', or 'phases'")
+        jobs = maker.scope_jobs(scope_without_search(top), (), top_scope, DEFAULT_PHASE)
+        search = parse_search(ctx, top, (), maker, top_scope, DEFAULT_PHASE, results)
+        if not jobs and search is None:
+            ctx.fail("no jobs: give 'jobs', 'grid' + 'template', 'search', or 'phases'")
         # the top level's on_complete runs once, when the queue is done
         return (PhaseSpec(name=DEFAULT_PHASE, results=replace(results, on_complete=None),
-                          added_jobs=added_job_defaults(top_scope)),), jobs
-    for key in ("jobs", "grid", "template"):
+                          added_jobs=added_job_defaults(top_scope), search=search),), jobs
+    for key in ("jobs", "grid", "template", "search"):
         if top.get(key) is not None:
             ctx.fail(f"top-level '{key}' cannot be combined with 'phases'; move it into a "
                      "phase", (key,))

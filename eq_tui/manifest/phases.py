@@ -12,6 +12,7 @@ from eq_tui.manifest.jobs import JobMaker, Scope, parse_scope
 from eq_tui.manifest.model import JobSpec, PhaseSpec, ResultsSpec
 from eq_tui.manifest.results_keys import parse_results
 from eq_tui.manifest.schema import Context
+from eq_tui.manifest.search_keys import parse_search, scope_without_search
 from eq_tui.manifest.yaml_lines import Path_
 
 
@@ -33,10 +34,11 @@ def parse_phases(ctx: Context, raw: Any, maker: JobMaker, top_scope: Scope,
             ctx.fail(f"phase {spec.name!r} is defined twice (also phases[{first}])",
                      (*path, "name"))
         scope = parse_scope(ctx, phase, path, top_scope)
-        phase_jobs = maker.scope_jobs(phase, path, scope, spec.name)
-        phases.append(replace(spec, added_jobs=added_job_defaults(scope)))
+        phase_jobs = maker.scope_jobs(scope_without_search(phase), path, scope, spec.name)
+        search = parse_search(ctx, phase, path, maker, scope, spec.name, spec.results)
+        phases.append(replace(spec, added_jobs=added_job_defaults(scope), search=search))
         dep_paths.append(paths)
-        counts[spec.name] = len(phase_jobs)
+        counts[spec.name] = len(phase_jobs) + (search is not None)
         jobs.extend(phase_jobs)
     _check_dependencies(ctx, phases, dep_paths, counts)
     _check_cycles(ctx, phases)

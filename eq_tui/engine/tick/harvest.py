@@ -33,6 +33,7 @@ from eq_tui.runfiles.atomic import write_atomic
 
 WRITE_EVERY_S = 1.0
 PER_HOST = 4  # reads at once on one host
+PENDING_S = 30.0  # an ended job's metrics not read by then are not waited for (searches)
 CLOSE_WAIT_S = 600.0  # at shutdown: collections and hooks still running get this long
 
 
@@ -51,6 +52,7 @@ class Harvest:
         self._collecting: set[str] = set()  # job ids whose metrics are being read
         self._noted: set[str] = set()  # collect's notes already alerted
         self._lines: dict[str, tuple[tuple[Any, ...], str]] = {}  # job id -> (its key, line)
+        self._pending_since: dict[str, float] = {}  # job id -> when its metrics were awaited
 
     @property
     def path(self) -> Path:
@@ -155,6 +157,20 @@ class Harvest:
             self.ctx.ledger.changed(job)
         self._dirty = True
         self._schedule_write()
+
+    def metrics_pending(self, job: JobState) -> bool:
+        """The metrics of the job's ended attempt are not in yet: being read, or its end not
+        seen here yet (bounded: a read that failed is waited for PENDING_S at most)."""
+        if job.id in self._collecting:
+            return True
+        current = job.current
+        if current is None or not job.status.is_finished:
+            return False
+        record = self.collected.get(job.id)
+        if record is not None and record.get("attempt") == current.n:
+            return False
+        first = self._pending_since.setdefault(job.id, self.ctx.clock())
+        return self.ctx.clock() - first < PENDING_S
 
     # ---- results.jsonl ---------------------------------------------------------------------
 

@@ -23,7 +23,8 @@ SECTIONS = {"top": "## Top level", "host": "## Hosts", "simulate": "### simulate
             "precondition": "### preconditions", "phase": "## Phases",
             "metrics": "### metrics", "crash_guard": "### crash_guard",
             "notify": "### notify", "early_stop": "### early_stop",
-            "checkpoint": "### checkpoint"}
+            "checkpoint": "### checkpoint", "search": "### search",
+            "search_range": "#### search ranges"}
 
 
 def section(heading: str) -> str:
