@@ -167,8 +167,10 @@ async def test_a_shared_oom_retry_goes_back_onto_its_card_where_it_fits_now(
 async def test_the_last_attempt_after_ooms_gets_its_card_alone_before_new_jobs(
         tmp_path: Path) -> None:
     """Its third attempt waits for the card alone, and jobs added meanwhile (room for each
-    beside the three running) are not packed onto that card: it is not starved by them."""
-    jobs = [job(f"first{i}", train(4000, 4.0), mem_mib=4000) for i in range(3)]
+    beside the three running) are not packed onto that card: it is not starved by them. The
+    first three run long enough that x's two CUDA OOMs and their retries, however loaded the
+    machine, come while they still hold the card."""
+    jobs = [job(f"first{i}", train(4000, 10.0), mem_mib=4000) for i in range(3)]
     jobs.append(job("x", f"{train(4000, 1.0)} --oom-attempts 2", mem_mib=4000))
     run = await start_engine(make_manifest(tmp_path, jobs, hosts=one_gpu()), tmp_path / "run")
     try:
