@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -623,9 +624,10 @@ async def test_submit_twice_under_one_name_reuses_the_first_job(cluster: SlurmBe
                                                                tmp_path: Path) -> None:
     runner = LocalRunner(cluster.env)
     stdin = b"0\nsleep 5\nEQ_LAUNCH_END\n"
-    first = await runner.run(script("slurm_submit.sh"), ["eq_twice_x_a1", str(tmp_path / "a"),
+    name = f"eq_twice_{secrets.token_hex(3)}_a1"  # the cluster outlives a run: a name of its own
+    first = await runner.run(script("slurm_submit.sh"), [name, str(tmp_path / "a"),
                                                          "--gres=gpu:1"], stdin=stdin)
-    again = await runner.run(script("slurm_submit.sh"), ["eq_twice_x_a1", str(tmp_path / "b"),
+    again = await runner.run(script("slurm_submit.sh"), [name, str(tmp_path / "b"),
                                                          "--gres=gpu:1"], stdin=stdin)
     assert first.returncode == 0 and again.returncode == 0, (first, again)
     assert first.stdout == again.stdout and not (tmp_path / "b").exists()
@@ -666,13 +668,14 @@ async def test_a_run_dir_with_percent_signs_keeps_its_logs_and_secrets_stay_off_
 async def test_the_jobs_own_path_never_hides_the_tools_that_record_its_id(
         cluster: SlurmBed, tmp_path: Path) -> None:
     runner = LocalRunner(cluster.env)
+    name = f"eq_path_{secrets.token_hex(3)}_a1"  # the cluster outlives a run: a name of its own
     stdin = b"1\nexport PATH=/nonexistent\necho \"$PATH\"\nEQ_LAUNCH_END\n"
     result = await runner.run(script("slurm_submit.sh"),
-                              ["eq_path_x_a1", str(tmp_path / "a"), "--gres=gpu:1"], stdin=stdin)
+                              [name, str(tmp_path / "a"), "--gres=gpu:1"], stdin=stdin)
     assert result.returncode == 0, result
     assert (tmp_path / "a" / "slurm_job_id").read_bytes() == result.stdout
-    assert "JobName=eq_path_x_a1" in cluster.run("scontrol", "show", "job", "-o",
-                                                 result.stdout.decode().strip())
+    assert f"JobName={name}" in cluster.run("scontrol", "show", "job", "-o",
+                                            result.stdout.decode().strip())
 
 
 @pytest.mark.integration
