@@ -50,10 +50,10 @@ async def check_jobs_listing(run_dir: Path) -> None:
     by_id = {row["id"]: row for row in listed}
     assert by_id["whole"] | {"reason": ""} == {
         "id": "whole", "status": "running", "host": "sim", "gpus": [0], "where": "sim:0",
-        "reason": "", "next_ask": None, "resumed_from": None}
+        "reason": "", "next_ask": None, "resumed_from": None, "preempted_by": None}
     assert by_id["small1"] == {"id": "small1", "status": "pending", "host": None, "gpus": [],
                                "where": None, "reason": BUSY, "next_ask": None,
-                               "resumed_from": None}
+                               "resumed_from": None, "preempted_by": None}
     assert by_id["eval"]["reason"] == "waits for phase main"
 
 

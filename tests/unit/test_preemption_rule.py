@@ -186,6 +186,15 @@ def test_manifest_keys_defaults_and_values() -> None:
                "retry_lost: 4").jobs[0]  # type: ignore[attr-defined]
     assert (low.preempt, low.max_preemptions, low.retry_lost) == ("force", 0, 4)
     assert (low.checkpoint.signal, low.checkpoint.grace) == ("USR1", 5.0)
+    # false said out loud (a phase's true turned off for one job), and no requeue of a lost job
+    low = load("", ", preempt: false, retry_lost: 0").jobs[0]  # type: ignore[attr-defined]
+    assert (low.preempt, low.retry_lost) == (False, 0)
+
+
+def test_a_bad_preempt_says_what_it_may_be() -> None:
+    with pytest.raises(ManifestError) as err:
+        load("", ", preempt: forced")
+    assert "must be true, false or force, not 'forced'" in str(err.value)
 
 
 @pytest.mark.parametrize(("ckpt", "low", "where"), [
@@ -196,6 +205,7 @@ def test_manifest_keys_defaults_and_values() -> None:
     ("", ", preempt: forced", "jobs[0].preempt"),
     ("", ", max_preemptions: -1", "jobs[0].max_preemptions"),
     ("", ", retry_lost: x", "jobs[0].retry_lost"),
+    ("", ", retry_lost: -1", "jobs[0].retry_lost"),
 ])
 def test_bad_keys_name_their_path(ckpt: str, low: str, where: str) -> None:
     with pytest.raises(ManifestError) as err:

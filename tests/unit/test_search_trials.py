@@ -74,3 +74,9 @@ def test_gpu_hours_count_each_attempts_gpus_for_its_time() -> None:
     # 2 GPUs x 0.5 h + 1 GPU x 0.5 h still running + a CPU job's 0.1 h counted as one
     assert gpu_hours([one, two], now=5400.0) == pytest.approx(1.0 + 0.5 + 0.1)
     assert gpu_hours([], now=1.0) == 0.0
+    short = job(JobStatus.KILLED)  # a zero-length attempt, and one whose clock went back
+    short.history = [Attempt(n=1, host="h", gpus=[0], session="s", attempt_dir="d", log="l",
+                             start=50.0, end=50.0),
+                     Attempt(n=2, host="h", gpus=[0], session="s", attempt_dir="d", log="l",
+                             start=60.0, end=59.5)]
+    assert gpu_hours([short], now=100.0) == 0.0

@@ -151,8 +151,9 @@ class SearchTrials:
             jobs = [job for trial in self._trial_jobs(phase.name).values() for job in trial]
             if study.open_trials():
                 return False
-            if self._ready(phase) and self._may_ask(search, study, jobs) and \
-                    not self._blocked(phase):
+            # not ready: its dependencies run (the ledger is not finished either) or one
+            # needs a person and blocks it, so it asks nothing more
+            if self._ready(phase) and self._may_ask(search, study, jobs):
                 return False
         return True
 
@@ -165,11 +166,6 @@ class SearchTrials:
                 if job.status.needs_person and phase.on_dependency_failure == "block":
                     return False
         return True
-
-    def _blocked(self, phase: PhaseSpec) -> bool:
-        return any(job.phase in phase.depends_on and job.status.needs_person
-                   and phase.on_dependency_failure == "block"
-                   for job in self.ctx.ledger.jobs.values())
 
     def _trial_jobs(self, phase: str) -> dict[int, list[JobState]]:
         out: dict[int, list[JobState]] = {}
