@@ -59,6 +59,8 @@ _MANIFEST_ALL = [
     "tests/unit/test_json_schema.py",
     "tests/unit/test_expand.py",
     "tests/unit/manifest/test_checkpoint_keys.py",
+    "tests/unit/manifest/test_search_keys.py",
+    "tests/unit/test_preemption_rule.py",
 ]
 MODULES: dict[str, list[str]] = {
     "eq_tui/engine/tick/classify.py": [
@@ -101,7 +103,7 @@ MODULES: dict[str, list[str]] = {
         *_MANIFEST,
     ],
     "eq_tui/manifest/jobs.py": _MANIFEST_ALL,
-    "eq_tui/manifest/phases.py": _MANIFEST,
+    "eq_tui/manifest/phases.py": [*_MANIFEST, "tests/unit/manifest/test_search_keys.py"],
     "eq_tui/manifest/hosts.py": [
         "tests/unit/manifest/test_manifest_hosts.py",
         "tests/unit/manifest/test_manifest_sharing.py",
@@ -114,6 +116,14 @@ MODULES: dict[str, list[str]] = {
         "tests/unit/manifest/test_manifest.py",
     ],
     "eq_tui/manifest/loader.py": _MANIFEST_ALL,
+    "eq_tui/manifest/preempt_keys.py": [
+        "tests/unit/test_preemption_rule.py",
+    ],
+    "eq_tui/engine/tick/search_trials.py": [
+        "tests/unit/test_search_trials.py",
+        "tests/unit/test_search_trials_engine.py",
+        "tests/unit/test_search_lock.py",
+    ],
     "eq_tui/manifest/yaml_lines.py": _MANIFEST_ALL,
     "eq_tui/engine/tick/memory.py": [
         "tests/unit/test_memory_book.py",
@@ -139,6 +149,9 @@ MODULES: dict[str, list[str]] = {
     ],
     "eq_tui/hosts/slurm_parse.py": [
         "tests/unit/test_slurm_parse.py",
+    ],
+    "eq_tui/engine/decide/preemption.py": [
+        "tests/unit/test_preemption_rule.py",
     ],
     "eq_tui/engine/decide/pruning.py": [
         "tests/unit/test_early_stop_rule.py",

@@ -53,6 +53,8 @@ _LAUNCH = "tests/integration/test_launch_script.py"
 _CLAIMS_EDGES = "tests/integration/test_claims_script_edges.py"
 _RULES_EDGES = "tests/integration/test_rules_script_edges.py"
 _FAIR_EDGES = "tests/integration/test_fair_turns_script_edges.py"
+_GRACEFUL = "tests/integration/test_graceful_stop.py"
+_SLURM = "tests/integration/test_slurm.py"
 SCRIPTS: dict[str, list[str]] = {
     "eq_tui/hosts/scripts/launch.sh": [_LAUNCH, _HOST_SHELL, _SHELL_HOST, _CLAIMS_HOST,
                                        *_DRAIN_HOST],
@@ -65,11 +67,19 @@ SCRIPTS: dict[str, list[str]] = {
     # the turns' edges run through launch.sh itself, the hand-over between engines in the
     # claims bed
     "eq_tui/hosts/scripts/_fair_turns.sh": [_FAIR_EDGES, _CLAIMS_HOST],
+    # the attempt wrapper, as run.sh under screen/tmux (the launch tests) and as a Slurm batch
+    # script (a stop that lets the job save, the times it records)
+    "eq_tui/hosts/scripts/_job_wrapper.sh": [
+        _LAUNCH, _HOST_SHELL, _SHELL_HOST, _CLAIMS_HOST, _GRACEFUL,
+        f"{_SLURM}::test_every_attempt_has_the_times_its_batch_script_recorded",
+        f"{_SLURM}::test_phased_sweep_with_an_oom_retry_runs_to_the_end"],
 }
 # Survivors no test can kill because no input tells them from the script: each argued under
 # its script in docs/testing.md. They stay survivors in the score; the floor the host scripts
 # are held to (tests/unit/test_mutation_scores.py) is over the mutants less these.
 EQUIVALENT: dict[str, tuple[str, ...]] = {
+    "eq_tui/hosts/scripts/_job_wrapper.sh": ("L19:if/true", "L27:>/>>", "L40:test/true",
+                                             "L58:>/>>"),
     "eq_tui/hosts/scripts/_drain_wait.sh": ("L30:||/&&",),
     "eq_tui/hosts/scripts/_rules_launch.sh": ("L40:test/true", "L52:test/true"),
     "eq_tui/hosts/scripts/_claims.sh": ("L40:if/true", "L45:test/true", "L45:-ge/-gt",
