@@ -90,8 +90,10 @@ async def test_someone_elses_memory_is_subtracted_not_ignored(tmp_path: Path) ->
 
 
 async def test_a_shared_oom_is_retried_elsewhere_at_once_with_half_again(tmp_path: Path) -> None:
-    # the jobs say 4000 but take 9000: the third to allocate on GPU 0 runs out of memory
-    jobs = [job(f"j{i}", train(9000, 4.0), mem_mib=4000) for i in range(3)]
+    # the jobs say 4000 but take 9000: the third to allocate on GPU 0 runs out of memory. They
+    # run 10 s, so "at once" (the retry starts while the two on GPU 0 still run) holds on a
+    # loaded box too
+    jobs = [job(f"j{i}", train(9000, 10.0), mem_mib=4000) for i in range(3)]
     manifest = make_manifest(tmp_path, jobs, hosts=one_gpu(gpus=2))
     code, run = await run_to_end(manifest, tmp_path / "run")
     assert code == 0

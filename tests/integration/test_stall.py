@@ -167,7 +167,11 @@ async def test_restart_requeues_a_hung_job_as_stalled_on_another_gpu(tmp_path: P
     assert first["failure_class"] == "stalled" and second["failure_class"] is None
     assert first["gpus"] != second["gpus"]  # never the GPU it hung on
     assert record["retries_by_class"] == {"stalled": 1}
-    assert [e.action for e in stalls(run, "hung")] == ["alert", "restart"]
+    actions = [e.action for e in stalls(run, "hung")]
+    # the hang: an alert, then the restart. Before it, a loaded box may hold back a line for
+    # longer than the window (a slow start): each such alert is followed by its recovery
+    assert actions[-2:] == ["alert", "restart"], actions
+    assert actions[:-2] == ["alert", "recovered"] * (len(actions[:-2]) // 2), actions
     assert ("running", "pending") in run.transitions("hung")
 
 
