@@ -61,6 +61,7 @@ class EqTuiApp(LivingQueueActions, DrainKey, App[int]):
         self.clock = clock
         self.detach_on_quit = detach_on_quit
         self.quit_chosen = False  # the person confirmed q: not an interruption
+        self._followed_host: tuple[str | None, str | None] = (None, None)  # (job key, host)
         self.attach_hint = attach_hint
         self.engine_stopped = False
         self.engine_gone = ""
@@ -233,8 +234,13 @@ class EqTuiApp(LivingQueueActions, DrainKey, App[int]):
         self.log_pane.follow(key if found else None, attempts, self.tail, running=running)
         self.job_line.show(found[1] if found else None, now=self.clock(),
                            max_attempts=found[0].max_attempts if found else 0)
-        if found and found[1].get("host"):
-            self.grid.select(row_key(found[0].project, str(found[1]["host"])))
+        # the grid follows the job to its host when the highlight moves or the job moves host,
+        # never on the job's other updates: the person may have picked another host since
+        host = row_key(found[0].project, str(found[1]["host"])) if found and found[1].get(
+            "host") else None
+        if host is not None and (key, host) != self._followed_host:
+            self.grid.select(host)
+        self._followed_host = (key, host)
 
     async def tail(self, key: str, attempt: int | None) -> list[str]:
         project, job_id = split_row_key(key)

@@ -35,6 +35,11 @@ def title(app: EqTuiApp, host: str) -> str:
     return ""
 
 
+def last_line(app: EqTuiApp) -> str:
+    found = app.view.job("t/a")
+    return str(found[1].get("last_line") or "") if found else ""
+
+
 async def test_d_drains_the_selected_host_after_asking_and_gives_it_back(
         tmp_path: Path) -> None:
     manifest = make_manifest(tmp_path, [job("a", LONG_JOB)],
@@ -45,8 +50,16 @@ async def test_d_drains_the_selected_host_after_asking_and_gives_it_back(
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_until(pilot, lambda: title(app, "h2") != "", "the grid's panels")
             grid = app.query_one(GpuGrid)
+            await wait_until(pilot, lambda: grid.selected == "t/h1",
+                             "the grid following the table's job to its host")
             grid.focus()
             grid.select("t/h2")
+            # the followed job's updates (its epochs) leave the person's pick alone
+            for _ in range(3):
+                line = last_line(app)
+                await wait_until(pilot, lambda seen=line: last_line(app) != seen,
+                                 "the job's next line")
+            assert grid.selected == "t/h2"
             await pilot.press("d")
             assert isinstance(app.screen, ConfirmScreen), app.screen
             assert app.screen.title_text == "Drain h2?"
@@ -55,7 +68,6 @@ async def test_d_drains_the_selected_host_after_asking_and_gives_it_back(
                              "h2 drained")
             await wait_until(pilot, lambda: "drained" in title(app, "h2"), "the mark")
             assert "drained" not in title(app, "h1")
-            grid.select("t/h2")  # the table's job (on h1) may have selected its host since
             await pilot.press("d")
             assert isinstance(app.screen, ConfirmScreen)
             assert app.screen.title_text == "Give h2 back?"
