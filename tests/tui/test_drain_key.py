@@ -40,6 +40,12 @@ def last_line(app: EqTuiApp) -> str:
     return str(found[1].get("last_line") or "") if found else ""
 
 
+def moved_on(app: EqTuiApp) -> Callable[[], bool]:
+    """True once the job's last line differs from the one it shows now."""
+    seen = last_line(app)
+    return lambda: last_line(app) != seen
+
+
 async def test_d_drains_the_selected_host_after_asking_and_gives_it_back(
         tmp_path: Path) -> None:
     manifest = make_manifest(tmp_path, [job("a", LONG_JOB)],
@@ -56,9 +62,7 @@ async def test_d_drains_the_selected_host_after_asking_and_gives_it_back(
             grid.select("t/h2")
             # the followed job's updates (its epochs) leave the person's pick alone
             for _ in range(3):
-                line = last_line(app)
-                await wait_until(pilot, lambda seen=line: last_line(app) != seen,
-                                 "the job's next line")
+                await wait_until(pilot, moved_on(app), "the job's next line")
             assert grid.selected == "t/h2"
             await pilot.press("d")
             assert isinstance(app.screen, ConfirmScreen), app.screen
