@@ -195,6 +195,47 @@ async def test_a_job_without_a_handler_is_gone_at_once_whatever_the_grace(
         "stop TERM", "signal TERM", "grace 60", "grace_ran_out 0"]
 
 
+@pytest.mark.parametrize("screen_or_tmux", ["screen", "tmux"])
+async def test_a_stop_left_by_an_ended_engine_sends_no_second_signal_and_keeps_its_grace(
+        tmp_path: Path, local_env: dict[str, str], screen_or_tmux: LauncherName) -> None:
+    """An engine that ends during a grace leaves the stop's record on the host (its signal
+    already sent); the next engine stops the job again: no second signal reaches the job,
+    and its grace counts from the first stop's record, not from the second stop."""
+    host = local_host(tmp_path, local_env)
+    batch = requests(tmp_path, tmp_path / "logs", "eqgs_", ["late", "over"], screen_or_tmux,
+                     sys.executable, "ignore")
+    await asyncio.gather(*(host.launch(request) for request in batch))
+
+    async def ready() -> bool:
+        return all((tmp_path / f"{r.job_id}.ready").exists() for r in batch)
+
+    await wait_until(ready, 60, "every job's handlers")
+    # the first stops' records, as kill.sh writes them before its signal: 3 s ago for `late`
+    # (of a 6 s grace, 3 s are left), 10 s ago for `over` (its grace ran out meanwhile)
+    for request, ago in zip(batch, (3, 10), strict=True):
+        record = Path(request.attempt_dir) / "stop"
+        record.write_text("stop TERM\nsignal TERM\ngrace 6\ngrace_ran_out 0\n")
+        os.utime(record, (time.time() - ago, time.time() - ago))
+
+    async def kill(request: LaunchRequest) -> float:
+        began = time.monotonic()
+        await host.kill(request.session, request.attempt_dir, request.launcher, REASON,
+                        Stop(grace_s=6))
+        return time.monotonic() - began
+
+    late, over = await asyncio.gather(*(kill(request) for request in batch))
+    for request in batch:
+        assert not (tmp_path / f"{request.job_id}.signals").exists(), "a second SIGTERM"
+        assert (Path(request.attempt_dir) / "exit").read_text().splitlines() == [
+            "137", "stop TERM", "signal KILL", "grace 6", "grace_ran_out 1"]
+        log = (Path(request.attempt_dir) / "log").read_text().rstrip().splitlines()
+        assert log[-1].startswith(f"eq-tui: {REASON} (SIGTERM sent by an earlier stop, "
+                                  "SIGKILL once its 6 s grace ran out;"), log[-1]
+    # the rest of the grace, to the second of the record's time: 2-3 s, not 6
+    assert 1.5 <= late < 5.5, late
+    assert over < 2.5, over
+
+
 # ---- an sshd host ----------------------------------------------------------------------------
 
 async def test_over_ssh_every_kill_lets_the_job_save(bed: SshBed, bed_work: Path) -> None:

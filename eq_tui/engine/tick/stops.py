@@ -9,8 +9,10 @@ The stop is marked on the attempt before the signal goes, and the mark is on dis
 runs. A marked attempt is never judged as an ordinary exit: its stop requeues it (no retry
 spent), or, when the engine died during the grace and a new one finds the mark, the judge does
 (`judged`): a session that ended by then is requeued from what the host recorded, one still
-running is stopped again. So a victim is never started twice, never counted as failed or
-completed, and its preemption is counted once (the mark is the count)."""
+running is stopped again — with no second signal and only the rest of its grace, timed by
+the host from the first stop's record (hosts/scripts/kill.sh). So a victim is never started
+twice, never counted as failed or completed, and its preemption is counted once (the mark is
+the count)."""
 
 from __future__ import annotations
 

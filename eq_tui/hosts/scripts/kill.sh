@@ -9,6 +9,8 @@
 # is gone: a job that dies of its signal frees its GPUs at once.
 # With REASON (a person's kill), an attempt that still has no exit record gets one (128 + the
 # signal that ended it, and the stop's fields) and its log a line saying why and how it ended.
+# A stop record already there (an engine that ended during a grace left its stop to the next):
+# no second signal, only the rest of the grace from that record's time, then KILL.
 # Output: `exit CODE` when the attempt has an exit record by then.
 set -u
 launcher=$1 session=$2 dir=$3 reason=${4:-} stop_signal=${5:-TERM} grace=${6:-5}
@@ -59,13 +61,26 @@ stop_record() {
 }
 ended_by=
 ran_out=0
+resumed=
 if [ -n "$pgid" ]; then
     pids=$(job_pids)
     if [ -n "$pids" ] && [ -d "$dir" ]; then
-        # recorded before the signal: the job may be gone (and its exit written) at once
-        stop_record "$stop_signal" 0
-        # shellcheck disable=SC2086 # pids, one word each
-        kill -s "$stop_signal" $pids 2>/dev/null
+        if [ -s "$dir/stop" ]; then
+            # a stop already under way (its engine ended during the grace): the signal went
+            # then, so it is not sent twice, and only what is left of the grace is waited,
+            # timed from the stop's record by this host's clock
+            sent=$(stat -c %Y "$dir/stop" 2>/dev/null || stat -f %m "$dir/stop" 2>/dev/null)
+            now=$(date +%s)
+            case $sent in ''|*[!0-9]*) sent=$now ;; esac
+            grace_tenths=$((grace_tenths - (now - sent) * 10))
+            [ "$grace_tenths" -gt 0 ] || grace_tenths=0
+            resumed=1
+        else
+            # recorded before the signal: the job may be gone (and its exit written) at once
+            stop_record "$stop_signal" 0
+            # shellcheck disable=SC2086 # pids, one word each
+            kill -s "$stop_signal" $pids 2>/dev/null
+        fi
         ended_by=$stop_signal
         if ! poll_while "$grace_tenths" job_left; then
             ended_by=KILL ran_out=1
@@ -83,7 +98,11 @@ if [ -n "$pgid" ]; then
     running && kill -KILL "-$pgid" 2>/dev/null
 fi
 if [ -n "$reason" ] && [ -n "$ended_by" ] && [ -d "$dir" ]; then
-    if [ "$ran_out" = 1 ]; then
+    if [ -n "$resumed" ] && [ "$ran_out" = 1 ]; then
+        how="SIG$stop_signal sent by an earlier stop, SIGKILL once its ${grace} s grace ran out"
+    elif [ -n "$resumed" ]; then
+        how="SIG$stop_signal sent by an earlier stop, the job ended within its ${grace} s grace"
+    elif [ "$ran_out" = 1 ]; then
         how="SIG$stop_signal to the job, SIGKILL after the ${grace} s grace"
     else
         how="SIG$stop_signal to the job, which ended within the ${grace} s grace"
