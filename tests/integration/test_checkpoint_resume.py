@@ -8,7 +8,6 @@ stopped."""
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,15 +27,6 @@ def checkpointed(job_id: str, extra: str = "") -> JobSpec:
     spec = job(job_id, f"fake-train --epochs {EPOCHS} --epoch-seconds 0.25 --mem 1000 --seed 3 "
                        f"--checkpoint-dir ckpt/{job_id}{extra}")
     return replace(spec, checkpoint=replace(CONTRACT, path=f"ckpt/{job_id}/epoch-*.pt"))
-
-
-def epochs_run(run: EngineRun, job_id: str) -> dict[int, list[int]]:
-    """attempt -> the epochs fake-train finished in it, from its own records on the host."""
-    done: dict[int, list[int]] = defaultdict(list)
-    for record in run.runs():
-        if record.get("event") == "epoch" and record.get("job") == job_id:
-            done[int(record["attempt"])].append(int(record["epoch"]))
-    return dict(done)
 
 
 def launched_cmds(run: EngineRun, job_id: str) -> list[str]:
@@ -63,14 +53,14 @@ async def test_a_requeue_from_the_shell_resumes_from_the_newest_checkpoint(
     manifest = make_manifest(tmp_path, [checkpointed("lr3")], cwd=str(work))
     run = await start_engine(manifest, tmp_path / "run")
     try:
-        await run.wait_for(lambda: max(epochs_run(run, "lr3").get(1, [0])) >= 8, timeout=60)
+        await run.wait_for(lambda: max(run.epochs_run("lr3").get(1, [0])) >= 8, timeout=60)
         code, out, err = await eq("requeue", str(run.run_dir), "lr3")
         assert code == 0, (out, err)
         await run.wait_for(lambda: run.status("lr3") == "completed", timeout=120)
     finally:
         await run.stop()
     job_state = run.engine.jobs["lr3"]
-    runs = epochs_run(run, "lr3")
+    runs = run.epochs_run("lr3")
     assert sorted(runs) == [1, 2], runs
     first, second = runs[1], runs[2]
     # the second attempt went on from the newest checkpoint the first saved: at most one epoch
@@ -120,7 +110,7 @@ async def test_a_corrupt_newest_checkpoint_falls_back_to_the_one_before_it(
     assert state.failed_checkpoints == ["ckpt/c/epoch-5.pt"]
     assert any("the resume from ckpt/c/epoch-5.pt failed before any progress"
                in getattr(e, "message", "") for e in run.events)
-    runs = epochs_run(run, "c")
+    runs = run.epochs_run("c")
     assert runs[1] == [1, 2, 3, 4, 5] and 2 not in runs and runs[3][0] == 5, runs
     record = next(r for r in read_records(run.run_dir) or [] if r["id"] == "c")
     assert record["metrics"]["val_acc"] == pytest.approx(expected)
@@ -136,14 +126,14 @@ async def test_a_restart_with_no_checkpoint_starts_from_scratch_and_says_so_once
     run = await start_engine(make_manifest(tmp_path, [spec], cwd=str(work)), tmp_path / "run")
     try:
         for attempt in (1, 2):
-            await run.wait_for(lambda a=attempt: max(epochs_run(run, "n").get(a, [0])) >= 2,
+            await run.wait_for(lambda a=attempt: max(run.epochs_run("n").get(a, [0])) >= 2,
                                timeout=60)
             code, out, err = await eq("requeue", str(run.run_dir), "n")
             assert code == 0, (out, err)
-        await run.wait_for(lambda: 3 in epochs_run(run, "n"), timeout=60)
+        await run.wait_for(lambda: 3 in run.epochs_run("n"), timeout=60)
     finally:
         await run.stop()
-    runs = epochs_run(run, "n")
+    runs = run.epochs_run("n")
     assert [runs[a][0] for a in (1, 2, 3)] == [1, 1, 1]
     assert not any("--resume" in cmd for cmd in launched_cmds(run, "n"))
     told = [e for e in run.events if "no checkpoint matches 'elsewhere/*.pt'"

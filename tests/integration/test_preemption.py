@@ -19,7 +19,6 @@ host's own records (fake-train's epoch records, runs.jsonl), never the engine's 
 from __future__ import annotations
 
 import shutil
-from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
@@ -48,15 +47,6 @@ def gated(job_id: str, cmd: str, gate: Path, **kwargs: object) -> JobSpec:
                **kwargs)
 
 
-def epochs_run(run: EngineRun, job_id: str) -> dict[int, list[int]]:
-    """attempt -> the epochs fake-train finished in it, from its own records on the host."""
-    done: dict[int, list[int]] = defaultdict(list)
-    for record in run.runs():
-        if record.get("event") == "epoch" and record.get("job") == job_id:
-            done[int(record["attempt"])].append(int(record["epoch"]))
-    return dict(done)
-
-
 def started(run: EngineRun, job_id: str) -> list[int]:
     return sorted(int(r["attempt"]) for r in run.runs()
                   if r.get("event") == "start" and r.get("job") == job_id)
@@ -79,7 +69,7 @@ async def test_a_preempt_job_stops_a_checkpointed_one_and_never_a_bare_one(
     manifest = make_manifest(tmp_path, jobs, hosts=sim_hosts(("sim", 1)), cwd=str(work))
     run = await start_engine(manifest, tmp_path / "run", poll=0.3)
     try:
-        await run.wait_for(lambda: max(epochs_run(run, "low").get(1, [0])) >= 3, timeout=60)
+        await run.wait_for(lambda: max(run.epochs_run("low").get(1, [0])) >= 3, timeout=60)
         (work / "go-high").touch()
         await run.wait_for(lambda: started(run, "high") == [1], timeout=30)
         preempted = [e for e in run.events if isinstance(e, JobPreempted)]
@@ -107,7 +97,7 @@ async def test_a_preempt_job_stops_a_checkpointed_one_and_never_a_bare_one(
         await run.wait_for(lambda: run.status("high2") == "completed", timeout=60)
     finally:
         await run.stop()
-    runs = epochs_run(run, "low")
+    runs = run.epochs_run("low")
     first, second = runs[1], runs[2]
     # resumed from the newest checkpoint: at most the epoch under way ran twice, none skipped
     assert second[0] in (first[-1], first[-1] + 1), runs
@@ -141,7 +131,7 @@ async def test_the_engine_ticks_on_while_a_victim_has_its_grace(tmp_path: Path) 
     manifest = make_manifest(tmp_path, jobs, hosts=sim_hosts(("sim", 2)), cwd=str(work))
     run = await start_engine(manifest, tmp_path / "run", poll=0.3)
     try:
-        await run.wait_for(lambda: bool(epochs_run(run, "slow")) and started(run, "short")
+        await run.wait_for(lambda: bool(run.epochs_run("slow")) and started(run, "short")
                            == [1], timeout=30)
         (work / "go").touch()
         await run.wait_for(lambda: started(run, "slow") == [1, 2], timeout=40)
@@ -179,7 +169,7 @@ async def test_an_engine_killed_during_a_grace_leaves_the_stop_to_the_next(
     run_dir, saved = tmp_path / "run", tmp_path / "saved"
     run = await start_engine(manifest, run_dir, poll=0.3)
     try:
-        await run.wait_for(lambda: bool(epochs_run(run, "slow")), timeout=30)
+        await run.wait_for(lambda: bool(run.epochs_run("slow")), timeout=30)
         (work / "go").touch()
         await run.wait_for(lambda: any(isinstance(e, JobPreempted) for e in run.events))
         # the state files as a SIGKILL of the engine would leave them, in the grace

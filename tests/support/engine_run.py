@@ -64,6 +64,14 @@ class EngineRun:
     def runs(self, host: str = "sim") -> list[dict[str, Any]]:
         return read_runs(sim_state_dir(self.run_dir, host))
 
+    def epochs_run(self, job_id: str) -> dict[int, list[int]]:
+        """attempt -> the epochs fake-train finished in it, from its own records on the host."""
+        done: dict[int, list[int]] = {}
+        for record in self.runs():
+            if record.get("event") == "epoch" and record.get("job") == job_id:
+                done.setdefault(int(record["attempt"]), []).append(int(record["epoch"]))
+        return done
+
     def transitions(self, job_id: str) -> list[tuple[str, str]]:
         return [(e.old, e.new) for e in self.events
                 if getattr(e, "job", None) == job_id and e.type == "job_state_changed"]
