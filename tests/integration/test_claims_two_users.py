@@ -35,6 +35,7 @@ from tests.support.bookings import (
     most_claimed,
     taken_while_behind,
     timeline,
+    two_user_boxes,
 )
 from tests.support.sshbed import OTHER_USER, USER, SshBed
 
@@ -50,8 +51,7 @@ FAIR_SHARE = 0.3
 
 @pytest.fixture(scope="module")
 def bed() -> Iterator[SshBed]:
-    ssh_bed = SshBed.create([("box1", 2, GPU_MIB, "Sim RTX"), ("box2", 2, GPU_MIB, "Sim RTX")],
-                            users=USERS)
+    ssh_bed = two_user_boxes(GPU_MIB)
     yield ssh_bed
     ssh_bed.close()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.bookings import BOOKED_CMD, bookings, most_claimed, timeline
+from tests.support.bookings import BOOKED_CMD, bookings, most_claimed, timeline, two_user_boxes
 from tests.support.sshbed import OTHER_USER, USER, SshBed
 
 pytestmark = pytest.mark.integration
@@ -28,8 +28,7 @@ CMD = f"{BOOKED_CMD}; sleep 1; fake-train --epochs 2 --epoch-seconds 0.5 --mem {
 
 @pytest.fixture(scope="module")
 def bed() -> Iterator[SshBed]:
-    ssh_bed = SshBed.create([("box1", 2, GPU_MIB, "Sim RTX"), ("box2", 2, GPU_MIB, "Sim RTX")],
-                            users=USERS)
+    ssh_bed = two_user_boxes(GPU_MIB)
     yield ssh_bed
     ssh_bed.close()
 

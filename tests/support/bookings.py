@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
+from tests.support.sshbed import OTHER_USER, USER, SshBed
+
 # what a job prints first: where it was put, in the host's own words
 BOOKED_CMD = 'echo "BOOKED host=$EQ_FAKE_HOST gpus=$CUDA_VISIBLE_DEVICES"'
 _BOOKED = re.compile(r"^BOOKED host=(\S+) gpus=([0-9,]+)$", re.MULTILINE)
@@ -155,3 +157,10 @@ def timeline(found: Sequence[Booking]) -> str:
     return "\n".join(f"{b.engine} {b.job} a{b.attempt} {b.host}:{b.gpu} "
                      f"{b.start - t0:.2f}-{b.end - t0:.2f}"
                      for b in sorted(found, key=lambda b: b.start))
+
+
+def two_user_boxes(gpu_mib: int) -> SshBed:
+    """The beds where two users share hosts: two sshd boxes of two simulated GPUs each, both
+    users able to log in to both."""
+    return SshBed.create([("box1", 2, gpu_mib, "Sim RTX"), ("box2", 2, gpu_mib, "Sim RTX")],
+                         users=(USER, OTHER_USER))
