@@ -24,8 +24,9 @@ different commands (one edited, a clone with --set, a manifest changed after som
 says `commands differ` and is never marked best. A goal or early_stop metric never read from
 completed jobs is said below the table (json: `metrics_never_read`; csv and latex: on stderr),
 with the jobs and the metrics read instead. A run with a search (its optuna.journal): each
-study's best trial, its parameters and which parameters mattered, below the table (json:
-`searches`)."""
+study's best trial and its parameters, the trials' values in the order told with the best so
+far (a text plot), and which parameters mattered, below the table (json: `searches`, the values
+under `curve`; no Optuna installed here: how to install it)."""
 
 
 def parser(verb: str = "results") -> argparse.ArgumentParser:
@@ -128,17 +129,25 @@ def run(verb: str, argv: Sequence[str]) -> int:
 
 
 def with_searches(text: str, run_dir: Path, fmt: str) -> str:
-    """The run's searches (best trial, importance) below a table or markdown, under json's
-    `searches` (none: the output of a run without one); csv and latex stay one table."""
+    """The run's searches (best trial, curve, importance) below a table or markdown, under
+    json's `searches` (none: the output of a run without one; a journal and no Optuna: how to
+    install it, json's `searches_unread`); csv and latex stay one table."""
     import json
 
-    from eq_tui.runfiles.search_summary import read_searches
+    from eq_tui.runfiles.search_summary import optuna_missing, read_searches
 
-    searches = read_searches(run_dir) if fmt in ("table", "markdown", "json") else []
-    if not searches:
+    if fmt not in ("table", "markdown", "json"):
+        return text
+    missing = optuna_missing(run_dir)
+    if missing and fmt != "json":
+        return text + "\n" + missing + "\n"
+    searches = read_searches(run_dir)
+    if not searches and not missing:
         return text
     if fmt == "json":
         data = json.loads(text)
         data["searches"] = [study.to_json() for study in searches]
+        if missing:
+            data["searches_unread"] = missing
         return json.dumps(data, indent=2) + "\n"
     return text + "".join("\n" + study.text() for study in searches)

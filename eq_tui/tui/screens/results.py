@@ -1,6 +1,8 @@
 """The results screen (`R`): one row per configuration — grid parameters minus the seed-like key
 — with n of expected, mean ± std of each metric, the best row of each phase marked by its goal,
-the missing or failed seeds named. Sortable on any column; it follows the run as jobs finish."""
+the missing or failed seeds named. Sortable on any column; it follows the run as jobs finish.
+Below it, for a run with a search, the search panel (tui/search_panel.py): the best trial and
+its parameters, the trials' values over time and which parameters mattered."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from eq_tui.results.render import (
     param_keys,
     span,
 )
+from eq_tui.tui.search_panel import SearchPanel
 
 Projects = Callable[[], Iterable[ProjectState]]
 
@@ -76,17 +79,24 @@ class ResultsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
+        yield SearchPanel()
         yield Static(id="results-note")  # the keys too: a Footer costs a full restyle on open
 
     def on_mount(self) -> None:
         self.query_one(DataTable).border_title = "results"
         self.redraw()
+        self.query_one(SearchPanel).follow(self.run_dirs())
         self.set_interval(1.0, self.follow)
 
+    def run_dirs(self) -> dict[str, str]:
+        return {p.project: p.run_dir for p in self.projects()}
+
     def follow(self) -> None:
-        """Redraw when a job's status or metrics changed (as jobs finish)."""
+        """Redraw when a job's status or metrics changed (as jobs finish), and the search panel
+        when a journal did."""
         if signature(self.projects()) != self._seen:
             self.redraw()
+        self.query_one(SearchPanel).follow(self.run_dirs())
 
     def columns(self) -> list[str]:
         keys: dict[str, None] = {}
