@@ -75,13 +75,18 @@ class Requeue(OnJobs):
 
 @dataclass(frozen=True)
 class Hold(OnJobs):
+    """Waiting jobs held; or, with `phase` (and no jobs), that phase's search asks no new trial
+    until the phase is released (its trials out run to their end and are told)."""
+
     name: ClassVar[str] = "hold"
+    phase: str | None = None
 
 
 @dataclass(frozen=True)
 class Release(OnJobs):
     """Held jobs back to waiting; or, with `phase` (and no jobs), the crash guard's hold on
-    that phase lifted: the rest of it launches as it is."""
+    that phase lifted (the rest of it launches as it is) and a person's hold on its search
+    (it asks trials again)."""
 
     name: ClassVar[str] = "release"
     phase: str | None = None
@@ -161,6 +166,18 @@ class SetEarlyStop(Command):
 
 
 @dataclass(frozen=True)
+class SetSearch(Command):
+    """A search's amounts for the rest of the run (`eq-tui edit RUN_DIR --search trials=N`):
+    `trials` and/or `gpu_hours` (its budget), for `phase`, or (None) the only phase that has a
+    search."""
+
+    name: ClassVar[str] = "search"
+    phase: Any = None
+    trials: Any = None
+    gpu_hours: Any = None
+
+
+@dataclass(frozen=True)
 class Pause(Command):
     name: ClassVar[str] = "pause"
 
@@ -217,7 +234,7 @@ class Undrain(Command):
 
 KINDS: dict[str, type[Command]] = {kind.name: kind for kind in (
     Kill, Retry, Requeue, Hold, Release, SetPriority, Edit, Clone, Add, Reload, SetEarlyStop,
-    Pause, Resume, Shutdown, ReleaseGpu, Drain, Undrain)}
+    SetSearch, Pause, Resume, Shutdown, ReleaseGpu, Drain, Undrain)}
 _NOT_ARGUMENTS = frozenset({"job_ids", "job", "gpus", "host"})
 _MAPPINGS = frozenset({"sets", "add_flags"})
 _DROP_WHEN_EMPTY = frozenset({*_MAPPINGS, "by"})

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from eq_tui.api.client import CommandResult
-from eq_tui.api.commands import OnJobs, SetEarlyStop
+from eq_tui.api.commands import OnJobs, SetEarlyStop, SetSearch
 from eq_tui.cli.queue_check import check_host, check_request, check_saved
 from eq_tui.cli.queue_verbs import Request, parse_verb
 from eq_tui.cli.remote.reach import NoEngine, reach
@@ -94,6 +94,12 @@ def describe(request: Request, answer: CommandResult) -> list[str]:
     if detail.get("left_out"):
         lines.append(f"  not taken from phase {detail.get('phase')} (they need a grid "
                      f"variable): {', '.join(detail['left_out'])}")
+    if isinstance(request.command, SetSearch) and answer.get("ok"):
+        trials, hours = detail.get("trials"), detail.get("gpu_hours")
+        amounts = " and ".join(([f"{trials} trials"] if trials is not None else [])
+                               + ([f"{hours:g} GPU-hours"] if hours is not None else []))
+        lines.append(f"the search of phase {detail.get('phase')} now asks up to {amounts} "
+                     f"({detail.get('asked')} asked so far)")
     if isinstance(request.command, SetEarlyStop) and answer.get("ok"):
         lines.append("early stopping changed for the rest of the run (the reports so far stay; "
                      "the next ones are judged by the new setting)")

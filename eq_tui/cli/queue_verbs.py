@@ -15,12 +15,14 @@ from eq_tui.api.commands import (
     Command,
     Drain,
     Edit,
+    Hold,
     Kill,
     OnJobs,
     Release,
     Reload,
     SetEarlyStop,
     SetPriority,
+    SetSearch,
     Undrain,
 )
 from eq_tui.cli.parsing import (
@@ -43,15 +45,19 @@ WHAT = {
     "retry": "Retry stuck, killed or blocked jobs (a fresh count of attempts), or an OOM-delayed "
              "one now.",
     "requeue": "Stop running jobs and put them back in the queue.",
-    "hold": "Hold waiting jobs: they never launch until released.",
+    "hold": "Hold waiting jobs: they never launch until released. Or, with --phase, a "
+            "phase's search: it asks no new trial until released (its trials out run to their "
+            "end and are told).",
     "release": "Release held jobs; or, with --phase, a phase the crash guard holds (the rest "
-               "of it launches as it is).",
+               "of it launches as it is) or whose search a person held (it asks trials "
+               "again).",
     "pause": "Pause launching (running jobs go on).",
     "resume": "Resume launching.",
     "priority": "Set jobs' priority (higher launches first; ties in queue order).",
     "edit": "Change the command of jobs that are not running; a finished one is run again "
             "with a fresh count of attempts. Or, with --early-stop (no JOB), early stopping "
-            "for the rest of the run.",
+            "for the rest of the run; with --search (no JOB), how many trials a search asks "
+            "and its GPU-hours budget.",
     "clone": "A new job from any job, with changed args.",
     "add": "A new job in a phase.",
     "reload": "Read the manifest file again: add new jobs, update waiting ones that changed, "
@@ -119,8 +125,13 @@ def parser(verb: str) -> argparse.ArgumentParser:
                                  "before SIGKILL (default 60s)")
     if verb == "release":
         parser.add_argument("--phase", metavar="NAME",
-                            help="release this phase, which the crash guard holds after its "
-                                 "jobs failed alike at once (instead of jobs)")
+                            help="release this phase (instead of jobs): the crash guard's hold "
+                                 "after its jobs failed alike at once, and a person's hold on "
+                                 "its search")
+    if verb == "hold":
+        parser.add_argument("--phase", metavar="NAME",
+                            help="hold this phase's search (instead of jobs): it asks no new "
+                                 "trial until `release --phase NAME`; kept across a restart")
     if verb in (*JOB_VERBS, "edit"):
         parser.add_argument("jobs", nargs="*", metavar="JOB", help="job ids")
         parser.add_argument("--filter", metavar="QUERY",
@@ -174,9 +185,16 @@ def parser(verb: str) -> argparse.ArgumentParser:
                                  "(the manifest's setting back); eta=N and/or grace=N, "
                                  "comma-separated (e.g. eta=2,grace=3); kept across a restart, "
                                  "and by a reload unless --force")
+        parser.add_argument("--search", metavar="SETTING",
+                            help="a search's amounts for the rest of the run (no JOB): "
+                                 "trials=N and/or gpu_hours=H (or budget.gpu_hours=H), "
+                                 "comma-separated (e.g. trials=40); never fewer trials than it "
+                                 "has asked; a search that had ended asks again; kept across a "
+                                 "restart, and by a reload unless --force")
         parser.add_argument("--phase", metavar="NAME",
                             help="with --early-stop: this phase only (default: every phase "
-                                 "that has early_stop)")
+                                 "that has early_stop); with --search: this phase's search "
+                                 "(default: the only phase that has one)")
     if verb == "reload":
         parser.add_argument("--dry-run", action="store_true", help="show what it would do")
         parser.add_argument("--force", action="store_true",
@@ -222,12 +240,14 @@ def parse_verb(verb: str, argv: list[str]) -> Request:
     needs_jobs = verb in (*JOB_VERBS, "edit", "priority")
     phase = getattr(options, "phase", None)
     early_stop = getattr(options, "early_stop", None)
+    if verb == "edit" and getattr(options, "search", None) is not None:
+        return _search_request(options, jobs, filter_query, cmd)
     if verb == "edit" and (early_stop is not None or phase is not None):
         return _early_stop_request(options, jobs, filter_query, cmd)
     if verb == "retry":
         filter_query, phase = _stuck_filter(options, jobs, filter_query), None
     if phase is not None and (jobs or filter_query):
-        raise UsageError("release: --phase releases a phase; name no JOB and no "
+        raise UsageError(f"{verb}: --phase {verb}s a phase; name no JOB and no "
                          "--filter with it")
     if needs_jobs and not jobs and not filter_query and phase is None:
         raise UsageError(f"{verb}: name at least one JOB, or --filter QUERY")
@@ -263,6 +283,43 @@ def _early_stop_request(options: argparse.Namespace, jobs: list[str], filter_que
         grace=int(values["grace"]) if "grace" in values else None),
         as_json=options.json, command_id=options.command_id,
         config_path=ssh_config_path(options.ssh_config), start=not options.no_start)
+
+
+def _search_request(options: argparse.Namespace, jobs: list[str], filter_query: str | None,
+                    cmd: str | None) -> Request:
+    """`eq-tui edit RUN_DIR --search trials=N,gpu_hours=H [--phase NAME]`."""
+    if jobs or filter_query or cmd is not None or options.set or options.early_stop:
+        raise UsageError("eq-tui edit: --search changes a phase's search; name no JOB, "
+                         "--filter, --set, --early-stop or command with it")
+    values: dict[str, str] = {}
+    for part in (p.strip() for p in options.search.split(",")):
+        key, eq, value = part.partition("=")
+        key = {"budget.gpu_hours": "gpu_hours"}.get(key.strip(), key.strip())
+        if eq and key in ("trials", "gpu_hours") and value.strip():
+            values[key] = value.strip()
+        else:
+            raise UsageError(f"eq-tui edit: --search takes trials=N and/or gpu_hours=H "
+                             f"(comma-separated), not {part!r}")
+    trials = values.get("trials")
+    if trials is not None and not (trials.isdigit() and int(trials) >= 1):
+        raise UsageError(f"eq-tui edit: --search trials must be a whole number of at least 1, "
+                         f"not {trials!r}")
+    hours = _hours(values["gpu_hours"]) if "gpu_hours" in values else None
+    return Request("edit", options.run_dir, SetSearch(
+        phase=options.phase, trials=int(trials) if trials is not None else None,
+        gpu_hours=hours), as_json=options.json, command_id=options.command_id,
+        config_path=ssh_config_path(options.ssh_config), start=not options.no_start)
+
+
+def _hours(text: str) -> float:
+    try:
+        hours = float(text)
+    except ValueError:
+        hours = -1.0
+    if not 0 < hours < float("inf"):
+        raise UsageError(f"eq-tui edit: --search gpu_hours must be a number above 0, not "
+                         f"{text!r}")
+    return hours
 
 
 def _command(verb: str, options: argparse.Namespace, jobs: tuple[str, ...],
@@ -303,6 +360,8 @@ def _command(verb: str, options: argparse.Namespace, jobs: tuple[str, ...],
         return Reload(dry_run=options.dry_run, force=options.force)
     if verb == "release":
         return Release(job_ids=jobs, phase=options.phase)
+    if verb == "hold":
+        return Hold(job_ids=jobs, phase=options.phase)
     if verb == "kill":
         return Kill(job_ids=jobs, grace=None if options.grace is None else _grace(options.grace))
     if verb in HOST_VERBS:

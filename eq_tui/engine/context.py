@@ -15,6 +15,7 @@ from eq_tui.engine.state.command_log import CommandLog
 from eq_tui.engine.state.early_stop_edits import EarlyStopEdits
 from eq_tui.engine.state.host_record import HostRecord
 from eq_tui.engine.state.ledger import Ledger
+from eq_tui.engine.state.search_edits import SearchEdits
 from eq_tui.engine.state.store import RunDir
 from eq_tui.hosts.factory import job_cwd
 from eq_tui.manifest.launchvars import substitute
@@ -53,6 +54,8 @@ class RunContext:
     commands: CommandLog = field(default_factory=CommandLog)
     # a person's early_stop settings for the rest of the run (kept in the state file)
     early_stop_edits: EarlyStopEdits = field(default_factory=EarlyStopEdits)
+    # a person's changes to searches: amounts, holds (kept in the state file)
+    search_edits: SearchEdits = field(default_factory=SearchEdits)
     crash_guard: CrashGuard = field(init=False)
     # an engine started for a person's command (a shell verb on a run with no engine running):
     # until that command comes, or this time (clock) passes, it launches nothing and a queue

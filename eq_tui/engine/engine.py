@@ -45,6 +45,7 @@ from eq_tui.engine.tick.observation import Observation, Readings
 from eq_tui.engine.tick.preempt import Preempter
 from eq_tui.engine.tick.queue_eta import QueueEtaKeeper
 from eq_tui.engine.tick.reconcile import Reconciler
+from eq_tui.engine.tick.search_pruning import SearchPruning
 from eq_tui.engine.tick.search_trials import SearchTrials
 from eq_tui.engine.tick.side_by_side import ticks_side_by_side
 from eq_tui.engine.tick.stall import StallWatch
@@ -84,8 +85,7 @@ class Engine:
         self.ctx = RunContext(manifest=manifest, run_dir=store, hosts=records, clock=clock,
                               bus=bus, ledger=ledger, token=new_run_token(), created=now,
                               started_at=now)
-        self.lock = asyncio.Lock()
-        self._stop = asyncio.Event()
+        self.lock, self._stop = asyncio.Lock(), asyncio.Event()
         self.pacing = Pacing(self.ctx, poll)
         self.gpu_health = GpuHealthWatch(self.ctx)
         self.memory = MemoryBook(self.ctx)
@@ -113,8 +113,8 @@ class Engine:
                                   self.harvest.records, self.harvest.summary_table)
         self.persistence.summary_tail = self.unseen.summary_tail
         self.search = SearchTrials(self.ctx, self.harvest.metrics_pending)
-        # watch=False leaves only the periodic probe (how today's polling scripts work: the
-        # benchmarks compare against it)
+        self.search_pruning = SearchPruning(self.ctx, self.search.studies, self.early_stop)
+        # watch=False: only the periodic probe (today's polling scripts; the benchmarks' base)
         self.watchers = HostWatchers(hosts if watch else {}, self.pacing.on_watch_event)
         self.pacing.watchers = self.watchers
         self._closers: list[Closer] = []
@@ -192,8 +192,7 @@ class Engine:
         self.harvest.start()
 
     def close_with(self, closer: Closer) -> None:
-        """Something served beside the engine (its control socket) that must close before the
-        run dir's lock is released."""
+        """Something served beside it (its control socket), closed before the run dir's lock."""
         self._closers.append(closer)
 
     async def run(self) -> int:
@@ -278,6 +277,7 @@ class Engine:
             self.gpu_health.check(probed)
             self.observation.apply_output_scan()
             self.reconciler.unblock_recovered()
+            await self.search_pruning.check()  # a search's reports to Optuna, its pruner's say
             await self.search.step()  # trials that ended are told; new ones asked into free room
             drains = self.launcher.drains.gpus(probed, background_launches)
             decision = decide(self.manifest, list(self.jobs.values()),

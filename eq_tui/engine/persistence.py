@@ -50,6 +50,7 @@ class Persistence:
             "crash_guard": ctx.crash_guard.to_json(),
             "waiting_reason": ctx.waiting_reason,
             "early_stop_edits": ctx.early_stop_edits.to_json(),
+            "search_edits": ctx.search_edits.to_json(),
         }
 
     def state_json(self) -> dict[str, Any]:
@@ -110,6 +111,8 @@ class Persistence:
         ctx.crash_guard.restore(saved.get("crash_guard"))
         ctx.early_stop_edits.restore(saved.get("early_stop_edits"))
         ctx.replace_manifest(ctx.early_stop_edits.apply(ctx.manifest))
+        ctx.search_edits.restore(saved.get("search_edits"))
+        ctx.replace_manifest(ctx.search_edits.apply(ctx.manifest))
         ctx.ledger.restore(saved, str(ctx.run_dir.state_file))
 
     async def replay_launches(self, saved_at: float) -> None:

@@ -184,9 +184,10 @@ _EARLY_STOP = _obj({
                    "metrics: reads from the log); a job's step is its count of reports.",
                    examples=["val_acc"]),
     "goal": _doc({"enum": ["max", "min"]}, "Which way is better (default: the metric's goal:)."),
-    "rule": _doc({"enum": ["asha", "median"]}, "asha: keep the best 1/eta at each rung; "
-                 "median: stop below the median of the others at the same report.",
-                 default="asha"),
+    "rule": _doc({"enum": ["asha", "median", "hyperband"]}, "asha: keep the best 1/eta at "
+                 "each rung; median: stop below the median of the others at the same report; "
+                 "hyperband (a search only): Optuna's HyperbandPruner. A search's trials are "
+                 "judged by Optuna's pruner for the rule.", default="asha"),
     "grace": _doc({"type": "integer", "minimum": 1}, "Reports a job makes before it can be "
                   "stopped (asha's first rung).", default=1),
     "eta": _doc({"type": "integer", "minimum": 2}, "asha: rungs at grace x eta^k reports; the "

@@ -117,11 +117,13 @@ class EarlyStopSpec:
     """`early_stop:` (top level or phase): stop the jobs that are losing, as their reports of
     `metric` arrive. `rule` asha: at the report counts grace, grace*eta, grace*eta^2, ... keep
     the best 1/eta of the configurations that reached it; median: from report `grace` on, stop
-    a configuration below the median of the others at the same report."""
+    a configuration below the median of the others at the same report; hyperband (a search's
+    trials only): Optuna's HyperbandPruner. A search's trials are judged by Optuna's pruner for
+    the rule (runfiles/search_pruners.py), other jobs by eq-tui's own (decide/pruning.py)."""
 
     metric: str
     goal: Goal
-    rule: Literal["asha", "median"] = "asha"
+    rule: Literal["asha", "median", "hyperband"] = "asha"
     grace: int = 1
     eta: int = 3
 

@@ -19,6 +19,8 @@ from eq_tui.manifest.schema import Context
 from eq_tui.manifest.yaml_lines import Path_
 
 METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
+# hyperband: Optuna's, for a search's trials only (search_keys.py checks)
+EARLY_STOP_RULES = ("asha", "median", "hyperband")
 
 
 def parse_metrics(ctx: Context, raw: Any, path: Path_) -> MetricsSpec:
@@ -121,7 +123,7 @@ def parse_early_stop(ctx: Context, raw: Any, path: Path_,
     else:
         ctx.fail(f"say which way {metric} is better: goal: max or goal: min (here, or in the "
                  f"goal: mapping)", path)
-    rule = ctx.choice(spec.get("rule", "asha"), ("asha", "median"), (*path, "rule"))
+    rule = ctx.choice(spec.get("rule", "asha"), EARLY_STOP_RULES, (*path, "rule"))
     grace = ctx.integer(spec.get("grace", 1), (*path, "grace"), minimum=1)
     eta = ctx.integer(spec.get("eta", 3), (*path, "eta"), minimum=2)
     return EarlyStopSpec(metric=metric, goal=way, rule=rule,  # type: ignore[arg-type]

@@ -21,21 +21,25 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 from eq_tui.errors import ManifestError
 from eq_tui.manifest import json_schema
 from eq_tui.manifest.expand import GRID_KEY, LAUNCH_TIME_VARS
 from eq_tui.manifest.jobs import JobMaker, Origin, Scope, parse_grid
-from eq_tui.manifest.model import Goal, JobSpec, ResultsSpec, SearchParam, SearchSpec
+from eq_tui.manifest.model import DEFAULT_PHASE, Goal, JobSpec, ResultsSpec, SearchParam, SearchSpec
 from eq_tui.manifest.schema import Context
+from eq_tui.manifest.search_early_stop import check_early_stop
 from eq_tui.manifest.yaml_lines import Path_
 
 SAMPLERS = ("tpe", "gp", "cmaes", "random", "qmc")
 # what a sampler needs beyond Optuna itself
 SAMPLER_NEEDS = {"gp": ("torch", "scipy"), "cmaes": ("cmaes",), "qmc": ("scipy",)}
 TRIAL_VAR = "trial"
+# what a trial job's ${id} and ${JOB_ID} in its checkpoint become: a name no space or grid
+# may take (JOB_ID is filled by eq-tui)
+ID_VAR = "JOB_ID"
 INSTALL_HINT = "pip install 'eq-tui[search]'"
 # scope keys a search takes over: its trials are made from them, not jobs of their own
 TAKEN_KEYS = ("grid", "template")
@@ -52,7 +56,7 @@ def marker(name: str) -> str:
 def _installed(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # ValueError: sys.modules holds None for it
+    except (ImportError, ValueError):  # ValueError: a module in sys.modules without a spec
         return False
 
 
@@ -70,6 +74,7 @@ def scope_without_search(raw: dict[str, Any]) -> dict[str, Any]:
 def parse_search(ctx: Context, raw: dict[str, Any], path: Path_, maker: JobMaker,
                  scope: Scope, phase: str, results: ResultsSpec) -> SearchSpec | None:
     if raw.get("search") is None:
+        check_early_stop(ctx, raw, path, results, None)
         return None
     where: Path_ = (*path, "search")
     search = ctx.mapping(raw["search"], where)
@@ -81,6 +86,7 @@ def parse_search(ctx: Context, raw: dict[str, Any], path: Path_, maker: JobMaker
     space = _space(ctx, search["space"], (*where, "space"))
     trials, gpu_hours = _amount(ctx, search, where)
     metric, goal = _metric_goal(ctx, search, where, results)
+    check_early_stop(ctx, raw, path, results, (metric, goal))
     grid = parse_grid(ctx, raw["grid"], (*path, "grid")) if raw.get("grid") is not None else {}
     for name in grid:
         if name in {p.name for p in space} or name == TRIAL_VAR:
@@ -154,7 +160,8 @@ def _range(ctx: Context, name: str, spec: dict[str, Any], path: Path_) -> Search
         if log:
             ctx.fail("a range takes 'log' or 'step', not both", (*path, "step"))
         count = (high - low) / step
-        if abs(count - round(count)) > 1e-9 * max(1.0, count):
+        # a step wider than the range leaves one value, an empty range as low == high is
+        if round(count) < 1 or abs(count - round(count)) > 1e-9 * max(1.0, count):
             ctx.fail(f"step {step:g} does not divide the range {low:g}..{high:g}",
                      (*path, "step"))
     integer = all(isinstance(spec.get(key), int) and not isinstance(spec.get(key), bool)
@@ -215,15 +222,25 @@ def _trial_job(ctx: Context, raw: dict[str, Any], path: Path_, maker: JobMaker, 
     point = {name: marker(name) for name in names}
     # checked against every grid point's values by substitution: one render with markers
     origin = Origin(template_path, f"the search of {ctx.origin(template_path)}")
+    # the trial's id until it is known (ids may not hold a marker's '@'): of a checkpoint
+    # path's safe characters, and taken by no job of the manifest but a deliberate one
+    stand_in = f"eqs-trial.{phase}"
     try:
-        job = maker.make_job({**template, "id": f"search-{phase}"}, template_path, origin,
+        job = maker.make_job({**template, "id": stand_in}, template_path, origin,
                              scope, phase, point, family=f"{phase}/template")
-    except ManifestError as exc:  # say "a search trial", not the markers
-        exc.message = _MARKED_POINT.sub("(a search trial)", exc.message)
-        raise ManifestError(exc.message, path=exc.path, line=exc.line,
-                            key_path=exc.key_path) from None
-    text = " ".join(str(getattr(job, f.name)) for f in fields(job)
-                    if f.name not in ("id", "params", "family"))
+    except ManifestError as exc:  # say "a search trial" and ${name}, not the markers
+        message = _MARKED_POINT.sub("(a search trial)", exc.message)
+        for name in names:
+            message = message.replace(marker(name), f"${{{name}}}")
+        trial_id = ("" if phase == DEFAULT_PHASE else f"{phase}-") + f"t${{{TRIAL_VAR}}}"
+        raise ManifestError(message.replace(stand_in, trial_id), path=exc.path,
+                            line=exc.line, key_path=exc.key_path) from None
+    if job.checkpoint is not None:  # each trial saves under its own id, not the stand-in's
+        job = replace(job, checkpoint=replace(
+            job.checkpoint, path=job.checkpoint.path.replace(stand_in, marker(ID_VAR)),
+            resume=job.checkpoint.resume.replace(stand_in, marker(ID_VAR))))
+    # params holds every marker, used or not
+    text = " ".join(str(getattr(job, f.name)) for f in fields(job) if f.name != "params")
     for param in space:
         if marker(param.name) not in text:
             ctx.fail(f"search name {param.name!r} is used by no command of the template: "

@@ -11,7 +11,7 @@ from typing import Any
 
 from eq_tui.manifest.expand import grid_points
 from eq_tui.manifest.model import DEFAULT_PHASE, JobSpec, SearchParam, SearchSpec
-from eq_tui.manifest.search_keys import TRIAL_VAR, marker
+from eq_tui.manifest.search_keys import ID_VAR, TRIAL_VAR, marker
 
 _KEEP = ("id", "phase", "params", "family")
 _QUOTED = ("cmd", "resume")  # shell text: a value goes in quoted, as for grid values
@@ -44,9 +44,9 @@ def trial_jobs(search: SearchSpec, number: int, values: Mapping[str, str]) -> li
     points = grid_points(dict((k, list(v)) for k, v in search.grid)) if search.grid else [{}]
     jobs = []
     for point in points:
-        variables = {**{p.name: values[p.name] for p in search.space}, **point,
-                     TRIAL_VAR: str(number)}
         job_id = prefix + "".join(f"_{k}{v}" for k, v in point.items())
+        variables = {**{p.name: values[p.name] for p in search.space}, **point,
+                     TRIAL_VAR: str(number), ID_VAR: job_id}
         jobs.append(_fill(template, variables, job_id))
     return jobs
 

@@ -13,6 +13,13 @@ stale: `clear_stale_lock` removes it then.
 
 The sampler is seeded with `seed` plus the number of trials already in the study: the same
 study from scratch asks the same, and a reopened one does not start its sampling over.
+
+With `early_stop:`, a trial's reports are its intermediate values (`report`), each step written
+once (a step already in the journal is skipped: after a kill -9, or a resumed attempt making
+its reports again), and after each the pruner for the rule (runfiles/search_pruners.py) judges
+it, as `trial.should_prune()` would. A verdict to prune is kept in the journal too (the trial's
+user attribute `eq_tui_pruned_at`): an engine killed before it stopped the trial's jobs stops
+them when it comes back, though the pruner would not say it again.
 """
 
 from __future__ import annotations
@@ -22,13 +29,15 @@ import importlib
 import importlib.util
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from eq_tui.manifest.model import SearchParam, SearchSpec
+from eq_tui.manifest.model import EarlyStopSpec, SearchParam, SearchSpec
 from eq_tui.manifest.search_keys import INSTALL_HINT, SAMPLER_NEEDS
 from eq_tui.manifest.search_trials import value_text
+from eq_tui.runfiles.search_pruners import make_pruner, pruner_args
 
 JOURNAL_NAME = "optuna.journal"
 # optuna.storages.journal's JournalFileSymlinkLock/OpenLock: `<journal>.lock`, and
@@ -36,10 +45,22 @@ JOURNAL_NAME = "optuna.journal"
 LOCK_SUFFIX = ".lock"
 RENAME_SUFFIX = ".rename"
 Outcome = Literal["complete", "fail", "pruned"]
+PRUNED_AT = "eq_tui_pruned_at"  # a trial's user attribute: the report its pruner pruned it at
 
 
 class SearchUnavailable(Exception):
     """Optuna (or what the sampler needs) is not installed."""
+
+
+@dataclass(frozen=True)
+class Reported:
+    """A trial after `report`: its last step in the journal (0: none), and where its pruner
+    said prune (None: it goes on) with its value there and the other trials' values there."""
+
+    last_step: int
+    pruned_at: int | None = None
+    value: float = 0.0
+    others: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,7 +97,8 @@ def _optuna() -> Any:
 
 
 class SearchStudy:
-    def __init__(self, run_dir: Path, phase: str, search: SearchSpec) -> None:
+    def __init__(self, run_dir: Path, phase: str, search: SearchSpec,
+                 early_stop: EarlyStopSpec | None = None) -> None:
         optuna = _optuna()
         self._optuna = optuna
         self.search = search
@@ -86,8 +108,10 @@ class SearchStudy:
             journal.JournalFileBackend(str(journal_path(run_dir))))
         self._storage = storage
         existing = self._existing_trials(storage, phase)
+        self._pruner = pruner_args(early_stop)
         self._study = optuna.create_study(
             study_name=phase, storage=storage, load_if_exists=True,
+            pruner=make_pruner(optuna, self._pruner),
             direction="maximize" if search.goal == "max" else "minimize",
             sampler=_sampler(optuna, search.sampler,
                              None if search.seed is None else search.seed + existing))
@@ -118,6 +142,48 @@ class SearchStudy:
             self._study.tell(number, state=state.PRUNED)
         else:
             self._study.tell(number, state=state.FAIL)
+
+    def use_pruner(self, early_stop: EarlyStopSpec | None) -> None:
+        """The pruner for `early_stop` from now on (a person's edit changes it mid-run)."""
+        args = pruner_args(early_stop)
+        if args != self._pruner:
+            self._pruner = args
+            self._study.pruner = make_pruner(self._optuna, args)
+
+    def report(self, number: int, values: Sequence[tuple[int, float]],
+               judge: bool = True) -> Reported:
+        """Tell trial `number` its intermediate values (step, value), in order, each step once,
+        asking its pruner after each; stops at a verdict to prune. A trial pruned before (its
+        mark in the journal) says so again without a report; a told one takes none. `judge`
+        False (its jobs have ended): the pruner still sees each report (successive halving
+        records the trial's rungs there, for the others to compete with), its verdict unused."""
+        trial = next((t for t in self._trials() if t.number == number), None)
+        if trial is None:
+            return Reported(0)
+        done = dict(trial.intermediate_values)
+        last = max(done, default=0)
+        marked = trial.user_attrs.get(PRUNED_AT)
+        if isinstance(marked, int) and marked in done:
+            return self._verdict(number, marked, done[marked], last)
+        if trial.state != self._optuna.trial.TrialState.RUNNING:
+            return Reported(last)
+        storage = self._storage
+        trial_id = trial._trial_id
+        for step, value in values:
+            if step in done:
+                continue
+            storage.set_trial_intermediate_value(trial_id, step, value)
+            done[step] = value
+            last = max(last, step)
+            if self._study.pruner.prune(self._study, storage.get_trial(trial_id)) and judge:
+                storage.set_trial_user_attr(trial_id, PRUNED_AT, step)
+                return self._verdict(number, step, value, last)
+        return Reported(last)
+
+    def _verdict(self, number: int, step: int, value: float, last: int) -> Reported:
+        others = tuple(t.intermediate_values[step] for t in self._trials()
+                       if t.number != number and step in t.intermediate_values)
+        return Reported(last, step, value, others)
 
     def state(self, number: int) -> str:
         """running | complete | fail | pruned | waiting, or missing for an unknown number."""

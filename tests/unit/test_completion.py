@@ -68,7 +68,7 @@ def test_bash_completes_subcommands_flags_files_dirs_hosts_and_themes(
     assert complete(script, project, "eq-tui sweep.yaml --poll ") == []
     assert complete(script, project, "eq-tui kill exp") == ["experiment_queue"]
     assert complete(script, project, "eq-tui results exp") == ["experiment_queue"]
-    assert complete(script, project, "eq-tui edit --s") == ["--set", "--ssh-config"]
+    assert complete(script, project, "eq-tui edit --s") == ["--search", "--set", "--ssh-config"]
 
 
 def test_every_flag_of_every_parser_is_in_every_script() -> None:

@@ -684,3 +684,23 @@ def test_a_rivals_value_is_the_mean_of_its_seeds_and_the_cutoff_itself_goes_on()
     # a job at the cutoff exactly is not worse than it, goal max as goal min
     at = judge(ASHA, ("main", "c=x"), 1, [entry("a", "c=a", 0.5), entry("x", "c=x", 0.5)])
     assert at is None
+
+
+async def test_a_search_trials_reports_are_read_but_left_to_optunas_pruner(
+        tmp_path: Path) -> None:
+    """A trial job's reports are kept (tick/search_pruning.py tells them to Optuna, whose pruner
+    judges the trial), never judged by eq-tui's rule: neither as they come, nor again as a job
+    of the phase's grid reports."""
+    bed = Bed(tmp_path, rivals=GOOD)
+    trial = bed.add("t0", "train --epochs 9")
+    trial.origin = "search"
+    grid = bed.add("g", "train --epochs 9")
+    bed.start()
+    await bed.write({"t0": "epoch 1/9 val_acc=0.1\n"})  # the worst at asha's first rung
+    assert bed.stopped == [] and trial.reports == [0.1]
+    await bed.write({"g": "epoch 1/9 val_acc=0.95\n", "t0": "epoch 2/9 val_acc=0.1\n"})
+    assert bed.stopped == [] and grid.reports == [0.95] and trial.reports == [0.1, 0.1]
+    # a grid job: eq-tui's rule, as ever (asha's rung 3)
+    await bed.write({"g": "epoch 2/9 val_acc=0.05\nepoch 3/9 val_acc=0.05\n"})
+    assert [name for name, _ in bed.stopped] == ["g"]
+    assert trial.status == JobStatus.RUNNING

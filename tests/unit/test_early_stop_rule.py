@@ -104,8 +104,10 @@ def test_the_manifest_key_top_level_phase_and_off() -> None:
 @pytest.mark.parametrize(("text", "message", "key_path"), [
     ("early_stop: {metric: acc}", "say which way acc is better", "early_stop"),
     ("early_stop: {goal: max}", "name the metric", "early_stop"),
-    ("early_stop: {metric: acc, goal: max, rule: hyperband}", "must be one of asha, median",
-     "early_stop.rule"),
+    ("early_stop: {metric: acc, goal: max, rule: halving}",
+     "must be one of asha, median, hyperband", "early_stop.rule"),
+    ("early_stop: {metric: acc, goal: max, rule: hyperband}", "has no search: use asha or "
+     "median", "early_stop.rule"),
     ("early_stop: {metric: acc, goal: max, eta: 1}", "at least 2", "early_stop.eta"),
     ("early_stop: {metric: acc, goal: max, grace: 0}", "at least 1", "early_stop.grace"),
     ("early_stop: {metric: acc, goal: max, patience: 3}", "unknown key 'patience'",

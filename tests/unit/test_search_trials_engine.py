@@ -382,3 +382,50 @@ async def test_a_lock_left_by_a_killed_engine_is_cleared_with_an_info_alert(
     assert [(a["level"], a["message"]) for a in ctx.bus.alerts] == [
         ("info", "search: removed optuna.journal's lock, left by an engine killed while "
                  "writing it")]
+
+
+async def test_no_trial_is_asked_while_an_ended_trial_jobs_metrics_are_read(
+        tmp_path: Path) -> None:
+    ctx, trials, _ = bed(tmp_path, flat(trials="trials: 5"), gpus={"g1": 2})
+    await trials.step()
+    assert trial_ids(ctx) == ["t0", "t1"]
+    ctx.ledger.jobs["t1"].status = JobStatus.RUNNING
+    end(ctx, "t0", value=0.75)
+    PENDING.add("t0")
+    await trials.step()  # room for one, but t0's result is about to be known
+    study = trials.studies["main"]
+    assert trial_ids(ctx) == ["t0", "t1"] and study.state(0) == "running"
+    PENDING.clear()
+    await trials.step()  # told, then asked knowing it
+    assert study.state(0) == "complete" and trial_ids(ctx) == ["t0", "t1", "t2"]
+
+
+async def test_a_phase_held_by_the_crash_guard_or_a_person_asks_nothing(tmp_path: Path) -> None:
+    ctx, trials, _ = bed(tmp_path, flat(trials="trials: 3"), gpus={"g1": 1})
+    await trials.step()
+    assert trial_ids(ctx) == ["t0"]
+    for hold in (ctx.crash_guard.held, ctx.search_edits.held):
+        hold["main"] = "held"
+        end(ctx, trial_ids(ctx)[-1])
+        await trials.step()  # told; nothing asked, and done() knows more will be
+        assert trials.studies["main"].counts() == {"complete": len(trial_ids(ctx))}
+        assert not trials.done()
+        count = len(trial_ids(ctx))
+        del hold["main"]
+        await trials.step()
+        assert len(trial_ids(ctx)) == count + 1
+
+
+async def test_a_trial_told_before_a_restart_holds_up_no_ask(tmp_path: Path) -> None:
+    ctx, trials, _ = bed(tmp_path, flat(trials="trials: 3"), gpus={"g1": 1})
+    await trials.step()
+    end(ctx, "t0")
+    await trials.step()  # told; t1 asked
+    t0, t1 = ctx.ledger.jobs["t0"], ctx.ledger.jobs["t1"]
+    ctx2, trials2, asked = bed(tmp_path, flat(trials="trials: 3"), gpus={"g1": 1})
+    ctx2.ledger.jobs.update({"t0": t0, "t1": t1})
+    t1.status = JobStatus.RUNNING
+    PENDING.add("t0")  # this engine has not read t0's metrics: Optuna has its value already
+    await trials2.step()
+    assert trial_ids(ctx2) == ["t0", "t1", "t2"] and "t0" not in asked
+    assert trials2.studies["main"].counts() == {"complete": 1, "running": 2}

@@ -2,7 +2,8 @@
 (eq_tui/api/commands.py) to its handler, each answering with a typed CommandResult (per job
 "ok" or why not). The handlers live by family: job_commands.py (kill, retry, requeue),
 holds.py (hold, release, priority), editing.py (edit, clone, add, reload), early_stop_edit.py
-(edit --early-stop), queue_commands.py (pause, resume, shutdown), cordon.py (drain, undrain),
+(edit --early-stop), search_edit.py (edit --search, hold and release of a search's phase),
+queue_commands.py (pause, resume, shutdown), cordon.py (drain, undrain),
 and GPU health's release."""
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from eq_tui.api.commands import (
     Retry,
     SetEarlyStop,
     SetPriority,
+    SetSearch,
     Shutdown,
     Undrain,
     from_wire,
@@ -44,6 +46,7 @@ from eq_tui.engine.commands.editing import Editing
 from eq_tui.engine.commands.holds import Holds
 from eq_tui.engine.commands.job_commands import JobCommands, kill_stop
 from eq_tui.engine.commands.queue_commands import QueueCommands
+from eq_tui.engine.commands.search_edit import hold_search, release_search, set_search
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.tick.gpu_health import release as release_gpu
 from eq_tui.errors import HostError
@@ -63,15 +66,17 @@ class Commands:
         jobs, queue = JobCommands(ctx, door), QueueCommands(ctx, door)
         cordons = Cordons(ctx, door)
         self._release_jobs = self._each_job(holds.release)
+        self._hold_jobs = self._each_job(holds.hold)
         self._jobs = jobs
         self.handlers: dict[type[Command], Handler] = {
             Kill: self._kill, Retry: self._each_job(jobs.retry),
-            Requeue: self._each_job(jobs.requeue), Hold: self._each_job(holds.hold),
+            Requeue: self._each_job(jobs.requeue), Hold: self._hold,
             Release: self._release,
             SetPriority: self._locked(holds.priority), Edit: self._locked(editing.edit),
             Clone: self._locked(editing.clone), Add: self._locked(editing.add),
             Reload: self._locked(editing.reload),
             SetEarlyStop: self._locked(self._early_stop),
+            SetSearch: self._locked(self._search),
             Pause: lambda _c, _i: queue.pause(), Resume: lambda _c, _i: queue.resume(),
             Shutdown: lambda _c, _i: queue.shutdown(),
             ReleaseGpu: self._release_gpus,
@@ -165,8 +170,11 @@ class Commands:
         async with self.door.lock:
             by = f"release by {command.by}" if command.by else "release"
             released = self.ctx.crash_guard.release(command.phase, by)
+            released = release_search(self.ctx, command.phase, by) or released
             done = result({f"phase {command.phase}": "ok" if released else
-                           "not held by the crash guard"})
+                           "not held by the crash guard" + (
+                               " nor by a person" if command.phase in self._searching()
+                               else "")})
             self.door.persist()
             self._written(command_id, done)
         self.door.wake()
@@ -174,6 +182,26 @@ class Commands:
 
     async def _early_stop(self, command: SetEarlyStop) -> CommandResult:
         return set_early_stop(self.ctx, command)
+
+    async def _search(self, command: SetSearch) -> CommandResult:
+        return set_search(self.ctx, command)
+
+    async def _hold(self, command: Hold, command_id: str | None) -> CommandResult:
+        """Waiting jobs, or (`phase`) the search of a phase."""
+        if command.phase is None:
+            return await self._hold_jobs(command, command_id)
+        if command.job_ids:
+            return result(error="hold takes job ids or a phase, not both")
+        async with self.door.lock:
+            by = f"hold by {command.by}" if command.by else "hold"
+            answer = hold_search(self.ctx, command.phase, by)
+            done = result({f"phase {command.phase}": answer})
+            self._written(command_id, done)
+        self.door.wake()
+        return done
+
+    def _searching(self) -> set[str]:
+        return {p.name for p in self.ctx.manifest.phases if p.search is not None}
 
     async def _release_gpus(self, command: ReleaseGpu, command_id: str | None
                             ) -> CommandResult:

@@ -18,8 +18,11 @@ from eq_tui.api.client import CommandResult
 from eq_tui.api.command_result import result
 from eq_tui.api.events import JobAdded, JobEdited
 from eq_tui.api.model import JobState
+from eq_tui.engine.commands.search_edit import amounts_text
+from eq_tui.engine.commands.search_reload import amount_changes, search_refusal, without_amounts
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.state.job_specs import same_definition
+from eq_tui.engine.state.search_edits import with_amounts
 from eq_tui.errors import EqTuiError
 from eq_tui.manifest.loader import load_manifest
 from eq_tui.manifest.model import EarlyStopSpec, JobSpec, Manifest, ResultsSpec
@@ -43,12 +46,17 @@ class ReloadPlan:
     # phases whose early_stop the file changed but a person had set (eq-tui edit
     # --early-stop): left as they are without --force; phase -> the file's, in words
     early_stop_kept: dict[str, str] = field(default_factory=dict)
+    # phases whose search trials/budget the file changed (applied for the rest of the run),
+    # and those a person had set (eq-tui edit --search: kept without --force); phase -> words
+    search: dict[str, str] = field(default_factory=dict)
+    search_kept: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"add": self.add, "update": self.update, "retire": self.retire,
                 "kept": self.kept, "not_applied": self.not_applied,
                 "by_person": self.by_person,
-                "early_stop": self.early_stop, "early_stop_kept": self.early_stop_kept}
+                "early_stop": self.early_stop, "early_stop_kept": self.early_stop_kept,
+                "search": self.search, "search_kept": self.search_kept}
 
 
 def _no_early_stop(results: ResultsSpec) -> ResultsSpec:
@@ -58,7 +66,7 @@ def _no_early_stop(results: ResultsSpec) -> ResultsSpec:
 def early_stop_text(spec: EarlyStopSpec | None) -> str:
     if spec is None:
         return "off"
-    rule = f"asha, eta {spec.eta}" if spec.rule == "asha" else "median"
+    rule = "median" if spec.rule == "median" else f"{spec.rule}, eta {spec.eta}"
     return f"{spec.metric} ({spec.goal}), {rule}, grace {spec.grace}"
 
 
@@ -164,7 +172,7 @@ def plan_reload(jobs: dict[str, JobState], specs: dict[str, JobSpec], old: Manif
                         and f.name != "results" and getattr(old, f.name) != getattr(new, f.name)]
     if _no_early_stop(old.results) != _no_early_stop(new.results):
         plan.not_applied.append("results")
-    stripped = [[replace(p, results=_no_early_stop(p.results)) for p in m.phases]
+    stripped = [[without_amounts(replace(p, results=_no_early_stop(p.results))) for p in m.phases]
                 for m in (old, new)]
     if stripped[0] != stripped[1]:
         plan.not_applied.append("phases")
@@ -182,7 +190,17 @@ async def reload_manifest(ctx: RunContext, *, by: str, dry_run: bool,
     if new.project != ctx.project:
         return result(error=f"{source} is now project {new.project!r}, not {ctx.project!r}; "
                             "not reloaded")
+    refused = search_refusal(ctx.manifest, new)
+    if refused:
+        return result(error=f"the manifest was not reloaded: {refused}")
     plan = plan_reload(ctx.ledger.jobs, ctx.ledger.specs, ctx.manifest, new, force=force)
+    file_said = {p.name: ctx.search_edits.manifests(p.name, ctx.manifest)
+                 for p in ctx.manifest.phases}
+    searches = amount_changes({name: said for name, said in file_said.items()
+                               if said is not None}, new)
+    for phase, amounts in searches.items():
+        kept = phase in ctx.search_edits.amounts and not force
+        (plan.search_kept if kept else plan.search)[phase] = amounts_text(amounts)
     edited = ctx.early_stop_edits.by_phase
     for phase in [p for p in plan.early_stop if p in edited and not force]:
         plan.early_stop_kept[phase] = plan.early_stop.pop(phase)
@@ -211,6 +229,11 @@ async def reload_manifest(ctx: RunContext, *, by: str, dry_run: bool,
         for phase, text in plan.early_stop.items():
             ctx.early_stop_edits.forget(phase)  # forced: the file's from now on
             ctx.bus.alert("info", f"phase {phase}: early_stop is now {text} (reload by {by})")
+    for phase in plan.search:
+        ctx.search_edits.forget(phase)  # forced, or never edited: the file's from now on
+        ctx.replace_manifest(with_amounts(ctx.manifest, phase, searches[phase]))
+        ctx.bus.alert("info", f"phase {phase}: the search now asks up to {plan.search[phase]} "
+                              f"(reload by {by})")
     ctx.run_dir.write_manifest(new.to_json())
     return result(detail=detail)
 

@@ -12,7 +12,8 @@ reports are read (never judged): a job that finished between two looks counts wi
 run against the others. A report made when the whole job is at its end (`epoch 9/9`, read as
 `api/job_progress.py` reads a job's lines: never a per-epoch or an evaluation bar at 100 %) is
 never judged, and a job at its end is not judged again as others reach its rung: it is
-finishing anyway.
+finishing anyway. A search's trial jobs are read here and judged by Optuna's pruner
+(tick/search_pruning.py), which stops a pruned trial's jobs with `prune`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from eq_tui.api.job_progress import JobProgress
 from eq_tui.api.model import JobState, JobStatus
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.decide.pruning import Config, Entry, Pruned, judge, last_rung
+from eq_tui.engine.tick.search_trials import ORIGIN as TRIAL
 from eq_tui.errors import HostError
 from eq_tui.hosts.base import AttemptProbe, AttemptRef
 from eq_tui.manifest.model import EarlyStopSpec, MetricsSpec
@@ -120,7 +122,7 @@ class EarlyStop:
                     continue
                 if job.status == JobStatus.RUNNING:
                     new = self._ingest(job, spec, probe)
-                    if new:
+                    if new and job.origin != TRIAL:
                         judged.append((job, spec, new))
                 elif job.reports_attempt == job.attempts:
                     # it ended since the last look: its last reports are read, never judged,
@@ -135,7 +137,7 @@ class EarlyStop:
             # the rung tables grew: who ran on with fewer rivals may be a loser now
             losers += self._judge_again({job.id for job, _, _ in losers})
         if losers:
-            await asyncio.gather(*(self._prune(job, spec, verdict)
+            await asyncio.gather(*(self.prune(job, spec, verdict)
                                    for job, spec, verdict in losers))
 
     def _ingest(self, job: JobState, spec: EarlyStopSpec,
@@ -215,7 +217,7 @@ class EarlyStop:
             held = self._progress[job.id] = (job.attempts, progress)
         return held[1]
 
-    def _finishing(self, job: JobState) -> bool:
+    def finishing(self, job: JobState) -> bool:
         """Its whole run is at its end by the lines read of its current attempt."""
         held = self._progress.get(job.id)
         return held is not None and held[0] == job.attempts and at_end(held[1])
@@ -264,7 +266,8 @@ class EarlyStop:
         for job in self.ctx.ledger.jobs.values():
             spec = self.spec_for(job)
             if job.id in skip or spec is None or job.status != JobStatus.RUNNING \
-                    or job.reports_attempt != job.attempts or self._finishing(job):
+                    or job.origin == TRIAL \
+                    or job.reports_attempt != job.attempts or self.finishing(job):
                 continue
             if job.phase not in by_phase:
                 by_phase[job.phase] = self._entries(job.phase)
@@ -282,7 +285,7 @@ class EarlyStop:
                 losers.append((job, spec, replace(verdict, reason=reason)))
         return losers
 
-    async def _prune(self, job: JobState, spec: EarlyStopSpec, verdict: Pruned) -> None:
+    async def prune(self, job: JobState, spec: EarlyStopSpec, verdict: Pruned) -> None:
         ctx = self.ctx
         try:
             await self.stop_session(job, verdict.reason)

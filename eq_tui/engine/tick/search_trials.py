@@ -26,6 +26,7 @@ from eq_tui.api.events import JobAdded
 from eq_tui.api.model import JobState, JobStatus
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.state.job_specs import spec_to_json
+from eq_tui.engine.tick.search_live import asks_nothing
 from eq_tui.manifest.model import JobSpec, PhaseSpec, SearchSpec
 from eq_tui.manifest.search_trials import trial_jobs
 from eq_tui.runfiles.search_study import Outcome, SearchStudy, clear_stale_lock, journal_path
@@ -94,9 +95,14 @@ class SearchTrials:
             self.ctx.bus.alert("info", f"search: removed {journal_path(run_dir).name}'s lock, "
                                "left by an engine killed while writing it")
         for phase, search in self.searches:
-            study = await asyncio.to_thread(SearchStudy, run_dir, phase.name, search)
+            study = await asyncio.to_thread(SearchStudy, run_dir, phase.name, search,
+                                            phase.results.early_stop)
             self.studies[phase.name] = study
-            for trial in study.open_trials():
+            open_trials = study.open_trials()
+            # told by an engine before: their jobs' metrics, if still awaited, hold nothing up
+            self._told |= {(phase.name, number) for number in range(study.asked())} - {
+                (phase.name, trial.number) for trial in open_trials}
+            for trial in open_trials:
                 for spec in trial_jobs(search, trial.number, trial.values):
                     if spec.id not in self.ctx.ledger.jobs:
                         self._add(spec)
@@ -109,20 +115,23 @@ class SearchTrials:
         for phase, search in self.searches:
             study = self.studies[phase.name]
             by_trial = self._trial_jobs(phase.name)
+            pending = False
             for number, jobs in sorted(by_trial.items()):
                 if (phase.name, number) in self._told:
                     continue
                 if any(self.metrics_pending(job) for job in jobs):
+                    pending = True  # a result about to be known: ask once Optuna has it
                     continue
                 ending = trial_ending(jobs, search.metric)
                 if ending is not None:
                     await asyncio.to_thread(study.tell, number, ending.outcome, ending.value)
                     self._told.add((phase.name, number))
-            await self._ask(phase, search, study, by_trial)
+            if not pending:
+                await self._ask(phase, search, study, by_trial)
 
     async def _ask(self, phase: PhaseSpec, search: SearchSpec, study: SearchStudy,
              by_trial: dict[int, list[JobState]]) -> None:
-        if not self._ready(phase) or self.ctx.paused:
+        if not self._ready(phase) or asks_nothing(self.ctx, phase.name):
             return
         per_trial = _points(search)
         jobs = [job for trial in by_trial.values() for job in trial]
