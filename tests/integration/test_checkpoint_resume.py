@@ -21,6 +21,7 @@ from tests.support.shell_verb import eq
 pytestmark = pytest.mark.integration
 CONTRACT = CheckpointSpec(path="ckpt/${id}/epoch-*.pt", resume="--resume {checkpoint}")
 EPOCHS = 20
+JSONL = " --metrics jsonl"  # a row an epoch, with its position: results.jsonl
 
 
 def checkpointed(job_id: str, extra: str = "") -> JobSpec:
@@ -34,9 +35,9 @@ def launched_cmds(run: EngineRun, job_id: str) -> list[str]:
             for a in run.engine.jobs[job_id].history if Path(a.attempt_dir, "cmd").exists()]
 
 
-async def straight_run(tmp_path: Path, job_id: str) -> float:
+async def straight_run(tmp_path: Path, job_id: str, extra: str = "") -> float:
     """The final val_acc of the same job run once, never stopped."""
-    manifest = make_manifest(tmp_path / "straight", [checkpointed(job_id)],
+    manifest = make_manifest(tmp_path / "straight", [checkpointed(job_id, extra)],
                              cwd=str(tmp_path / "straight"))
     run = await start_engine(manifest, tmp_path / "straight" / "run")
     await run.wait_for(lambda: run.status(job_id) == "completed", timeout=120)
@@ -47,10 +48,10 @@ async def straight_run(tmp_path: Path, job_id: str) -> float:
 async def test_a_requeue_from_the_shell_resumes_from_the_newest_checkpoint(
         tmp_path: Path) -> None:
     (tmp_path / "straight").mkdir()
-    expected = await straight_run(tmp_path, "lr3")
+    expected = await straight_run(tmp_path, "lr3", JSONL)
     work = tmp_path / "work"
     work.mkdir()
-    manifest = make_manifest(tmp_path, [checkpointed("lr3")], cwd=str(work))
+    manifest = make_manifest(tmp_path, [checkpointed("lr3", JSONL)], cwd=str(work))
     run = await start_engine(manifest, tmp_path / "run")
     try:
         await run.wait_for(lambda: max(run.epochs_run("lr3").get(1, [0])) >= 8, timeout=60)
@@ -78,6 +79,10 @@ async def test_a_requeue_from_the_shell_resumes_from_the_newest_checkpoint(
     # the same numbers as a run that never stopped
     record = next(r for r in read_records(run.run_dir) or [] if r["id"] == "lr3")
     assert record["metrics"]["val_acc"] == pytest.approx(expected)
+    # and its series goes on from where the first attempt's stopped: each epoch once, though
+    # the second attempt wrote only the epochs it ran (its own results.jsonl)
+    assert record["series"]["epoch"] == list(range(1, EPOCHS + 1)), record["series"]
+    assert len(record["series"]["val_acc"]) == EPOCHS
     code, out, _ = await eq("status", str(run.run_dir), "--jobs", "--json")
     assert code == 0
     [row] = json.loads(out)

@@ -28,6 +28,7 @@ from eq_tui.results.group import group
 from eq_tui.results.parse import Metrics
 from eq_tui.results.records import RESULTS_FILE, Record, dumps, make_record, read_records
 from eq_tui.results.render import render_markdown
+from eq_tui.results.resumed import continued
 from eq_tui.results.settings import from_manifest
 from eq_tui.runfiles.atomic import write_atomic
 
@@ -148,6 +149,10 @@ class Harvest:
                ) -> None:
         if job.current is None or job.current.n != attempt:
             return  # a newer attempt started meanwhile: its own exit is collected
+        before = self.collected.get(job.id)
+        if job.current.resumed_from and before and int(before.get("attempt") or 0) < attempt:
+            # it went on from a checkpoint: its series continues the attempts' before it
+            metrics = continued(before.get("series") or {}, metrics)
         self.collected[job.id] = make_record(
             job_id=job.id, phase=job.phase, params=job.params, attempt=attempt,
             status=str(job.status), metrics=metrics, sources=sources,
