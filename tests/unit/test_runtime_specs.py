@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,6 +91,29 @@ async def test_a_clone_keeps_its_sources_sharing_and_family_across_a_restart(
         "auto", False, "main/template")
     assert specs["c1"].params == (("s", "1"),)
     engine.ctx.run_dir.release_lock()
+
+
+async def test_a_clone_of_a_checkpointed_job_keeps_no_contract_and_says_why(
+        tmp_path: Path) -> None:
+    saved = replace(BIG, id="ck", checkpoint=CheckpointSpec("ckpt/ck/*.pt",
+                                                            "--resume {checkpoint}"))
+    engine, _host = await started(tmp_path, (saved,))
+    alerts = engine.ctx.bus.subscribe()
+    assert (await engine.command("clone", ["ck"], {"id": "ck2"}))["ok"]
+    said = [e.message for e in _drain(alerts) if e.type == "alert"]
+    assert any(m.startswith("ck2: a clone of ck keeps no checkpoint contract: its command "
+                            "saves where ck's does (ckpt/ck/*.pt)") for m in said), said
+    engine = await restart(tmp_path, engine)
+    specs = engine.ctx.ledger.specs
+    assert specs["ck2"].checkpoint is None and specs["ck"].checkpoint is not None
+    engine.ctx.run_dir.release_lock()
+
+
+def _drain(queue: Any) -> list[Any]:
+    out = []
+    while not queue.empty():
+        out.append(queue.get_nowait())
+    return out
 
 
 SHARED_PHASE = (PhaseSpec(name="main", added_jobs=AddedJobDefaults(mem_mib="auto",

@@ -134,6 +134,14 @@ class Editing:
         # the clone keeps its source's family: it learns memory from the same siblings
         new_spec = replace(spec, id=new_id, cmd=cmd, priority=priority, mem_mib=sharing[0],
                            exclusive=sharing[1])
+        if spec.checkpoint is not None:
+            # its command saves where its source's does, so the contract would have a restart
+            # resume from the source's checkpoints: it restarts from scratch instead
+            new_spec = replace(new_spec, checkpoint=None)
+            ctx.bus.alert("warning", f"{new_id}: a clone of {source.id} keeps no checkpoint "
+                          f"contract: its command saves where {source.id}'s does "
+                          f"({spec.checkpoint.path}), and a restart would resume from "
+                          f"{source.id}'s checkpoints; it restarts from scratch", job=new_id)
         self._add(new_spec, "clone", command.by, source=source.id)
         return result({new_id: "ok"}, detail={"job": new_id, "source": source.id})
 
