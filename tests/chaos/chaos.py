@@ -48,6 +48,12 @@ from pathlib import Path
 from typing import Any
 
 from eq_tui.sim.state import read_runs
+from tests.chaos.checkpoints import (
+    CONTRACT,
+    SAVE_FLAGS,
+    final_metric_mismatches,
+    judge_resumes,
+)
 from tests.chaos.host_records import (
     lock_holder,
     refused_writes,
@@ -118,8 +124,9 @@ def expected_status(behaviour: str) -> tuple[str, str | None]:
         behaviour, ("completed", None))
 
 
-def write_manifest(bed: SshBed, work: Path, path: Path, n_jobs: int,
-                   seed: int) -> dict[str, str]:
+def write_manifest(bed: SshBed, work: Path, path: Path, n_jobs: int, seed: int,
+                   cmds: dict[str, str] | None = None) -> dict[str, str]:
+    """The queue: its jobs' behaviours (job -> behaviour); their commands into `cmds`."""
     rng = random.Random(seed)
     names, weights = zip(*BEHAVIOURS, strict=True)
     behaviours = {f"job{i:03d}": rng.choices(names, weights)[0] for i in range(n_jobs)}
@@ -131,7 +138,7 @@ def write_manifest(bed: SshBed, work: Path, path: Path, n_jobs: int,
         elif i % 20 == 15:
             behaviours[f"job{i:03d}"] = "hung"
     lines = [f"project: chaos\ncwd: {work}\nstale_grace_s: 2\nretry_delay_s: 2",
-             "oom_retry: {delay: 1, max_attempts: 3}", "hosts:"]
+             "oom_retry: {delay: 1, max_attempts: 3}", CONTRACT, "hosts:"]
     for name in bed.hosts:
         lines.append(f"  - {{name: {name}, ssh: {name}, log_dir: {work}/logs-{name}}}")
     lines.append("jobs:")
@@ -139,7 +146,11 @@ def write_manifest(bed: SshBed, work: Path, path: Path, n_jobs: int,
         check = "" if behaviour in ("fails",) else ", output_check: 'out/${JOB_ID}.json'"
         shape = {"packed": f", mem_mib: {PACKED_MIB}", "multi": ", gpus_per_job: 2",
                  "hung": f", stall_after: {HUNG_STALL_S}s, on_stall: restart"}.get(behaviour, "")
-        cmd = f"{command_for(behaviour, rng)} --seed {i}"  # alike jobs differ in their seed
+        cmd = f"{command_for(behaviour, rng)} {SAVE_FLAGS} --seed {i}"  # alike jobs: seeds
+        if behaviour == "oom_once" and i % 2:  # half of them run out at a step: resumed
+            cmd += " --oom-after 1"
+        if cmds is not None:
+            cmds[job_id] = cmd
         lines.append(f"  - {{id: {job_id}, cmd: {json.dumps(cmd)}{check}{shape}}}")
     path.write_text("\n".join(lines) + "\n")
     return behaviours
@@ -423,7 +434,8 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
     root = Path(f"/tmp/eqchaos-{os.getpid()}")
     root.mkdir(exist_ok=True)
     manifest = root / "chaos.yaml"
-    behaviours = write_manifest(bed, work, manifest, n_jobs, seed)
+    cmds: dict[str, str] = {}
+    behaviours = write_manifest(bed, work, manifest, n_jobs, seed, cmds)
     run_dir = root / "run"
     driver = Driver(bed, manifest, run_dir, poll=0.5)
     plan = fault_schedule(seed, SHORT_PLAN * (2 if faults == "long" else 1), list(bed.hosts))
@@ -445,6 +457,7 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
                 clone, fault = command_while_killed(driver, behaviours, len(injected),
                                                     planned.hold_s)
                 behaviours[clone] = "ok"
+                cmds[clone] = cmds[clone.rsplit("-chaos", 1)[0]]
                 injected.append(fault)
             else:
                 injected.append(inject(planned, driver, bed, work))
@@ -457,7 +470,7 @@ def run(n_jobs: int, faults: str, seed: int, keep: bool = False) -> Verdict:
         for second in driver.second:  # the other users' queues end too (a fault may leave
             second.wait(timeout=300)  # one of theirs stuck: not ours to retry)
         victims = retry_fault_victims(manifest, run_dir, bed)
-        verdict = check(driver, bed, behaviours, injected, victims, work)
+        verdict = check(driver, bed, behaviours, injected, victims, work, cmds)
         verdict.min_effective, verdict.min_kinds = EVIDENCE[faults]
         verdict.seed = seed
         verdict.idle_faults = len(idle)
@@ -526,7 +539,8 @@ def retry_fault_victims(manifest: Path, run_dir: Path,
 
 
 def check(driver: Driver, bed: SshBed, behaviours: dict[str, str], injected: list[Fault],
-          victims: dict[str, tuple[str, str | None, float]], work: Path) -> Verdict:
+          victims: dict[str, tuple[str, str | None, float]], work: Path,
+          cmds: dict[str, str]) -> Verdict:
     verdict = Verdict(jobs=len(behaviours))
     now = time.time()
     reboots: dict[str, list[float]] = {}
@@ -535,8 +549,9 @@ def check(driver: Driver, bed: SshBed, behaviours: dict[str, str], injected: lis
         if fault.kind == "reboot" and fault.host:
             reboots.setdefault(fault.host, []).append(fault.t0)
     runs: list[Run] = []
-    for name, host in bed.hosts.items():
-        runs += host_runs(name, read_runs(host.sim_state), reboots.get(name, []), now)
+    recorded = {name: read_runs(host.sim_state) for name, host in bed.hosts.items()}
+    for name in bed.hosts:
+        runs += host_runs(name, recorded[name], reboots.get(name, []), now)
     records = HostRecords(runs, {name: sshd_log(host.dir) for name, host in bed.hosts.items()},
                           {name: refused_writes(work / f"logs-{name}") for name in bed.hosts})
     effective = []
@@ -617,6 +632,17 @@ def check(driver: Driver, bed: SshBed, behaviours: dict[str, str], injected: lis
     verdict.retried_unexplained = len(unexplained)
     verdict.details += unexplained
     verdict.left_running = left_running(bed)
+    resumes = judge_resumes(recorded, runs, work, {
+        name: [(f.t0, f.t1) for f in injected if f.kind == "reboot" and f.host == name]
+        for name in bed.hosts})
+    verdict.resumes = resumes.to_json()
+    verdict.restarts_wrong = len(resumes.from_zero + resumes.twice_over + resumes.skipped)
+    verdict.details += resumes.from_zero + resumes.twice_over + resumes.skipped
+    restarted = {job for job, of_job in runs_of.items()
+                 if len({(r.host, r.pid) for r in of_job}) > 1}
+    verdict.final_metric_checked, found = final_metric_mismatches(cmds, restarted, work)
+    verdict.final_metric_mismatches = len(found)
+    verdict.details += found
     return verdict
 
 

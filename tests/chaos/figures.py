@@ -27,7 +27,7 @@ BLOCK = re.compile(r"(<!-- chaos-figures:(?P<name>[a-z]+) -->\n)(?P<body>.*?)"
                    r"(<!-- /chaos-figures -->)", re.S)
 ZEROS = ("duplicate_launches", "overlaps_released", "overlaps_exit", "lost",
          "completed_unverified", "stuck_unverified", "wrong_status", "left_running",
-         "retried_unexplained", "idle_faults")
+         "retried_unexplained", "idle_faults", "restarts_wrong", "final_metric_mismatches")
 
 
 def _kinds(by_kind: dict[str, int]) -> str:
@@ -44,13 +44,19 @@ def readme(run: dict[str, Any]) -> str:
     v = run["verdict"]
     zeros = ", ".join(f"{v[k]} {words}" for k, words in READ.items())
     text = (f"The long run (commit {run['commit']}, {run['date']}, {v['wall_s']:.0f} s): "
-            f"{v['jobs']} jobs ({v.get('packed_jobs', 0)} packed, "
-            f"{v.get('multi_gpu_jobs', 0)} on two GPUs, {v.get('hung_jobs', 0)} that hang "
-            f"once), {v['faults']} faults of {len(v['faults_by_kind'])} kinds, "
-            f"{v['faults_effective']} of them with a trace "
-            f"({_kinds(v['faults_effective_by_kind'])}); from the hosts' own records: {zeros}; "
-            f"verdict {'ok' if v['ok'] else 'FAILED'}.")
+            f"{v['jobs']} jobs, {v['faults']} faults of {len(v['faults_by_kind'])} kinds, "
+            f"{v['faults_effective']} of them with a trace; from the hosts' own records: "
+            f"{zeros}{restarts(v)}; verdict {'ok' if v['ok'] else 'FAILED'}.")
     return textwrap.fill(text, 96) + "\n"
+
+
+def restarts(v: dict[str, Any]) -> str:
+    """The checkpoint contracts' figures, for a run that has them (tests/chaos/resumes.py)."""
+    if "restarts" not in v:
+        return ""
+    lost = ", ".join(f"{cause} {s:.0f} s" for cause, s in v["gpu_s_lost_by_cause"].items())
+    return (f"; {v['restarts']} restarts, {v['restarts_resumed']} from a checkpoint, "
+            f"{v['restarts_wrong']} not from the newest one there (GPU time lost: {lost})")
 
 
 def testing(run: dict[str, Any]) -> str:

@@ -24,7 +24,7 @@ def safe(n_jobs: int) -> dict[str, Any]:
     assert report["evidence_needed"] == {"faults_effective": 6, "kinds": 4}
     for key in ("duplicate_launches", "overlaps_released", "lost", "completed_unverified",
                 "stuck_unverified", "wrong_status", "left_running", "retried_unexplained",
-                "double_bookings"):
+                "double_bookings", "restarts_wrong", "final_metric_mismatches"):
         assert report[key] == 0, (key, report["details"])
     assert report["launches"] >= report["jobs"]
     return report

@@ -36,7 +36,8 @@ EXPLAINS = {
 @dataclass(frozen=True)
 class Run:
     """One process of ours on one GPU, as its host recorded it. An OOM at start is a run that
-    ended where it started; one during its ramp (`fake-train --ramp`) marks the run it ended.
+    ended where it started; one during its ramp or a training step (`fake-train --ramp`,
+    `--oom-after`) marks the run it ended.
     A start with no end record ended at the reboot that killed it, or (nothing explains its
     end) holds its GPU until the check."""
 
@@ -115,6 +116,13 @@ class Verdict:
     second_engine_runs: int = 0
     double_bookings: int = 0
     min_release_margin_s: float | None = None
+    # checkpoint contracts (tests/chaos/resumes.py): the restarts' figures; those from scratch
+    # with a checkpoint there, past it or with more than one epoch run twice; restarted jobs
+    # whose final loss was compared with a run that never stopped, and those that differ
+    resumes: dict[str, Any] = field(default_factory=dict)
+    restarts_wrong: int = 0
+    final_metric_checked: int = 0
+    final_metric_mismatches: int = 0
     wall_s: float = 0.0
     details: list[str] = field(default_factory=list)
     traces: list[str] = field(default_factory=list)  # what each effective fault left
@@ -144,6 +152,9 @@ class Verdict:
             "second_engine_runs": self.second_engine_runs,
             "double_bookings": self.double_bookings,
             "min_release_margin_s": self.min_release_margin_s,
+            **self.resumes, "restarts_wrong": self.restarts_wrong,
+            "final_metric_checked": self.final_metric_checked,
+            "final_metric_mismatches": self.final_metric_mismatches,
             "idle_faults": self.idle_faults,
             "evidence_needed": {"faults_effective": self.min_effective,
                                 "kinds": self.min_kinds},
@@ -165,7 +176,8 @@ class Verdict:
         return self.enough_evidence and not (
             self.duplicate_launches or self.overlaps_released or self.lost
             or self.completed_unverified or self.stuck_unverified or self.wrong_status
-            or self.left_running or self.retried_unexplained or self.double_bookings)
+            or self.left_running or self.retried_unexplained or self.double_bookings
+            or self.restarts_wrong or self.final_metric_mismatches)
 
 
 def host_runs(host: str, records: Iterable[Mapping[str, Any]], reboots: Iterable[float],
@@ -195,7 +207,7 @@ def host_runs(host: str, records: Iterable[Mapping[str, Any]], reboots: Iterable
         kind = rec.get("event")
         if kind == "start":
             open_starts[key(rec)] = rec
-        elif kind == "oom" and rec.get("during") == "ramp":
+        elif kind == "oom" and rec.get("during") in ("ramp", "step"):
             ran_out.add(key(rec))
         elif kind == "oom":
             t = float(rec["t"])

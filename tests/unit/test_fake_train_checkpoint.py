@@ -79,3 +79,51 @@ def test_a_corrupt_checkpoint_ends_the_resumed_run_at_once(tmp_path: Path) -> No
             "central directory") in failed.stderr.decode()
     assert not (tmp_path / "results.jsonl").exists()  # not one epoch ran
     assert b"resumed from" not in failed.stdout
+
+
+def records(tmp_path: Path) -> list[dict[str, object]]:
+    lines = (tmp_path / "state" / "runs.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_an_oom_after_an_epoch_and_the_retry_resumed_as_the_host_records_them(
+        tmp_path: Path) -> None:
+    """--oom-after: the forced OOM comes at a training step once epoch N saved its checkpoint;
+    the host's records say where each run began (from_epoch, resume), each epoch it finished
+    and each checkpoint once its file was there."""
+    folder = tmp_path / "ckpt"
+    first = run(tmp_path, "--checkpoint-dir", str(folder), "--oom-attempts", "1",
+                "--oom-after", "2")
+    assert first.returncode == 1
+    assert b"torch.OutOfMemoryError: CUDA out of memory" in first.stderr
+    assert b"epoch 2/4" in first.stdout and b"epoch 3/4" not in first.stdout
+    recs = records(tmp_path)
+    assert [(r["event"], r.get("epoch"), r.get("during")) for r in recs] == [
+        ("start", None, None), ("epoch", 1, None), ("checkpoint", 1, None), ("epoch", 2, None),
+        ("checkpoint", 2, None), ("oom", None, "step"), ("end", None, None)]
+    assert all(r["from_epoch"] == 1 and r["resume"] is None and r["epochs"] == EPOCHS
+               for r in recs if r["event"] in ("start", "oom", "end"))
+    assert recs[4]["path"] == str(folder / "epoch-2.pt") and recs[4]["pid"] == recs[0]["pid"]
+    assert recs[4]["t"] >= recs[3]["t"]
+    (tmp_path / "state" / "runs.jsonl").unlink()
+    resumed = subprocess.run(  # attempt 2: past --oom-attempts, resumed from epoch 1
+        [sys.executable, str(FAKE_TRAIN), "--epoch-seconds", "0.02", "--epochs", str(EPOCHS),
+         "--checkpoint-dir", str(folder), "--oom-attempts", "1", "--oom-after", "2",
+         "--resume", str(folder / "epoch-1.pt")],
+        env={**os.environ, "EQ_SIM_STATE": str(tmp_path / "state"), "EQ_JOB_ID": "j",
+             "CUDA_VISIBLE_DEVICES": "0", "EQ_ATTEMPT": "2"},
+        cwd=tmp_path, capture_output=True, timeout=60, check=False)
+    assert resumed.returncode == 0, resumed.stderr
+    recs = records(tmp_path)
+    assert [r["epoch"] for r in recs if r["event"] == "epoch"] == [2, 3, 4]
+    assert [(r["from_epoch"], r["resume"]) for r in recs if r["event"] in ("start", "end")] \
+        == [(2, str(folder / "epoch-1.pt"))] * 2
+    # a file that is no checkpoint: the run says it could not begin anywhere
+    (folder / "bad.pt").write_text("PK")
+    assert run(tmp_path, "--resume", str(folder / "bad.pt")).returncode == 1
+    assert records(tmp_path)[-1]["from_epoch"] is None
+
+
+def test_a_run_without_checkpoints_records_no_starting_epoch(tmp_path: Path) -> None:
+    assert run(tmp_path).returncode == 0
+    assert not any("from_epoch" in r for r in records(tmp_path))
