@@ -15,7 +15,10 @@ Runs (names for --only):
              whole engine with 10,000 jobs (RSS, state written per tick)
   ui         a UI tick with 5,000 jobs (50 changed), first frame, `eq-tui --help`
   eta        the first ETA's error at 20 % done on a steady simulated sweep (bench/eta.py)
-The full run takes about 20 minutes on 2 cores (poll60 alone about 8); --quick shortens the
+  search     Optuna's tpe through the engine on fake-train's smooth landscape, 8 simulated
+             GPUs, 10 seeds: the median best's gap to a 216-job grid's best, and the GPU-hours
+             against the grid's (bench/search.py, 5-7 minutes)
+The full run takes about 27 minutes on 2 cores (poll60 alone about 8); --quick shortens the
 sweeps' jobs (for a look, not for figures). Writes bench/results/all-<time>.json and
 bench/results/latest.json.
 """
@@ -36,7 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 RESULTS = Path(__file__).resolve().parent / "results"
-RUNS = ("rolling", "strict", "poll60", "hosts16", "scale", "ui", "eta")
+RUNS = ("rolling", "strict", "poll60", "hosts16", "scale", "ui", "eta", "search")
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,11 @@ TARGETS = (
            None, "%"),
     Target("eta", "undated_sweep_eta_error_pct", "sweep's ETA error at 20 %, undated (before)",
            None, "%"),
+    Target("search", "gap_pct", "search: median best's gap below the full grid's best", 0.5,
+           "%"),
+    Target("search", "share_max", "search: GPU-hours / the grid's (the most of a seed)",
+           0.30, "x"),
+    Target("search", "share_median", "search: GPU-hours / the grid's (median)", None, "x"),
 )
 
 
@@ -128,6 +136,14 @@ def eta(quick: bool) -> dict[str, Any]:
     return result
 
 
+def search(quick: bool) -> dict[str, Any]:
+    from bench import search as search_bench
+
+    result = search_bench.run(quick)
+    print("  " + search_bench.describe(result), flush=True)
+    return result
+
+
 RUNNERS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "rolling": sweep(),
     "strict": sweep(waves="strict"),
@@ -136,6 +152,7 @@ RUNNERS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "scale": scale,
     "ui": ui,
     "eta": eta,
+    "search": search,
 }
 
 
