@@ -133,3 +133,23 @@ async def test_a_resumed_engine_keeps_the_results_and_runs_no_hook_twice(tmp_pat
     assert {k: r["metrics"] for k, r in after.items()} == \
         {k: r["metrics"] for k, r in before.items()}
     assert second.job("s1")["metrics"] == first.job("s1")["metrics"]
+
+
+@pytest.mark.asyncio
+async def test_an_attempt_that_ended_while_no_engine_read_it_is_read_by_the_next(
+        tmp_path: Path) -> None:
+    """An engine killed between a job's end and the reading of its metrics: the next engine
+    reads them (the job would otherwise keep an earlier attempt's numbers, or none)."""
+    jobs = [job(f"s{seed}", f"{TRAIN} --metrics json --seed {seed}") for seed in (1, 2)]
+    manifest = make_manifest(tmp_path, jobs)
+    code, _first = await run_to_end(manifest, tmp_path / "run")
+    assert code == 0
+    results = tmp_path / "run" / "results.jsonl"
+    lines = results.read_text().splitlines()
+    kept = [line for line in lines if json.loads(line)["id"] != "s2"]
+    results.write_text("".join(line + "\n" for line in kept))  # s2's was never read
+    code, second = await run_to_end(manifest, tmp_path / "run")
+    assert code == 0
+    read = records_by_id(tmp_path / "run")["s2"]
+    assert read["attempt"] == 1 and read["metrics"]["val_acc"], read
+    assert second.job("s2")["metrics"]["val_acc"] == read["metrics"]["val_acc"]

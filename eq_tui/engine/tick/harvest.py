@@ -69,9 +69,27 @@ class Harvest:
         self._hooks_done = hooks.already_ran(self.ctx.run_dir.path)
         self._queue = self.ctx.bus.subscribe()
         self._consumer = asyncio.ensure_future(self._follow(self._queue))
+        for job, attempt in self._uncollected():
+            self._collecting.add(job.id)
+            self._spawn(self._collect(job, attempt))
         self._dirty = True
         self._schedule_write()  # a run read while nothing has changed yet still has the file
         self._spawn(self._check_phases())
+
+    def _uncollected(self) -> list[tuple[JobState, Attempt]]:
+        """Attempts that ended while no engine read them: a previous engine killed between an
+        attempt's end and the reading of its metrics (the job would keep an earlier attempt's
+        numbers, or none)."""
+        found = []
+        for job in self.ctx.ledger.jobs.values():
+            placed = job.placed
+            if job.status.is_active or placed is None or not placed.launched \
+                    or placed.end is None:
+                continue
+            record = self.collected.get(job.id)
+            if record is None or int(record.get("attempt") or 0) < placed.n:
+                found.append((job, placed))
+        return found
 
     async def close(self) -> None:
         """Let collections and hooks in flight end (bounded), then write the file."""
