@@ -119,6 +119,15 @@ MODULES: dict[str, list[str]] = {
     "eq_tui/manifest/preempt_keys.py": [
         "tests/unit/test_preemption_rule.py",
     ],
+    "eq_tui/manifest/checkpoint_keys.py": [
+        "tests/unit/manifest/test_checkpoint_keys.py",
+        "tests/unit/test_preemption_rule.py",
+    ],
+    "eq_tui/manifest/search_keys.py": [
+        "tests/unit/manifest/test_search_keys.py",
+        "tests/unit/manifest/test_search_key_messages.py",
+        "tests/unit/manifest/test_search_early_stop.py",
+    ],
     "eq_tui/engine/tick/search_trials.py": [
         "tests/unit/test_search_trials.py",
         "tests/unit/test_search_trials_engine.py",

@@ -429,3 +429,36 @@ async def test_a_trial_told_before_a_restart_holds_up_no_ask(tmp_path: Path) -> 
     await trials2.step()
     assert trial_ids(ctx2) == ["t0", "t1", "t2"] and "t0" not in asked
     assert trials2.studies["main"].counts() == {"complete": 1, "running": 2}
+
+
+TWO_SEARCHES = """
+project: p
+goal: {val_acc: max}
+hosts: [{name: g1}]
+phases:
+  - name: a
+    search: {space: {lr: {low: 0.1, high: 0.9}}, trials: 3, sampler: random, seed: 0}
+    template: {cmd: "train --lr ${lr}"}
+  - name: b
+    search: {space: {lr: {low: 0.1, high: 0.9}}, trials: 3, sampler: random, seed: 1}
+    template: {cmd: "train --lr ${lr}"}
+"""
+
+
+async def test_trials_told_before_a_restart_hold_up_no_ask_in_any_of_two_searches(
+        tmp_path: Path) -> None:
+    ctx, trials, _ = bed(tmp_path, TWO_SEARCHES, gpus={"g1": 1})
+    await trials.step()
+    assert trial_ids(ctx) == ["a-t0", "b-t0"]  # one each: a GPU's room, its own waiting
+    end(ctx, "a-t0")
+    end(ctx, "b-t0")
+    await trials.step()  # both told; a-t1 and b-t1 asked
+    kept = {job_id: ctx.ledger.jobs[job_id] for job_id in trial_ids(ctx)}
+    assert sorted(kept) == ["a-t0", "a-t1", "b-t0", "b-t1"]
+    ctx2, trials2, _ = bed(tmp_path, TWO_SEARCHES, gpus={"g1": 1})
+    ctx2.ledger.jobs.update(kept)
+    for job_id in ("a-t1", "b-t1"):
+        end(ctx2, job_id)
+    PENDING.update({"a-t0", "b-t0"})  # this engine has not read them: Optuna has their values
+    await trials2.step()
+    assert {"a-t2", "b-t2"} <= set(trial_ids(ctx2)), trial_ids(ctx2)

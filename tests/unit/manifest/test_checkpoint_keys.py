@@ -78,3 +78,139 @@ def test_a_grid_value_that_is_no_safe_path_is_named_with_its_job() -> None:
         load('project: p\ngrid: {name: ["a b"]}\ntemplate: {id: "j1", cmd: "t"}\n'
              'checkpoint: {path: "ckpt/${name}/*.pt", resume: "-r {checkpoint}"}\n')
     assert "job 'j1'" in str(info.value) and "holds ' '" in str(info.value), str(info.value)
+
+
+def error(text: str) -> ManifestError:
+    with pytest.raises(ManifestError) as info:
+        load(text)
+    assert info.value.exit_code == 2
+    return info.value
+
+
+def top(contract: str) -> str:
+    return f"project: p\ncheckpoint: {contract}\njobs: [{{id: j, cmd: x}}]\n"
+
+
+def contract_of(contract: str) -> CheckpointSpec | None:
+    spec: CheckpointSpec | None = load(top(contract)).job_specs["j"].checkpoint
+    return spec
+
+
+@pytest.mark.parametrize(("contract", "key_path", "message"), [
+    ('{path: "ckpt/*.pt"}', "checkpoint",
+     "needs 'resume' (for example resume: '--resume {checkpoint}')"),
+    ('{path: "ckpt/*.pt", resume: null}', "checkpoint",
+     "needs 'resume' (for example resume: '--resume {checkpoint}')"),
+    ('{resume: "-r {checkpoint}"}', "checkpoint",
+     "needs 'path' (for example path: 'ckpt/${id}/*.pt')"),
+    ('{path: null, resume: "-r {checkpoint}"}', "checkpoint",
+     "needs 'path' (for example path: 'ckpt/${id}/*.pt')"),
+    ('{path: 5, resume: "-r {checkpoint}"}', "checkpoint.path",
+     "expected a string, got an integer (5)"),
+    ('{path: "c/*.pt", resume: 5}', "checkpoint.resume",
+     "expected a string, got an integer (5)"),
+    ('{path: "c/*.pt", resume: "--resume"}', "checkpoint.resume",
+     "must say where the checkpoint's path goes with {checkpoint}, e.g. "
+     "'--resume {checkpoint}', got '--resume'"),
+    ('{path: "c/*.pt", resume: "-r {checkpoint}", evry: 1}', "checkpoint.evry",
+     "unknown key 'evry'; known keys: grace, path, resume, signal"),
+    ('[]', "checkpoint", "expected a mapping, got a list"),
+    # signal: a name a job can catch, whatever its case, blanks or SIG prefix
+    ('{path: "c/*.pt", resume: "-r {checkpoint}", signal: NOPE}', "checkpoint.signal",
+     "'NOPE' is not a signal a job can catch to save its checkpoint (for example TERM, "
+     "USR1, USR2, INT)"),
+    ('{path: "c/*.pt", resume: "-r {checkpoint}", signal: KILL}', "checkpoint.signal",
+     "'KILL' is not a signal a job can catch to save its checkpoint (for example TERM, "
+     "USR1, USR2, INT)"),
+    ('{path: "c/*.pt", resume: "-r {checkpoint}", signal: sigkill}', "checkpoint.signal",
+     "'sigkill' is not a signal"),
+    ('{path: "c/*.pt", resume: "-r {checkpoint}", signal: STOP}', "checkpoint.signal",
+     "'STOP' is not a signal"),
+    # SIG_IGN is a handler of the signal module, not a signal
+    ('{path: "c/*.pt", resume: "-r {checkpoint}", signal: SIG_IGN}', "checkpoint.signal",
+     "'SIG_IGN' is not a signal"),
+    ('{path: "c/*.pt", resume: "-r {checkpoint}", signal: 15}', "checkpoint.signal",
+     "expected a string, got an integer (15)"),
+    # grace: 0 to a day, in seconds
+    ('{path: "c/*.pt", resume: "-r {checkpoint}", grace: -1}', "checkpoint.grace",
+     "must be 0 to 86400 seconds, not -1"),
+    ('{path: "c/*.pt", resume: "-r {checkpoint}", grace: -0.5}', "checkpoint.grace",
+     "must be 0 to 86400 seconds, not -0.5"),
+    ('{path: "c/*.pt", resume: "-r {checkpoint}", grace: 86400.5}', "checkpoint.grace",
+     "must be 0 to 86400 seconds, not 86400.5"),
+    ('{path: "c/*.pt", resume: "-r {checkpoint}", grace: true}', "checkpoint.grace",
+     "must be 0 to 86400 seconds, not True"),
+    ('{path: "c/*.pt", resume: "-r {checkpoint}", grace: "60"}', "checkpoint.grace",
+     "must be 0 to 86400 seconds, not '60'"),
+])
+def test_each_mistake_says_what_is_wrong_at_its_key_path(contract: str, key_path: str,
+                                                         message: str) -> None:
+    exc = error(top(contract))
+    assert exc.key_path == key_path, str(exc)
+    assert exc.message.startswith(message), str(exc)
+    assert exc.line == 2, str(exc)
+
+
+def test_signal_and_grace_are_read_as_written_and_default_to_term_and_a_minute() -> None:
+    base = '{path: "c/*.pt", resume: "-r {checkpoint}"%s}'
+    spec = contract_of(base % "")
+    assert spec is not None and (spec.signal, spec.grace) == ("TERM", 60.0)
+    for written, name in (("USR1", "USR1"), ("' sigusr2 '", "USR2"), ("SIGINT", "INT"),
+                          ("int", "INT"), ("TERM", "TERM"), ("SIGHUP", "HUP")):
+        spec = contract_of(base % f", signal: {written}")
+        assert spec is not None and spec.signal == name, written
+    for written, grace in (("0", 0.0), ("86400", 86400.0), ("2.5", 2.5), ("7", 7.0),
+                           ("null", 60.0)):
+        spec = contract_of(base % f", grace: {written}")
+        assert spec is not None and spec.grace == grace, written
+        assert type(spec.grace) is float
+    spec = contract_of(base % ", signal: null")
+    assert spec is not None and spec.signal == "TERM"
+
+
+def test_a_job_or_phase_without_its_own_contract_inherits_the_nearest() -> None:
+    m = load("""
+project: p
+checkpoint: {path: "top/*.pt", resume: "-r {checkpoint}", signal: USR1, grace: 5}
+phases:
+  - name: a
+    checkpoint: null
+    jobs:
+      - {id: a1, cmd: t1, checkpoint: null}
+      - {id: a2, cmd: t2, checkpoint: {path: "own/*.pt", resume: "-o {checkpoint}"}}
+""")
+    assert m.job_specs["a1"].checkpoint == CheckpointSpec("top/*.pt", "-r {checkpoint}",
+                                                          signal="USR1", grace=5.0)
+    assert m.job_specs["a2"].checkpoint == CheckpointSpec("own/*.pt", "-o {checkpoint}")
+
+
+@pytest.mark.parametrize(("path", "message"), [
+    ("/abs/*.pt", "job 'j': checkpoint path '/abs/*.pt' must be relative to the job's "
+                  "working directory"),
+    ("~/c/*.pt", "job 'j': checkpoint path '~/c/*.pt' must be relative to the job's "
+                 "working directory"),
+    ("../c/*.pt", "job 'j': checkpoint path '../c/*.pt' may not leave the job's directory "
+                  "tree ('..')"),
+    ("c/..", "job 'j': checkpoint path 'c/..' may not leave the job's directory tree ('..')"),
+    ("c/x y;z$.pt", "job 'j': checkpoint path 'c/x y;z$.pt' holds ' $;': only letters, "
+                    "digits, '_.,+=@%-', '/' and the glob's '*', '?', '[ ]' (no blanks or "
+                    "shell syntax)"),
+    ("c/a'b", "holds \"'\""),
+    ("c/a\\\\b", "holds '\\\\'"),
+    ("c/{a,b}", "holds '{}'"),
+    ("c/a~b", "holds '~'"),
+    ("c/a:b", "holds ':'"),
+])
+def test_a_rendered_path_outside_the_job_or_with_shell_syntax_is_refused(path: str,
+                                                                        message: str) -> None:
+    exc = error(f'project: p\njobs:\n  - id: j\n    cmd: x\n    checkpoint: {{path: "{path}", '
+                f'resume: "-r {{checkpoint}}"}}\n')
+    assert exc.key_path == "jobs[0].checkpoint.path", str(exc)
+    assert message in exc.message, str(exc)
+    assert exc.line == 5, str(exc)
+
+
+def test_a_path_of_every_allowed_character_and_dots_in_names_is_kept() -> None:
+    for path in ("aZ09_.,+=@%/*?[]-x.pt", "c/a..b/*.pt", "./c/*.pt", "c/.../x"):
+        assert contract_of(f'{{path: "{path}", resume: "-r {{checkpoint}}"}}') \
+            == CheckpointSpec(path, "-r {checkpoint}"), path
