@@ -192,6 +192,7 @@ async def test_an_engine_killed_during_a_grace_leaves_the_stop_to_the_next(
     assert [(a.preempted_by, a.failure_class) for a in job_state.history] == [
         ("urgent", "requeued"), (None, None)]
     assert job_state.retries_by_class == {}
+    assert job_state.retry_base == 1  # the preempted launch spent no retry of its budget
     assert started(again, "slow") == [1, 2] and started(again, "urgent") == [1]
     gone = (Path(job_state.history[0].attempt_dir) / "exit").stat().st_mtime
     assert float(str(start(again, "urgent")["t"])) >= gone

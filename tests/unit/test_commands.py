@@ -83,3 +83,21 @@ async def test_bad_commands_get_a_typed_error(tmp_path: Path) -> None:
     assert (await engine.command("shutdown"))["ok"]
     assert await engine.run() == 130  # stopped before the queue finished
     assert isinstance(engine.ctx.hosts["m"].host, MemoryHost)
+
+
+async def test_requeues_spend_no_retry_an_oom_after_them_is_still_retried(
+        tmp_path: Path) -> None:
+    engine, host = await started(tmp_path, ["a"])
+    job = engine.jobs["a"]
+    budget = engine.manifest.oom_retry.max_attempts
+    for n in range(1, budget + 1):  # as many requeues as the job has attempts
+        await engine.tick()
+        assert job.status == JobStatus.RUNNING and job.current is not None and job.current.n == n
+        assert (await engine.command("requeue", ["a"]))["ok"]
+    await engine.tick()
+    host.finish("a", 1, log="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                            "2.00 GiB")
+    await engine.tick()
+    assert job.status == JobStatus.FAILED_OOM, (job.status, job.failure)
+    assert job.attempt_limit == 2 * budget  # what the row shows: budget + 1 launches / 2x
+    engine.ctx.run_dir.release_lock()

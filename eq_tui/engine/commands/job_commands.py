@@ -78,7 +78,10 @@ class JobCommands:
     async def requeue(self, job: JobState) -> str:
         if not job.status.is_active and job.status != JobStatus.FAILED_OOM:
             return f"cannot requeue a {job.status} job (only running ones)"
+        stopped = job.status.is_active
         await self._stop_attempt(job, FailureClass.REQUEUED, "requeued by the user")
-        self.ctx.ledger.update(job, retry_at=None, reason="requeued by the user")
+        # the attempt it stopped spent no retry: the budget moves on by that launch
+        self.ctx.ledger.update(job, retry_at=None, reason="requeued by the user",
+                               retry_base=job.retry_base + (1 if stopped else 0))
         self.ctx.ledger.set_status(job, JobStatus.PENDING)
         return "ok"

@@ -100,7 +100,9 @@ class BackgroundStops:
                            host_clock=ended is not None)
         if stopped.code is not None:
             ledger.update_attempt(attempt, exit_code=stopped.code)
-        ledger.update(job, retry_at=None, exited_seen_at=None, reason=self._why(job, done=True))
+        # a requeue, not a failure: that launch spent no retry of the job's budget
+        ledger.update(job, retry_at=None, exited_seen_at=None, reason=self._why(job, done=True),
+                      retry_base=job.retry_base + 1)
         ledger.set_status(job, JobStatus.PENDING)
 
     def judged(self, job: JobState, seen: Observation, probe: AttemptProbe | None) -> bool:
