@@ -43,7 +43,7 @@ from eq_tui.engine.tick.memory import MemoryBook
 from eq_tui.engine.tick.memory_asks import MemoryAsks
 from eq_tui.engine.tick.observation import Observation, Readings
 from eq_tui.engine.tick.preempt import Preempter
-from eq_tui.engine.tick.queue_eta import QueueEtaKeeper
+from eq_tui.engine.tick.queue_eta import QueueEtaKeeper, trials_to_come
 from eq_tui.engine.tick.reconcile import Reconciler
 from eq_tui.engine.tick.search_pruning import SearchPruning
 from eq_tui.engine.tick.search_trials import SearchTrials
@@ -105,14 +105,14 @@ class Engine:
         self.commands = Commands(self.ctx, Door(
             lock=self.lock, wake=self.wake, stop_engine=self.request_stop,
             check_finished=self.check_finished, persist=self.persistence.persist,
-            persist_if_unsaved=self.persist_if_unsaved,
-            stop_session=self.launcher.stop_session,
+            persist_if_unsaved=self.persist_if_unsaved, stop_session=self.launcher.stop_session,
             settle_launches=self.launcher.settle_host, stops=self.launcher.stops))
         self.harvest = Harvest(self.ctx, self.lock)
         self.unseen = UnseenWatch(self.ctx, self.early_stop.names_seen, self.harvest.collected,
                                   self.harvest.records, self.harvest.summary_table)
         self.persistence.summary_tail = self.unseen.summary_tail
         self.search = SearchTrials(self.ctx, self.harvest.metrics_pending)
+        self.queue_eta.more = lambda: trials_to_come(self.search)  # they count in the ETA
         self.search_pruning = SearchPruning(self.ctx, self.search.studies, self.early_stop)
         # watch=False: only the periodic probe (today's polling scripts; the benchmarks' base)
         self.watchers = HostWatchers(hosts if watch else {}, self.pacing.on_watch_event)

@@ -87,12 +87,14 @@ class EtaBook:
             self.waiting_by_group[phase] += 1
         self.paces.update(job_id, phase, job, group_over)
 
-    def eta(self, now: float) -> float | None:
-        """Seconds until the queue is done, as of `now`; None with nothing to go on."""
+    def eta(self, now: float, more: Mapping[str, int] | None = None) -> float | None:
+        """Seconds until the queue is done, as of `now`; None with nothing to go on. `more`:
+        jobs per phase not made yet that the queue will run (a search's trials to ask)."""
         means, overall = self.paces.mean_durations()
         if overall is not None:
             means[ALL] = overall
-        return estimate_eta(list(self.paces.dated(now)), self.waiting_by_group, means)
+        waiting = self.waiting_by_group + Counter(more) if more else self.waiting_by_group
+        return estimate_eta(list(self.paces.dated(now)), waiting, means)
 
 
 def counted_down(eta_s: float | None, eta_at: float | None, now: float) -> float | None:

@@ -4,11 +4,13 @@ snapshot, so the header and `status` show the engine's figure and compute none."
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Callable, Iterable
 
 from eq_tui.api.events import Event, JobRetired, JobUpdated, QueueEta
 from eq_tui.api.model import JobState
 from eq_tui.engine.context import RunContext
+from eq_tui.engine.tick.search_trials import SearchTrials
 from eq_tui.present.pace import DEFAULT_GROUP_OVER
 from eq_tui.present.queue_eta import EtaBook, counted_down
 
@@ -24,6 +26,8 @@ class QueueEtaKeeper:
         self.book = EtaBook()
         self.eta_s: float | None = None
         self.eta_at: float | None = None
+        # jobs per phase the queue will run that are not made yet (a search's trials to ask)
+        self.more: Callable[[], dict[str, int]] = dict
         ctx.bus.listen(self._heard)
 
     def seed(self, jobs: Iterable[JobState]) -> None:
@@ -47,7 +51,7 @@ class QueueEtaKeeper:
     def publish(self, finished: bool) -> None:
         """This tick's estimate, sent when it differs from the last one counted down."""
         now = self.ctx.clock()
-        eta = 0.0 if finished else self.book.eta(now)
+        eta = 0.0 if finished else self.book.eta(now, self.more())
         shown = counted_down(self.eta_s, self.eta_at, now)
         if eta is None and shown is None:
             return
@@ -56,3 +60,15 @@ class QueueEtaKeeper:
             return
         self.eta_s, self.eta_at = eta, now
         self.ctx.bus.publish(QueueEta(project=self.ctx.manifest.project, at=now, eta_s=eta))
+
+
+def trials_to_come(search: SearchTrials) -> dict[str, int]:
+    """Jobs per phase the searches will still add: the trials not asked yet, each its grid
+    points (a search bounded by its budget alone: none known)."""
+    more = {}
+    for phase, spec in search.searches:
+        study = search.studies.get(phase.name)
+        if study is not None and spec.trials is not None:
+            points = math.prod(len(values) for _, values in spec.grid)
+            more[phase.name] = max(0, spec.trials - study.asked()) * points
+    return more
