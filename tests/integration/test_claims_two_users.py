@@ -57,9 +57,11 @@ def bed() -> Iterator[SshBed]:
 
 
 def manifest(bed: SshBed, tmp: Path, user: str, project: str, launcher: str,
-             mem_mib: int | None, jobs: int = JOBS, staggered: bool = False) -> Path:
+             mem_mib: int | None, jobs: int = JOBS, staggered: bool = False,
+             epoch_s: float = 1.0) -> Path:
     """`staggered`: the jobs' lengths differ (5.0, 5.8, 6.6, 7.4 s and again), so that jobs
-    started together do not end together."""
+    started together do not end together. `epoch_s`: each of the two epochs' length (3 s
+    before the first is what races: no memory used on the GPU yet)."""
     alloc = mem_mib or 4000
     cmd = f"{BOOKED_CMD}; sleep 3; fake-train --epochs 2 --mem {alloc}"
     lines = [f"project: {project}", f"launcher: {launcher}", "hosts:"]
@@ -68,8 +70,8 @@ def manifest(bed: SshBed, tmp: Path, user: str, project: str, launcher: str,
         lines.append(f"mem_mib: {mem_mib}")
     lines.append("jobs:")
     for i in range(jobs):
-        epoch_s = 1 + 0.4 * (i % 4) if staggered else 1
-        job_cmd = f"{cmd} --epoch-seconds {epoch_s:g} --seed {i}"
+        length = epoch_s + 0.4 * (i % 4) if staggered else epoch_s
+        job_cmd = f"{cmd} --epoch-seconds {length:g} --seed {i}"
         lines.append(f"  - {{id: {project}-{i:02d}, cmd: {json.dumps(job_cmd)}}}")
     path = tmp / f"{project}.yaml"
     path.write_text("\n".join(lines) + "\n")
@@ -84,12 +86,12 @@ def new_projects() -> tuple[str, str]:
 
 
 def engine_process(bed: SshBed, tmp: Path, user: str, project: str, launcher: str,
-                   mem_mib: int | None, jobs: int, poll: float,
-                   staggered: bool = False) -> tuple[subprocess.Popen[str], Path]:
+                   mem_mib: int | None, jobs: int, poll: float, staggered: bool = False,
+                   epoch_s: float = 1.0) -> tuple[subprocess.Popen[str], Path]:
     run_dir = tmp / f"run-{project}"
     engine = subprocess.Popen(
         [sys.executable, "-m", "eq_tui", str(manifest(bed, tmp, user, project, launcher,
-                                                      mem_mib, jobs, staggered)),
+                                                      mem_mib, jobs, staggered, epoch_s)),
          "--no-ui", "--poll", str(poll), "--run-dir", str(run_dir),
          "--ssh-config", str(bed.ssh_config)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -97,9 +99,12 @@ def engine_process(bed: SshBed, tmp: Path, user: str, project: str, launcher: st
 
 
 def run_both(bed: SshBed, tmp: Path, projects: tuple[str, str]) -> None:
-    """Both engines at once (the second with tmux), each to the end of its queue."""
-    started = [engine_process(bed, tmp, USER, projects[0], "screen", None, JOBS, 0.5),
-               engine_process(bed, tmp, OTHER, projects[1], "tmux", None, JOBS, 0.5)]
+    """Both engines at once (the second with tmux), each to the end of its queue. Each job
+    holds its GPU 3.5 s: 3 s before it uses any memory (the race), then two 0.25 s epochs."""
+    started = [engine_process(bed, tmp, USER, projects[0], "screen", None, JOBS, 0.5,
+                              epoch_s=0.25),
+               engine_process(bed, tmp, OTHER, projects[1], "tmux", None, JOBS, 0.5,
+                              epoch_s=0.25)]
     for engine, run_dir in started:
         try:
             _out, err = engine.communicate(timeout=300)

@@ -13,6 +13,7 @@ import pytest
 
 from eq_tui.cli.main import main
 from eq_tui.manifest.model import CrashGuard, NotifySpec, OomRetry
+from eq_tui.notify import notifier
 from eq_tui.notify.notifier import COALESCE_S
 from eq_tui.notify.outbox import OUTBOX
 from tests.support.engine_run import job, make_manifest, sim_hosts, start_engine
@@ -67,7 +68,11 @@ async def test_a_burst_of_stuck_jobs_is_one_message_then_one_digest_and_the_end_
 
 
 async def test_a_failing_target_is_retried_with_the_same_id_and_becomes_an_alert(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # shorter waits between the tries (2 s, then 5 s, each after the 10 s that coalesces a
+    # burst): what is sent again, and what is said, do not depend on them
+    monkeypatch.setattr(notifier, "COALESCE_S", 0.5)
+    monkeypatch.setattr(notifier, "BACKOFF_S", (0.2, 0.5, 15.0, 60.0, 300.0))
     receiver = Receiver(fail_first=2)
     try:
         manifest = make_manifest(tmp_path, [job("bad", BAD)],
@@ -105,6 +110,8 @@ async def test_owed_messages_survive_an_engine_restart_and_none_is_doubled(
     owed = (tmp_path / "run" / OUTBOX).read_text()
     assert '"stuck:bad:1"' in owed and '"finished"' in owed
     monkeypatch.setenv("EQ_TEST_HOOK", receiver.url)
+    # a short coalescing wait: a message sent twice goes out at once, well inside close()'s wait
+    monkeypatch.setattr(notifier, "COALESCE_S", 0.5)
     second = await start_engine(manifest, tmp_path / "run")
     assert second.task is not None
     assert await second.task == 1

@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -34,10 +35,10 @@ MANIFEST = """\
 project: {project}
 hosts: [{{name: sim, simulate: {{gpus: 2, memory_mib: 24576}}}}]
 jobs:
-  - {{id: job_1, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000 --seed 1"}}
-  - {{id: job_2, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000 --seed 2"}}
-  - {{id: job_3, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000 --seed 3"}}
-  - {{id: job_4, cmd: "fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000 --seed 4"}}
+  - {{id: job_1, cmd: "{wait}fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000 --seed 1"}}
+  - {{id: job_2, cmd: "{wait}fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000 --seed 2"}}
+  - {{id: job_3, cmd: "{wait}fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000 --seed 3"}}
+  - {{id: job_4, cmd: "{wait}fake-train --epochs {epochs} --epoch-seconds 0.2 --mem 1000 --seed 4"}}
 """
 
 
@@ -80,9 +81,12 @@ def status(bed: SshBed, where: str) -> dict[str, Any]:
 poll = partial(poll_until, timeout=120.0, interval=0.3)
 
 
-def start_on_gpu(bed: SshBed, tmp_path: Path, project: str, epochs: int) -> str:
+def start_on_gpu(bed: SshBed, tmp_path: Path, project: str, epochs: int,
+                 gate: Path | None = None) -> str:
+    """`gate`: each job waits for that file before it trains."""
     manifest = tmp_path / "sweep.yaml"
-    manifest.write_text(MANIFEST.format(project=project, epochs=epochs))
+    wait = f"while [ ! -e {gate} ]; do sleep 0.2; done; " if gate else ""
+    manifest.write_text(MANIFEST.format(project=project, epochs=epochs, wait=wait))
     started = eq(bed, str(manifest), "--detach", "--on", "gpu", "--poll", "0.3")
     assert started.returncode == 0, started.stderr
     where = f"gpu:{remote_run_dir(project)}"
@@ -104,7 +108,12 @@ def attach_in_tmux(bed: SshBed, tmp_path: Path, where: str) -> str:
 @needs_tmux
 def test_detach_on_a_host_attach_over_ssh_cut_the_local_side_and_the_queue_finishes(
         bed: SshBed, tmp_path: Path, project: str) -> None:
-    where = start_on_gpu(bed, tmp_path, project, epochs=25)
+    # the jobs run on only once the link is cut: a gate the test opens (a directory the
+    # host's login user can read)
+    gates = Path(tempfile.mkdtemp(prefix="eqgate-"))
+    gates.chmod(0o755)
+    gate = gates / "go"
+    where = start_on_gpu(bed, tmp_path, project, epochs=3, gate=gate)
     live = status(bed, where)
     assert live["live"] and live["total"] == 4
     socket = attach_in_tmux(bed, tmp_path, where)
@@ -119,6 +128,7 @@ def test_detach_on_a_host_attach_over_ssh_cut_the_local_side_and_the_queue_finis
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
     bed.cut("gpu")
+    gate.touch()
     # the engine on the host keeps scheduling; a later status over ssh sees every job done
     poll(lambda: status(bed, where)["counts"] == {"completed": 4}, "all jobs completed")
     final = eq(bed, "status", where)
@@ -230,7 +240,7 @@ def test_attach_offers_to_resume_a_stopped_engine_and_the_palette_stops_it(
 def test_a_host_without_eq_tui_is_named_with_the_install_command(bed: SshBed,
                                                                  tmp_path: Path) -> None:
     manifest = tmp_path / "m.yaml"
-    manifest.write_text(MANIFEST.format(project="never_started", epochs=1))
+    manifest.write_text(MANIFEST.format(project="never_started", epochs=1, wait=""))
     result = eq(bed, str(manifest), "--detach", "--on", "bare")
     assert result.returncode == 3
     assert "eq-tui is not installed on bare" in result.stderr

@@ -280,7 +280,8 @@ async def test_a_hang_beside_a_computing_neighbour_is_caught_while_the_neighbour
     utilisation (the probe's per-process reading) tells the hung one apart; a quiet job that
     computes without printing beside them is never flagged."""
     window = 2.0
-    jobs = [job("busy", "fake-train --epochs 40 --epoch-seconds 0.5 --mem 2000", mem_mib=2000),
+    # busy outlasts the quiet job (8 s) and the hung one's kill (about 4.5 s in) with room
+    jobs = [job("busy", "fake-train --epochs 24 --epoch-seconds 0.5 --mem 2000", mem_mib=2000),
             job("hung", HUNG, mem_mib=2000, stall_after=window, on_stall="kill"),
             job("quiet", "fake-train --epochs 1 --epoch-seconds 8 --mem 2000", mem_mib=2000,
                 stall_after=window)]

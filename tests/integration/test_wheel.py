@@ -42,8 +42,13 @@ def test_the_wheel_installs_into_a_clean_venv_and_runs_the_demo(tmp_path: Path) 
 
     work = tmp_path / "work"
     work.mkdir()
-    (work / "demo.yaml").write_text((ROOT / "sample_manifests" / "demo.yaml").read_text())
-    demo = run(eq_tui, "demo.yaml", "--no-ui", "--poll", "1", cwd=work)
+    # the demo's manifest with its sleeps shortened (the outcome does not depend on them: the
+    # same as tests/integration/test_readme_promises.py)
+    text = (ROOT / "sample_manifests" / "demo.yaml").read_text()
+    short = text.replace("--epoch-seconds 1", "--epoch-seconds 0.2").replace("delay: 8", "delay: 1")
+    assert short.count("--epoch-seconds 0.2") > 1 and "delay: 1" in short
+    (work / "demo.yaml").write_text(short)
+    demo = run(eq_tui, "demo.yaml", "--no-ui", "--poll", "0.5", cwd=work)
     assert demo.returncode == 1, demo.stdout[-3000:] + demo.stderr[-3000:]  # one job stuck
     state = json.loads((work / "experiment_queue" / "demo" / "queue_state.json").read_text())
     statuses = [job["status"] for job in state["jobs"]]

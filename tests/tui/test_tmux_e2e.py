@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -111,19 +112,24 @@ def test_the_binary_in_tmux_shows_hosts_and_jobs_quits_and_resumes(tmp_path: Pat
     assert exits(sims) == {job: [0] for job in jobs}
 
 
-def fleet_manifest(hosts: int = 16, jobs: int = 12) -> str:
+def fleet_manifest(gate: Path, hosts: int = 16, jobs: int = 12) -> str:
+    """Each job waits for the `gate` file before it trains: all twelve are running at once
+    however slowly the box launches them, and end soon after the test opens the gate."""
     lines = ["project: fleet", "hosts:"]
     lines += [f'  - name: lab-gpu-box-{h:02d}\n    simulate: {{gpus: 4, memory_mib: 24576, '
               f'model: "NVIDIA GeForce RTX 4090 (sim)"}}' for h in range(1, hosts + 1)]
     lines += ["poll: 0.5", "jobs:"]
-    lines += [f'  - {{id: long_{j:02d}, cmd: "fake-train --epochs 60 --epoch-seconds 0.5 '
-              f'--mem 2000 --seed {j}"}}' for j in range(1, jobs + 1)]
+    wait = f"while [ ! -e {gate} ]; do sleep 0.2; done"
+    lines += [f"  - {{id: long_{j:02d}, cmd: " + json.dumps(
+        f"{wait}; fake-train --epochs 2 --epoch-seconds 0.25 --mem 2000 --seed {j}") + "}"
+              for j in range(1, jobs + 1)]
     return "\n".join(lines) + "\n"
 
 
 def test_sixteen_hosts_at_160x48_every_host_name_and_running_job_gpu_can_be_read(
         tmp_path: Path) -> None:
-    (tmp_path / "manifest.yaml").write_text(fleet_manifest())
+    gate = tmp_path / "gate"
+    (tmp_path / "manifest.yaml").write_text(fleet_manifest(gate))
     session = f"eqtui-e2e-{uuid.uuid4().hex[:8]}"
     names = [f"lab-gpu-box-{h:02d}" for h in range(1, 17)]
     # one phase: no phase column (its room goes to the last line); the failure column, empty,
@@ -143,6 +149,7 @@ def test_sixteen_hosts_at_160x48_every_host_name_and_running_job_gpu_can_be_read
         found = where.findall(screen)
         assert sorted(job for job, _, _ in found) == [f"{j:02d}" for j in range(1, 13)]
         assert len({(host, gpu) for _, host, gpu in found}) == 12  # one GPU each, all readable
+        gate.touch()
         wait_for_screen(session, lambda s: "12/12 (100%)" in s and "FINISHED" in s, timeout=150)
         assert quit_app(session, rc_file, says="nothing is left running") == 0
     finally:
