@@ -133,6 +133,45 @@ MODULES: dict[str, list[str]] = {
         "tests/unit/test_search_trials_engine.py",
         "tests/unit/test_search_lock.py",
     ],
+    "eq_tui/engine/tick/search_pruning.py": [
+        "tests/unit/test_search_pruning.py",
+        "tests/unit/test_early_stop_book.py",
+    ],
+    "eq_tui/runfiles/search_pruners.py": [
+        "tests/unit/test_search_pruners.py",
+    ],
+    "eq_tui/manifest/search_early_stop.py": [
+        "tests/unit/manifest/test_search_early_stop.py",
+        "tests/unit/manifest/test_search_keys.py",
+    ],
+    "eq_tui/engine/tick/search_live.py": [
+        "tests/unit/test_search_live.py",
+        "tests/unit/test_search_trials_engine.py",
+    ],
+    "eq_tui/engine/state/search_edits.py": [
+        "tests/unit/test_search_live.py",
+        "tests/unit/test_search_trials_engine.py",
+    ],
+    "eq_tui/engine/commands/search_edit.py": [
+        "tests/unit/test_search_live.py",
+    ],
+    "eq_tui/runfiles/search_curve.py": [
+        "tests/unit/test_search_curve.py",
+    ],
+    "eq_tui/results/resumed.py": [
+        "tests/unit/test_results_resumed.py",
+    ],
+    # test_checkpoint_files.py but its 2 s wait for a growing file
+    "eq_tui/hosts/checkpoints.py": [
+        "tests/unit/test_checkpoints_parse.py",
+        "tests/integration/test_checkpoint_files.py::test_the_newest_complete_file_the_glob_matches",
+        "tests/integration/test_checkpoint_files.py::"
+        "test_a_working_directory_that_is_not_there_is_a_host_error",
+        "tests/integration/test_checkpoint_files.py::"
+        "test_no_working_directory_lists_where_the_runner_is_within_30_s",
+        "tests/integration/test_checkpoint_files.py::"
+        "test_names_and_errors_that_are_not_utf8_still_read",
+    ],
     "eq_tui/manifest/yaml_lines.py": _MANIFEST_ALL,
     "eq_tui/engine/tick/memory.py": [
         "tests/unit/test_memory_book.py",

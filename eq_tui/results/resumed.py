@@ -23,15 +23,15 @@ def _values(series: Sequence[float | None]) -> list[float]:
     return [math.nan if v is None else float(v) for v in series]
 
 
-def _keep(carried: Mapping[str, list[float]], own: Metrics) -> tuple[str | None, int]:
+def _keep(carried: Mapping[str, list[float]], own: Metrics) -> tuple[str, int] | None:
     """The position series both have, and how many carried points come before the resumed
-    attempt's first position (None, 0: no common position)."""
+    attempt's first position (None: no common position)."""
     for key in POSITIONS:
         mine, theirs = own.get(key), carried.get(key)
         if mine and theirs:
             return key, next((i for i, at in enumerate(theirs) if at >= mine[0]),
                              len(theirs))
-    return None, 0
+    return None
 
 
 def continued(carried: Mapping[str, Sequence[float | None]], own: Metrics) -> Metrics:
@@ -40,12 +40,11 @@ def continued(carried: Mapping[str, Sequence[float | None]], own: Metrics) -> Me
     keeps its carried series; one not aligned with the position (another length) keeps all
     of its carried points."""
     before = {key: _values(series) for key, series in carried.items()}
-    position, keep = _keep(before, own)
-    aligned = len(before[position]) if position is not None else -1
+    cut = _keep(before, own)
     out: Metrics = {}
     for key in [*before, *(k for k in own if k not in before)]:
         points = before.get(key, [])
-        if position is not None and len(points) == aligned:
-            points = points[:keep]
+        if cut is not None and len(points) == len(before[cut[0]]):
+            points = points[:cut[1]]
         out[key] = points + list(own.get(key, []))
     return out

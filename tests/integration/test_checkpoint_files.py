@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from eq_tui.errors import HostError
 from eq_tui.hosts.checkpoints import list_checkpoints, newest
 from eq_tui.hosts.local import LocalRunner
+from eq_tui.hosts.runner import CommandResult
 
 pytestmark = pytest.mark.asyncio
 
@@ -85,3 +87,45 @@ async def test_a_working_directory_that_is_not_there_is_a_host_error(tmp_path: P
                                         r"directory"):
         await list_checkpoints(LocalRunner(), str(tmp_path / "gone"), "ckpt/*.pt",
                                host="local")
+
+
+class Timed(LocalRunner):
+    """The real local runner, noting the time limit each listing asks for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts: list[float | None] = []
+
+    async def run(self, script: str, args: Sequence[str] = (), *, stdin: bytes = b"",
+                  timeout: float | None = 30.0) -> CommandResult:
+        self.timeouts.append(timeout)
+        return await super().run(script, args, stdin=stdin, timeout=timeout)
+
+
+async def test_no_working_directory_lists_where_the_runner_is_within_30_s(
+        tmp_path: Path) -> None:
+    """Pins `-` for no working directory (the script stays where the runner is: an absolute
+    glob still matches) and the listing's time limit, 30 s (a hung host is a host error)."""
+    saved(tmp_path / "ckpt" / "epoch-1.pt", "one", 30)
+    runner = Timed()
+    files = await list_checkpoints(runner, None, f"{tmp_path}/ckpt/*.pt", host="local")
+    assert [(f.path, f.size) for f in files] == [(f"{tmp_path}/ckpt/epoch-1.pt", 3)]
+    assert runner.timeouts == [30]
+
+
+async def test_names_and_errors_that_are_not_utf8_still_read(tmp_path: Path) -> None:
+    """Pins the decoding of the script's output and its error with replacement: a file name or
+    a directory that is not UTF-8 is listed or named, never a decoding error; and the error is
+    cut at 300 characters."""
+    odd = os.fsdecode(b"epoch-\xff.pt")
+    saved(tmp_path / "ckpt" / odd, "one", 30)
+    files = await list_checkpoints(LocalRunner(), str(tmp_path), "ckpt/*.pt", host="local")
+    assert [f.path for f in files] == ["ckpt/epoch-\ufffd.pt"]
+    gone = str(tmp_path / os.fsdecode(b"gone-\xff"))
+    with pytest.raises(HostError, match=r"no such directory: .*gone-\ufffd"):
+        await list_checkpoints(LocalRunner(), gone, "ckpt/*.pt", host="local")
+    far = str(tmp_path / ("d" * 200) / ("e" * 200))
+    with pytest.raises(HostError) as error:
+        await list_checkpoints(LocalRunner(), far, "ckpt/*.pt", host="local")
+    said = str(error.value).split("'ckpt/*.pt': ", 1)[1]
+    assert len(said) == 300 and said.startswith("no such directory: ")

@@ -3,7 +3,7 @@ among equal times, a line that is not `MTIME<TAB>SIZE<TAB>PATH` skipped."""
 
 from __future__ import annotations
 
-from eq_tui.hosts.checkpoints import CheckpointFile, parse_checkpoints
+from eq_tui.hosts.checkpoints import CheckpointFile, newest, parse_checkpoints
 
 
 def test_the_scripts_lines_are_read_newest_first_and_odd_lines_skipped() -> None:
@@ -18,3 +18,20 @@ def test_the_scripts_lines_are_read_newest_first_and_odd_lines_skipped() -> None
                                       CheckpointFile("b2.pt", 3, 300.25),
                                       CheckpointFile("b.pt", 5, 200.0),
                                       CheckpointFile("a.pt", 10, 100.5)]
+
+
+def test_the_newest_file_a_resume_may_use() -> None:
+    """Pins the choice: the first (newest) file that has at least one byte and that no resume
+    failed on; none when no file is left."""
+    files = [CheckpointFile("c.pt", 0, 3.0), CheckpointFile("b.pt", 1, 2.0),
+             CheckpointFile("a.pt", 9, 1.0)]
+    assert newest(files) == CheckpointFile("b.pt", 1, 2.0)
+    assert newest(files, failed={"b.pt"}) == CheckpointFile("a.pt", 9, 1.0)
+    assert newest(files, failed={"a.pt", "b.pt"}) is None
+    assert newest([]) is None
+
+
+def test_a_name_with_blanks_is_one_path() -> None:
+    """Pins the split on tabs alone: a glob's `*` matches names with blanks in them."""
+    assert parse_checkpoints("100\t5\tckpt/epoch 1 of 2.pt\n") == [
+        CheckpointFile("ckpt/epoch 1 of 2.pt", 5, 100.0)]

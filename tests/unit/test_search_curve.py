@@ -99,3 +99,21 @@ def test_the_best_is_said_after_a_quarter_half_three_quarters_and_all() -> None:
     assert checkpoints(4) == [1, 2, 3, 4]
     assert checkpoints(5) == [2, 3, 4, 5]
     assert checkpoints(10) == [3, 5, 8, 10]
+
+
+def test_a_value_that_is_no_number_or_infinite_draws_as_what_it_is() -> None:
+    """Pins the bars of values off any scale: NaN is `?`, +inf the top bar and -inf the bottom
+    one (not the top, nor the one above the bottom), beside a finite value's bar."""
+    points = curve([Told(0, "complete", 1.0, 1.0), Told(1, "complete", float("nan"), 2.0),
+                    Told(2, "complete", float("-inf"), 3.0),
+                    Told(3, "complete", float("inf"), 4.0)], maximize=True)
+    assert plot(points, maximize=True, width=4)[1] == "  value  █?▁█"
+
+
+def test_with_no_finite_value_a_shared_bar_is_still_its_best_by_direction() -> None:
+    """Pins the direction in the plot of a study with no finite value: a column holding +inf
+    and -inf draws the better one (top bar when maximized, bottom when minimized)."""
+    points = curve([Told(0, "complete", float("inf"), 1.0),
+                    Told(1, "complete", float("-inf"), 2.0)], maximize=True)
+    assert plot(points, maximize=True, width=1)[1] == "  value  █"
+    assert plot(points, maximize=False, width=1)[1] == "  value  ▁"

@@ -110,6 +110,25 @@ def test_search_edits_keep_the_files_amounts_and_come_back_from_the_state_file()
         assert lost.amounts == {} and lost.held == {}
 
 
+def test_a_persons_gpu_hours_and_unset_amounts_come_back_from_the_state_file() -> None:
+    """Pins the state file's gpu_hours (written and read under that key, as a number) and that
+    an amount left unset (null) or not a number there comes back unset, not as an error."""
+    manifest = phased()
+    edits = SearchEdits()
+    edits.set(manifest, "wide", (None, 3))
+    data = json.loads(json.dumps(edits.to_json()))
+    assert data["amounts"]["wide"] == {"now": {"trials": None, "gpu_hours": 3},
+                                       "manifest": {"trials": None, "gpu_hours": 2.0}}
+    again = SearchEdits()
+    again.restore(data)
+    assert again.amounts == {"wide": ((None, 3.0), (None, 2.0))}
+    assert again.apply(manifest).phase("wide").search.gpu_hours == 3.0  # type: ignore[union-attr]
+    odd = SearchEdits()
+    odd.restore({"amounts": {"tune": {"now": {"trials": "7", "gpu_hours": "2"},
+                                      "manifest": {"trials": 4, "gpu_hours": 1.5}}}})
+    assert odd.amounts == {"tune": ((None, None), (4, 1.5))}
+
+
 def test_amounts_go_only_to_the_phase_named_and_only_where_it_searches() -> None:
     manifest = phased()
     assert with_amounts(manifest, "prep", (3, None)) == manifest
@@ -255,6 +274,21 @@ def test_hold_and_release_of_a_search(tmp_path: Path) -> None:
     assert ctx.bus.alerts[-1]["message"] == ("phase tune: its search is released (release by "
                                              "me); it asks trials again")
     assert not release_search(ctx, "tune", "release")
+
+
+def test_edit_hold_and_release_are_told_as_info_in_full(tmp_path: Path) -> None:
+    """Pins the alerts a person's hand on a search raises: level info (the TUI and the log
+    colour and filter by it, a warning would read as trouble) and the hold's whole sentence."""
+    ctx = bed(tmp_path, phased())
+    set_search(ctx, SetSearch(phase="tune", trials=6))
+    hold_search(ctx, "tune", "hold by me")
+    release_search(ctx, "tune", "release by me")
+    said = [(a["level"], a["message"]) for a in ctx.bus.alerts]
+    assert said == [
+        ("info", "phase tune: the search now asks up to 6 trials (0 asked so far; edit)"),
+        ("info", "phase tune: its search is held (hold by me); it asks no new trial until "
+                 "released, and its trials out run to their end"),
+        ("info", "phase tune: its search is released (release by me); it asks trials again")]
 
 
 # ---- engine/commands/search_reload.py ------------------------------------------------------

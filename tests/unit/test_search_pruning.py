@@ -13,10 +13,11 @@ import math
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
-from eq_tui.api.events import JobPruned
+from eq_tui.api.events import JobPruned, JobStateChanged
 from eq_tui.api.model import JobState, JobStatus
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.tick.early_stop import EarlyStop
@@ -43,8 +44,8 @@ MEDIAN_SPEC = EarlyStopSpec(metric="val_acc", goal="max", rule="median")
 
 
 class Bed:
-    def __init__(self, tmp_path: Path, early: str = MEDIAN) -> None:
-        manifest = load_manifest_text(TEXT.replace("EARLY", early), "m.yaml")
+    def __init__(self, tmp_path: Path, early: str = MEDIAN, text: str = TEXT) -> None:
+        manifest = load_manifest_text(text.replace("EARLY", early), "m.yaml")
         self.ctx: RunContext = context(tmp_path, manifest, jobs=[
             JobState(id=s.id, phase=s.phase, cmd=s.cmd) for s in manifest.jobs])
         self.stopped: list[str] = []
@@ -52,7 +53,8 @@ class Bed:
         self.pruning = SearchPruning(self.ctx, self.search.studies,
                                      EarlyStop(self.ctx, self.stop))
         asyncio.run(self.search.start())
-        self.study = self.search.studies["main"]
+        [self.phase] = [p for p in manifest.phases if p.search is not None]
+        self.study = self.search.studies[self.phase.name]
         self.events = self.ctx.bus.subscribe()
 
     async def stop(self, job: JobState, reason: str) -> None:
@@ -60,7 +62,7 @@ class Bed:
 
     def trial(self, *reports: list[float], status: JobStatus = JobStatus.RUNNING) -> int:
         """Ask a trial; its seed jobs, in the ledger with these reports."""
-        search = self.ctx.manifest.phases[0].search
+        search = self.phase.search
         assert search is not None
         asked = self.study.ask()
         for spec, made in zip(trial_jobs(search, asked.number, asked.values), reports,
@@ -77,7 +79,7 @@ class Bed:
         asyncio.run(self.pruning.check())
 
     def told(self) -> dict[int, dict[int, float]]:
-        study = optuna.load_study(study_name="main", storage=JournalStorage(
+        study = optuna.load_study(study_name=self.phase.name, storage=JournalStorage(
             JournalFileBackend(str(self.ctx.run_dir.path / "optuna.journal"))))
         return {t.number: t.intermediate_values for t in study.trials}
 
@@ -221,3 +223,92 @@ def test_no_early_stop_tells_nothing(tmp_path: Path) -> None:
     bed.trial([0.5], [0.5])
     bed.check()
     assert bed.told() == {0: {}}
+
+
+def test_a_search_phase_after_one_without_a_search_is_still_told(tmp_path: Path) -> None:
+    """Pins that a phase with no search (or no early_stop) is skipped, not the end of the look."""
+    text = """
+project: p
+hosts: [{name: g1}]
+goal: {val_acc: max}
+EARLY
+phases:
+  - name: prep
+    jobs: [{id: prep1, cmd: prep}]
+  - name: tune
+    search: {space: {lr: {low: 0.001, high: 0.1}}, trials: 4, sampler: random, seed: 0}
+    template: {cmd: "train --lr ${lr}"}
+"""
+    bed = Bed(tmp_path, text=text)
+    number = bed.trial([0.5, 0.25])
+    bed.check()
+    assert bed.told() == {number: {1: 0.5, 2: 0.25}}
+
+
+def test_a_trial_with_nothing_new_reads_no_journal(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pins the step kept after the first look: a trial with no new report costs no Optuna
+    call (a journal read per trial per tick otherwise), running or with a seed not started."""
+    bed = Bed(tmp_path)
+    told = bed.trial([0.5], [0.5])
+    unstarted = bed.trial([0.5], [])
+    bed.check()
+    calls: list[int] = []
+    report = bed.study.report
+
+    def counted(number: int, values: list[tuple[int, float]], judge: bool = True) -> Reported:
+        calls.append(number)
+        return report(number, values, judge)
+
+    monkeypatch.setattr(bed.study, "report", counted)
+    bed.check()
+    bed.check()
+    assert calls == []
+    bed.job(told, 1).reports.append(0.5)
+    bed.job(told, 2).reports.append(0.5)
+    bed.job(unstarted, 2).reports.append(0.5)
+    bed.check()
+    assert sorted(calls) == [told, unstarted]
+    assert bed.told() == {told: {1: 0.5, 2: 0.5}, unstarted: {1: 0.5}}
+
+
+def test_a_verdict_is_kept_for_a_seed_that_starts_running_after_it(tmp_path: Path) -> None:
+    """Pins the kept verdict: a seed being relaunched (launching, its reports kept) when its
+    trial is pruned is stopped once it runs, with no new report to bring the verdict back."""
+    bed = Bed(tmp_path)
+    good = bed.trial([0.9], [0.9], status=JobStatus.COMPLETED)
+    bed.check()
+    bed.study.tell(good, "complete", 0.9)
+    bad = bed.trial([0.1], [0.1])
+    relaunched = bed.job(bad, 2)
+    relaunched.status = JobStatus.LAUNCHING
+    bed.check()
+    assert bed.stopped == [f"t{bad}_seed1"] and relaunched.status is JobStatus.LAUNCHING
+    relaunched.status = JobStatus.RUNNING
+    bed.check()
+    assert bed.stopped == [f"t{bad}_seed1", f"t{bad}_seed2"]
+    assert relaunched.status is JobStatus.PRUNED
+
+
+def test_a_waiting_seed_pruned_where_it_waits_drops_its_retry_and_says_why(
+        tmp_path: Path) -> None:
+    """Pins that a waiting seed of a pruned trial loses its retry time (else it would be
+    launched again) and that its status change carries the verdict."""
+    bed = Bed(tmp_path)
+    good = bed.trial([0.9], [0.9], status=JobStatus.COMPLETED)
+    bed.check()
+    bed.study.tell(good, "complete", 0.9)
+    bad = bed.trial([0.1], [0.1])
+    waiting = bed.job(bad, 2)
+    waiting.status = JobStatus.FAILED_OOM
+    waiting.retry_at = 100.0
+    bed.check()
+    assert waiting.status is JobStatus.PRUNED and waiting.retry_at is None
+    changes = []
+    while not bed.events.empty():
+        event = bed.events.get_nowait()
+        if isinstance(event, JobStateChanged) and event.job == waiting.id:
+            changes.append(event)
+    [change] = changes
+    assert change.new == str(JobStatus.PRUNED) and change.detail == waiting.reason
+    assert change.detail.startswith("pruned at report 1 by Optuna's MedianPruner")
