@@ -162,19 +162,28 @@ class Commands:
         return await self._each_job(lambda job: self._jobs.kill(job, stop))(command, command_id)
 
     async def _release(self, command: Release, command_id: str | None) -> CommandResult:
-        """Held jobs, or (`phase`) a phase the crash guard holds."""
+        """Held jobs, or (`phase`) a phase the crash guard or a person holds."""
         if command.phase is None:
             return await self._release_jobs(command, command_id)
+        return await self._phase_verb("release", command, command_id, self._release_phase)
+
+    def _release_phase(self, phase: str, by: str) -> str:
+        released = self.ctx.crash_guard.release(phase, by)
+        released = release_search(self.ctx, phase, by) or released
+        if released:
+            return "ok"
+        return "not held by the crash guard" + (" nor by a person" if phase in self._searching()
+                                                else "")
+
+    async def _phase_verb(self, verb: str, command: Hold | Release, command_id: str | None,
+                          act: Callable[[str, str], str]) -> CommandResult:
+        """`hold`/`release --phase`: `act(phase, by)` under the lock, its answer kept."""
         if command.job_ids:
-            return result(error="release takes job ids or a phase, not both")
+            return result(error=f"{verb} takes job ids or a phase, not both")
+        assert command.phase is not None
         async with self.door.lock:
-            by = f"release by {command.by}" if command.by else "release"
-            released = self.ctx.crash_guard.release(command.phase, by)
-            released = release_search(self.ctx, command.phase, by) or released
-            done = result({f"phase {command.phase}": "ok" if released else
-                           "not held by the crash guard" + (
-                               " nor by a person" if command.phase in self._searching()
-                               else "")})
+            by = f"{verb} by {command.by}" if command.by else verb
+            done = result({f"phase {command.phase}": act(command.phase, by)})
             self.door.persist()
             self._written(command_id, done)
         self.door.wake()
@@ -190,15 +199,8 @@ class Commands:
         """Waiting jobs, or (`phase`) the search of a phase."""
         if command.phase is None:
             return await self._hold_jobs(command, command_id)
-        if command.job_ids:
-            return result(error="hold takes job ids or a phase, not both")
-        async with self.door.lock:
-            by = f"hold by {command.by}" if command.by else "hold"
-            answer = hold_search(self.ctx, command.phase, by)
-            done = result({f"phase {command.phase}": answer})
-            self._written(command_id, done)
-        self.door.wake()
-        return done
+        return await self._phase_verb(
+            "hold", command, command_id, lambda phase, by: hold_search(self.ctx, phase, by))
 
     def _searching(self) -> set[str]:
         return {p.name for p in self.ctx.manifest.phases if p.search is not None}
