@@ -27,6 +27,7 @@ CONTRACT = f'checkpoint: {{path: "{CKPT}/${{id}}/epoch-*.pt", resume: "--resume 
 # checkpoint one saved is there for a restart on the other
 DISK = "work"
 EPOCH_FILE = re.compile(r"epoch-(\d+)\.pt")
+CLONE = "-chaos"  # the chaos driver's clones: <source>-chaos<n> (chaos.command_while_killed)
 # what a run's numbers depend on (the rest: its pace, memory and faults)
 NUMBERS = ("--epochs", "--seed", "--lr")
 
@@ -48,6 +49,9 @@ def judge_resumes(records: Mapping[str, list[dict[str, Any]]], runs: Iterable[Ru
     runs = list(runs)
     for host, recs in records.items():
         procs += processes(host, recs, [r for r in runs if r.host == host])
+    # a clone keeps no checkpoint contract (engine/commands/editing.py: its command saves
+    # where its source's does), so its restarts begin from scratch by design
+    procs = [proc for proc in procs if CLONE not in proc.job]
     return check_resumes(procs, dict.fromkeys(records, DISK), {DISK: checkpoint_files(work)},
                          reboots)
 
