@@ -54,6 +54,7 @@ class Harvest:
         self._noted: set[str] = set()  # collect's notes already alerted
         self._lines: dict[str, tuple[tuple[Any, ...], str]] = {}  # job id -> (its key, line)
         self._pending_since: dict[str, float] = {}  # job id -> when its metrics were awaited
+        self._series: dict[str, tuple[int, Any]] = {}  # job id -> (attempt, series) last read
 
     @property
     def path(self) -> Path:
@@ -165,12 +166,18 @@ class Harvest:
 
     def _apply(self, job: JobState, attempt: int, metrics: Metrics, sources: tuple[str, ...]
                ) -> None:
+        read = self._series.get(job.id)
+        if read is None and job.id in self.collected:
+            record = self.collected[job.id]
+            read = (int(record.get("attempt") or 0), record.get("series") or {})
+        current = next((a for a in job.history if a.n == attempt), None)
+        if current is not None and current.resumed_from and read and read[0] < attempt:
+            # it went on from a checkpoint: its series continues the attempts' before it
+            metrics = continued(read[1], metrics)
+        if read is None or read[0] <= attempt:
+            self._series[job.id] = (attempt, metrics)  # read late: still what a resume carries
         if job.current is None or job.current.n != attempt:
             return  # a newer attempt started meanwhile: its own exit is collected
-        before = self.collected.get(job.id)
-        if job.current.resumed_from and before and int(before.get("attempt") or 0) < attempt:
-            # it went on from a checkpoint: its series continues the attempts' before it
-            metrics = continued(before.get("series") or {}, metrics)
         self.collected[job.id] = make_record(
             job_id=job.id, phase=job.phase, params=job.params, attempt=attempt,
             status=str(job.status), metrics=metrics, sources=sources,
