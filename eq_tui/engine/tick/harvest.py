@@ -174,8 +174,11 @@ class Harvest:
         if current is not None and current.resumed_from and read and read[0] < attempt:
             # it went on from a checkpoint: its series continues the attempts' before it
             metrics = continued(read[1], metrics)
-        if read is None or read[0] <= attempt:
-            self._series[job.id] = (attempt, metrics)  # read late: still what a resume carries
+        spec = self.ctx.ledger.specs.get(job.id)
+        if spec is not None and spec.checkpoint is not None and (read is None
+                                                                or read[0] <= attempt):
+            # read late: still what a resume carries (kept only where a resume can happen)
+            self._series[job.id] = (attempt, metrics)
         if job.current is None or job.current.n != attempt:
             return  # a newer attempt started meanwhile: its own exit is collected
         self.collected[job.id] = make_record(
