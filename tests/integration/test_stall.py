@@ -127,7 +127,9 @@ async def test_a_silent_job_on_idle_gpus_is_marked_stalled_and_keeps_running(
     manifest = make_manifest(tmp_path, [job("hung", HUNG, stall_after=1.0)])
     run = await start_engine(manifest, tmp_path / "run", exit_when_done=False)
     try:
-        await run.wait_for(lambda: run.engine.jobs["hung"].stalled_since is not None)
+        # the event reaches the collector a loop turn after the ledger records the stall
+        await run.wait_for(lambda: bool(stalls(run, "hung")))
+        assert run.engine.jobs["hung"].stalled_since is not None
         stalled = stalls(run, "hung")[0]
         assert set(stalled.signs) == {"log_silent", "gpus_idle"}
         assert stalled.action == "alert" and stalled.silent_s >= 1.0

@@ -52,6 +52,7 @@ class EngineRun:
     events: list[Event] = field(default_factory=list)
     task: asyncio.Task[int] | None = None
     notifier: Notifier | None = None
+    queue: asyncio.Queue[Event] | None = None
 
     @property
     def state(self) -> dict[str, Any]:
@@ -76,6 +77,12 @@ class EngineRun:
         return [(e.old, e.new) for e in self.events
                 if getattr(e, "job", None) == job_id and e.type == "job_state_changed"]
 
+    def take_events(self) -> None:
+        """Move what the engine has published into `events` now: an event published in the
+        same step as a state change otherwise reaches the collector a loop turn later."""
+        while self.queue is not None and not self.queue.empty():
+            self.events.append(self.queue.get_nowait())
+
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
         deadline = asyncio.get_running_loop().time() + timeout
         while not predicate():
@@ -88,6 +95,8 @@ class EngineRun:
                 jobs = [(j.id, str(j.status)) for j in self.engine.jobs.values()]
                 raise AssertionError(f"timed out; jobs: {jobs}")
             await asyncio.sleep(0.05)
+            self.take_events()
+        self.take_events()
 
     async def ticks_pass(self, count: int = 3, timeout: float = 30.0) -> None:
         """Wait until `count` more full ticks have begun (so at least `count - 1` have probed,
@@ -99,6 +108,7 @@ class EngineRun:
             if asyncio.get_running_loop().time() > deadline:
                 raise AssertionError(f"{count} ticks did not pass in {timeout}s")
             await asyncio.sleep(0.02)
+        self.take_events()
 
     def status(self, job_id: str) -> str:
         return str(self.engine.jobs[job_id].status)
@@ -114,8 +124,8 @@ async def start_engine(manifest: Manifest, run_dir: Path, *, poll: float = 0.2,
                        ssh_config: str | None = None, await_command: float = 0.0) -> EngineRun:
     engine = Engine(manifest, run_dir, make_hosts(manifest, run_dir, ssh_config=ssh_config),
                     poll=poll, exit_when_done=exit_when_done, await_command=await_command)
-    run = EngineRun(engine=engine, manifest=manifest, run_dir=run_dir)
     queue = engine.subscribe()
+    run = EngineRun(engine=engine, manifest=manifest, run_dir=run_dir, queue=queue)
 
     async def collect() -> None:
         while True:
@@ -129,8 +139,7 @@ async def start_engine(manifest: Manifest, run_dir: Path, *, poll: float = 0.2,
     run.task = asyncio.create_task(engine.run())
 
     def finished(_: object) -> None:
-        while not queue.empty():
-            run.events.append(queue.get_nowait())
+        run.take_events()
         collector.cancel()
 
     run.task.add_done_callback(finished)
