@@ -97,7 +97,7 @@ class Engine:
         self.persistence = Persistence(self.ctx)
         self.launcher = Launcher(self.ctx, self.lock, self.persistence.persist, self.pacing)
         self.reconciler = Reconciler(self.ctx, self.gpu_health.note_fault, self.launcher.stops)
-        self.stall = StallWatch(self.ctx, self.launcher.stop_session, self.reconciler.apply_verdict)
+        self.stall = StallWatch(self.ctx, self.launcher.stops, self.reconciler.apply_verdict)
         self.early_stop = EarlyStop(self.ctx, self.launcher.stop_session)
         self.preempt = Preempter(self.ctx, self.launcher.stops, self.observation)
         self.observation.follow = self.early_stop.offsets

@@ -146,10 +146,7 @@ def write_manifest(bed: SshBed, work: Path, path: Path, n_jobs: int, seed: int,
         check = "" if behaviour in ("fails",) else ", output_check: 'out/${JOB_ID}.json'"
         shape = {"packed": f", mem_mib: {PACKED_MIB}", "multi": ", gpus_per_job: 2",
                  "hung": f", stall_after: {HUNG_STALL_S}s, on_stall: restart"}.get(behaviour, "")
-        # a hung job saves no checkpoint: with them its stall restart was lost in 2 of 3
-        # fresh-clone runs under load (stuck exit_nonzero, no second run), not explained yet
-        saves = "" if behaviour == "hung" else f" {SAVE_FLAGS}"
-        cmd = f"{command_for(behaviour, rng)}{saves} --seed {i}"  # alike jobs: their seeds
+        cmd = f"{command_for(behaviour, rng)} {SAVE_FLAGS} --seed {i}"  # alike jobs: seeds
         if behaviour == "oom_once" and i % 2:  # half of them run out at a step: resumed
             cmd += " --oom-after 1"
         if cmds is not None:

@@ -83,7 +83,7 @@ def final_metric_mismatches(jobs: Mapping[str, str], restarted: Iterable[str],
     checked, found = 0, []
     for job in sorted(set(restarted) & set(jobs)):
         if "--checkpoint-dir" not in jobs[job]:
-            continue  # it saves nothing: a restart runs other numbers (the hung jobs)
+            continue  # it saves nothing: a restart runs other numbers by design
         output = read_output(work / "out" / f"{job}.json")
         if output is None:
             continue

@@ -3,8 +3,10 @@ simulated GPUs (hung, NCCL-hung and quietly busy fake jobs)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -248,11 +250,56 @@ async def test_on_an_injected_clock_a_job_is_stalled_after_its_window_and_restar
     await engine.tick()
     assert job.status == "running"  # restart comes a second window after the stall
     host.now += 1
-    await engine.tick()
+    await engine.tick()  # marks the attempt (on disk) and stops it beside the ticks
+    assert job.history[0].failure_class == "stalled" and job.retries_by_class == {}
+    saved = json.loads((tmp_path / "run" / "queue_state.json").read_text())
+    assert saved["jobs"][0]["history"][0]["failure_class"] == "stalled"  # before the signal
+    await engine.launcher.stops.settle()
     assert host.kills == [job.history[0].session]
-    assert job.history[0].failure_class == "stalled" and job.retries_by_class == {"stalled": 1}
+    assert job.status == "pending" and job.retries_by_class == {"stalled": 1}
     await engine.tick()
     assert job.status == "running" and job.gpus == [1]  # attempt 2, not on GPU 0
+    engine.ctx.run_dir.release_lock()
+
+
+async def test_a_stall_stop_whose_answer_is_lost_still_restarts_the_job(tmp_path: Path) -> None:
+    """The host ends the stalled session but its answer never comes back (a cut link; or the
+    engine died during the stop): the session's exit by the stop's signal is the stall's
+    restart, never an ordinary `exit_nonzero` that leaves the job stuck (the chaos run's lost
+    hung job). Red before the stop was marked: the job ended stuck, exit_nonzero."""
+    from eq_tui.engine.engine import Engine
+    from eq_tui.errors import HostError
+    from eq_tui.manifest.model import HostSpec, JobSpec, Manifest
+    from tests.support.memory_host import MemoryHost
+
+    class LostAnswer(MemoryHost):
+        async def kill(self, session: str, attempt_dir: str, launcher: Any, reason: str = "",
+                       stop: Any = None) -> Any:
+            self.kills.append(session)
+            self.finish(self.sessions[attempt_dir].request.job_id, 143)
+            raise HostError(f"{self.name}: connection lost")
+
+    source = tmp_path / "m.yaml"
+    source.touch()
+    manifest = Manifest(project="p", source=str(source), hosts=(HostSpec(name="m"),),
+                        jobs=(JobSpec(id="a", phase="main", cmd="train", stall_after=10.0,
+                                      on_stall="restart"),))
+    host = LostAnswer("m", gpus=2)
+    engine = Engine(manifest, tmp_path / "run", {"m": host},  # type: ignore[dict-item]
+                    clock=lambda: host.now, watch=False)
+    await engine.start(preflight=False)
+    await engine.tick()
+    job = engine.jobs["a"]
+    while not host.kills:  # running, then stalled, then a window later stopped
+        host.now += 11
+        await engine.tick()
+        await engine.launcher.stops.settle()
+    assert host.kills == [job.history[0].session] and job.status == "running"
+    await engine.tick()  # the judge sees the marked attempt ended: the stall's verdict
+    assert job.history[0].failure_class == "stalled" and job.history[0].exit_code == 143
+    assert job.retries_by_class == {"stalled": 1}
+    await engine.tick()
+    assert job.status == "running" and len(host.launches) == 2
     engine.ctx.run_dir.release_lock()
 
 

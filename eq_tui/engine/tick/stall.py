@@ -17,13 +17,15 @@ is enough then.
 
 on_stall: `alert` marks the job and says so; `restart` and `kill` also act once it has been
 stalled for another window (at once on a hang line): restart requeues it as failure class
-`stalled` (its own budget, STALL_RETRIES), kill stops it for a person.
+`stalled` (its own budget, STALL_RETRIES), kill stops it for a person. The stop is marked on
+the attempt (on disk) before its signal and runs beside the ticks (tick/stops.py); the verdict
+is applied once the session has ended, by whichever engine sees it end.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from eq_tui.api.events import JobStalled
@@ -31,8 +33,8 @@ from eq_tui.api.model import FailureClass, JobState, JobStatus
 from eq_tui.api.progress_line import progress_fraction
 from eq_tui.engine.context import RunContext
 from eq_tui.engine.tick.judge import Verdict
-from eq_tui.errors import HostError
-from eq_tui.hosts.base import AttemptProbe, HostSnapshot
+from eq_tui.engine.tick.stops import BackgroundStops, StopKind
+from eq_tui.hosts.base import PERSON_STOP, AttemptProbe, HostSnapshot, Stop, Stopped
 from eq_tui.present.durations import format_duration
 
 IDLE_UTIL_PCT = 5
@@ -101,17 +103,18 @@ class Track:
         return signs
 
 
-StopSession = Callable[[JobState], Awaitable[None]]
 ApplyVerdict = Callable[[JobState, Verdict], None]
 
 
 class StallWatch:
-    def __init__(self, ctx: RunContext, stop_session: StopSession,
+    def __init__(self, ctx: RunContext, stops: BackgroundStops,
                  apply_verdict: ApplyVerdict) -> None:
         self.ctx = ctx
-        self.stop_session = stop_session
+        self.stops = stops
         self.apply_verdict = apply_verdict
         self.tracks: dict[str, Track] = {}
+        stops.kinds[FailureClass.STALLED] = StopKind(stop=self._stop, why=self._why,
+                                                    finish=self._stopped)
 
     async def check(self, probed: set[str]) -> None:
         """Judge the running jobs of the hosts probed this tick."""
@@ -186,16 +189,26 @@ class StallWatch:
 
     async def _act(self, job: JobState, track: Track, signs: list[str], action: str,
                    now: float) -> None:
-        try:
-            await self.stop_session(job)
-        except HostError as exc:
-            self.ctx.bus.alert("warning", f"{job.id}: stalled, but its session could not be "
-                               f"stopped: {exc}", host=job.host, job=job.id)
-            return
-        detail = self._detail(track, signs, now)
+        """Mark the attempt and stop it beside the ticks; `_stopped` gives the verdict."""
         self._publish(job, track, signs, action, now)
         del self.tracks[job.id]
-        self.ctx.ledger.update(job, stalled_since=None)
+        # the reason is on disk with the mark: an engine that finds the stop ended says why
+        self.ctx.ledger.update(job, stalled_since=None, reason=self._detail(track, signs, now))
+        self.stops.begin(job, self._stop(job), mark=FailureClass.STALLED)
+
+    def _stop(self, _job: JobState) -> Stop:
+        return PERSON_STOP  # a hung job saves nothing: no checkpoint grace to wait out
+
+    def _why(self, job: JobState) -> str:
+        return job.reason or "stalled"
+
+    def _stopped(self, job: JobState, stopped: Stopped) -> None:
+        """The stalled attempt's session has ended: restart the job (its own budget), leave it
+        for a person once that is spent, or kill it, as its `on_stall` says."""
+        self.stops.record_end(job, stopped)
+        spec = self.ctx.ledger.specs.get(job.id)
+        action = spec.on_stall if spec is not None else "restart"
+        detail = job.reason or "stalled"
         used = job.retries_by_class.get(FailureClass.STALLED, 0)
         if action == "restart" and used < STALL_RETRIES:
             verdict = Verdict(JobStatus.PENDING, FailureClass.STALLED,
