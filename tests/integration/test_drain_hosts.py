@@ -91,6 +91,10 @@ async def test_drain_stops_launches_there_and_undrain_gives_the_host_back(
                                            if t > returned]) >= 3), 90, "beta's starts")
         late = {a: t for a, t in starts(bed_work, "alpha").items() if t > returned}
         assert late == {}, f"started on the drained host after the drain returned: {late}"
+        # what still waits waits on until alpha is given back: beta alone must not empty the
+        # queue before the undrain (it did, on a loaded box)
+        code, out, err = await eq("hold", run_dir, "--filter", "status:pending")
+        assert code == 0, (out, err)
         for wrong, words in ((["gamma"], "no host 'gamma'"),
                              (["beta", "--gpus", "5"], "beta has no GPU 5 of ours")):
             code, out, err = await eq("drain", run_dir, *wrong)
@@ -101,6 +105,8 @@ async def test_drain_stops_launches_there_and_undrain_gives_the_host_back(
         code, out, err = await eq("undrain", run_dir, "alpha")
         given_back = time.time()
         assert code == 0 and "undrain alpha: done" in out, (out, err)
+        code, out, err = await eq("release", run_dir, "--filter", "status:held")
+        assert code == 0, (out, err)
         await wait_until(lambda: _any(any(t > given_back for t in
                                           starts(bed_work, "alpha").values())),
                          90, "a start on alpha after undrain")
