@@ -303,6 +303,53 @@ async def test_a_stall_stop_whose_answer_is_lost_still_restarts_the_job(tmp_path
     engine.ctx.run_dir.release_lock()
 
 
+async def test_a_job_given_its_grace_to_save_is_never_called_stalled(tmp_path: Path) -> None:
+    """A job being stopped (a preemption's or a drain's grace to write its checkpoint) is
+    silent by right: however long the grace, the stall watch neither flags nor restarts it."""
+    import asyncio
+
+    from eq_tui.engine.engine import Engine
+    from eq_tui.hosts.base import Stop
+    from eq_tui.manifest.model import HostSpec, JobSpec, Manifest
+    from tests.support.memory_host import MemoryHost
+
+    class SlowSave(MemoryHost):
+        saved = asyncio.Event()
+
+        async def kill(self, session: str, attempt_dir: str, launcher: Any, reason: str = "",
+                       stop: Any = None) -> Any:
+            self.kills.append(session)
+            await self.saved.wait()
+            return await super().kill(session, attempt_dir, launcher, reason)
+
+    source = tmp_path / "m.yaml"
+    source.touch()
+    manifest = Manifest(project="p", source=str(source), hosts=(HostSpec(name="m"),),
+                        jobs=(JobSpec(id="a", phase="main", cmd="train", stall_after=10.0,
+                                      on_stall="restart"),))
+    host = SlowSave("m", gpus=1)
+    engine = Engine(manifest, tmp_path / "run", {"m": host},  # type: ignore[dict-item]
+                    clock=lambda: host.now, watch=False)
+    events = engine.subscribe()
+    await engine.start(preflight=False)
+    await engine.tick()
+    await engine.tick()
+    job = engine.jobs["a"]
+    assert job.status == "running"
+    stop = engine.launcher.stops.begin(job, Stop(grace_s=600))
+    for _ in range(6):  # a minute of silence: six windows
+        host.now += 11
+        await engine.tick()
+    assert job.stalled_since is None and len(host.kills) == 1
+    seen = [events.get_nowait() for _ in range(events.qsize())]
+    assert not [e for e in seen if isinstance(e, JobStalled)]
+    host.saved.set()
+    assert stop is not None
+    await stop
+    assert job.status == "pending" and job.history[0].failure_class == "requeued"
+    engine.ctx.run_dir.release_lock()
+
+
 @pytest.mark.integration
 async def test_a_clone_keeps_its_sources_stall_watch(tmp_path: Path) -> None:
     """The stall watch reads the ledger's spec of a job made at run time, not the manifest's

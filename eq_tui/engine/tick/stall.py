@@ -142,6 +142,8 @@ class StallWatch:
         probe = snap.attempts.get(job.id)
         if probe is None or probe.exit_code is not None or not probe.pid_alive:
             return
+        if job.current is not None and job.current.failure_class in self.stops.kinds:
+            return  # being stopped (a stall's, a preemption's, a drain's): silent by right
         track = self._track(job, probe, now)
         track.observe(probe, own_utilisation(snap, job.gpus, probe.pgid), now)
         await self._judge(job, track, now)
