@@ -126,8 +126,11 @@ def stand_in(cards: list[Card], *, init_fails: bool = False,
     return nvml  # type: ignore[no-any-return]
 
 
+# pids above any pid_max (2**22): no live process of the machine running the test has them,
+# so the reader finds no process group for them (4343 once did)
 CARDS = [
-    Card(b"GPU-aaaa", b"NVIDIA A100-SXM4-80GB", 1200, 81920, 97, [(4242, 1100), (4343, None)]),
+    Card(b"GPU-aaaa", b"NVIDIA A100-SXM4-80GB", 1200, 81920, 97,
+         [(4194342, 1100), (4194343, None)]),
     Card("GPU-bbbb", "NVIDIA A100-SXM4-80GB", 0, 81920, 0),
     Card("GPU-cccc", "NVIDIA T4", None, 15360, None, None),
 ]
@@ -149,7 +152,8 @@ async def test_the_reader_turns_nvml_answers_into_readings(fake_nvml: Any) -> No
         GpuReading(1, "GPU-bbbb", "NVIDIA A100-SXM4-80GB", 0, 81920, 0),
         GpuReading(2, "GPU-cccc", "NVIDIA T4", None, None, None),
     ]
-    assert processes == [GpuProcess(4242, "GPU-aaaa", 1100), GpuProcess(4343, "GPU-aaaa", None)]
+    assert processes == [GpuProcess(4194342, "GPU-aaaa", 1100),
+                         GpuProcess(4194343, "GPU-aaaa", None)]
     # memory it cannot read: no reading (so no launch there) and a warning naming the GPU
     assert warnings == ["GPU 2: memory not readable (Not Supported); no launches on it"]
 
@@ -267,7 +271,7 @@ async def test_a_local_probe_carries_the_nvml_readings(fake_nvml: Any, tmp_path:
     assert snapshot.ok, snapshot.error
     assert [g.uuid for g in snapshot.gpus] == ["GPU-aaaa", "GPU-bbbb", "GPU-cccc"]
     assert snapshot.gpus[0].memory_used_mib == 1200 and snapshot.gpus[2].memory_used_mib is None
-    assert [p.pid for p in snapshot.processes] == [4242, 4343]
+    assert [p.pid for p in snapshot.processes] == [4194342, 4194343]
     assert "GPU 2: memory not readable (Not Supported); no launches on it" in snapshot.warnings
 
 
