@@ -3,6 +3,7 @@ simulated GPUs (hung, NCCL-hung and quietly busy fake jobs)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -13,10 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eq_tui.api.events import JobStalled
+from eq_tui.engine.engine import Engine
 from eq_tui.engine.tick.stall import DEFAULT_FLOOR_S, Track, own_utilisation
-from eq_tui.hosts.base import AttemptProbe, GpuProcess, GpuReading, HostSnapshot
+from eq_tui.errors import HostError
+from eq_tui.hosts.base import AttemptProbe, GpuProcess, GpuReading, HostSnapshot, Stop
+from eq_tui.manifest.model import HostSpec, JobSpec, Manifest
 from eq_tui.sim.state import run_intervals
 from tests.support.engine_run import job, make_manifest, sim_hosts, start_engine
+from tests.support.memory_host import MemoryHost
 
 
 def probe(size: int, line: str = "") -> AttemptProbe:
@@ -219,21 +224,23 @@ async def test_an_nccl_watchdog_line_is_a_stall_at_once_and_kill_stops_it(
 
 # ---- the engine with an injected clock (an in-memory host: deterministic) ----------------------
 
-async def test_on_an_injected_clock_a_job_is_stalled_after_its_window_and_restarted_after_two(
-        tmp_path: Path) -> None:
-    from eq_tui.engine.engine import Engine
-    from eq_tui.manifest.model import HostSpec, JobSpec, Manifest
-    from tests.support.memory_host import MemoryHost
-
+async def clocked_engine(tmp_path: Path, host: MemoryHost, stall_after: float) -> Engine:
+    """An engine on `host` alone, on its clock, running one job `a` that a stall restarts."""
     source = tmp_path / "m.yaml"
     source.touch()
     manifest = Manifest(project="p", source=str(source), hosts=(HostSpec(name="m"),),
-                        jobs=(JobSpec(id="a", phase="main", cmd="train", stall_after=60.0,
+                        jobs=(JobSpec(id="a", phase="main", cmd="train", stall_after=stall_after,
                                       on_stall="restart"),))
-    host = MemoryHost("m", gpus=2)  # its GPUs read 0 % utilisation
     engine = Engine(manifest, tmp_path / "run", {"m": host},  # type: ignore[dict-item]
                     clock=lambda: host.now, watch=False)
     await engine.start(preflight=False)
+    return engine
+
+
+async def test_on_an_injected_clock_a_job_is_stalled_after_its_window_and_restarted_after_two(
+        tmp_path: Path) -> None:
+    host = MemoryHost("m", gpus=2)  # its GPUs read 0 % utilisation
+    engine = await clocked_engine(tmp_path, host, 60.0)
     await engine.tick()
     job = engine.jobs["a"]
     host.current("a").log.append("epoch 1/10")
@@ -267,11 +274,6 @@ async def test_a_stall_stop_whose_answer_is_lost_still_restarts_the_job(tmp_path
     engine died during the stop): the session's exit by the stop's signal is the stall's
     restart, never an ordinary `exit_nonzero` that leaves the job stuck (the chaos run's lost
     hung job). Red before the stop was marked: the job ended stuck, exit_nonzero."""
-    from eq_tui.engine.engine import Engine
-    from eq_tui.errors import HostError
-    from eq_tui.manifest.model import HostSpec, JobSpec, Manifest
-    from tests.support.memory_host import MemoryHost
-
     class LostAnswer(MemoryHost):
         async def kill(self, session: str, attempt_dir: str, launcher: Any, reason: str = "",
                        stop: Any = None) -> Any:
@@ -279,15 +281,8 @@ async def test_a_stall_stop_whose_answer_is_lost_still_restarts_the_job(tmp_path
             self.finish(self.sessions[attempt_dir].request.job_id, 143)
             raise HostError(f"{self.name}: connection lost")
 
-    source = tmp_path / "m.yaml"
-    source.touch()
-    manifest = Manifest(project="p", source=str(source), hosts=(HostSpec(name="m"),),
-                        jobs=(JobSpec(id="a", phase="main", cmd="train", stall_after=10.0,
-                                      on_stall="restart"),))
     host = LostAnswer("m", gpus=2)
-    engine = Engine(manifest, tmp_path / "run", {"m": host},  # type: ignore[dict-item]
-                    clock=lambda: host.now, watch=False)
-    await engine.start(preflight=False)
+    engine = await clocked_engine(tmp_path, host, 10.0)
     await engine.tick()
     job = engine.jobs["a"]
     while not host.kills:  # running, then stalled, then a window later stopped
@@ -306,13 +301,6 @@ async def test_a_stall_stop_whose_answer_is_lost_still_restarts_the_job(tmp_path
 async def test_a_job_given_its_grace_to_save_is_never_called_stalled(tmp_path: Path) -> None:
     """A job being stopped (a preemption's or a drain's grace to write its checkpoint) is
     silent by right: however long the grace, the stall watch neither flags nor restarts it."""
-    import asyncio
-
-    from eq_tui.engine.engine import Engine
-    from eq_tui.hosts.base import Stop
-    from eq_tui.manifest.model import HostSpec, JobSpec, Manifest
-    from tests.support.memory_host import MemoryHost
-
     class SlowSave(MemoryHost):
         saved = asyncio.Event()
 
@@ -322,16 +310,9 @@ async def test_a_job_given_its_grace_to_save_is_never_called_stalled(tmp_path: P
             await self.saved.wait()
             return await super().kill(session, attempt_dir, launcher, reason)
 
-    source = tmp_path / "m.yaml"
-    source.touch()
-    manifest = Manifest(project="p", source=str(source), hosts=(HostSpec(name="m"),),
-                        jobs=(JobSpec(id="a", phase="main", cmd="train", stall_after=10.0,
-                                      on_stall="restart"),))
     host = SlowSave("m", gpus=1)
-    engine = Engine(manifest, tmp_path / "run", {"m": host},  # type: ignore[dict-item]
-                    clock=lambda: host.now, watch=False)
+    engine = await clocked_engine(tmp_path, host, 10.0)
     events = engine.subscribe()
-    await engine.start(preflight=False)
     await engine.tick()
     await engine.tick()
     job = engine.jobs["a"]
