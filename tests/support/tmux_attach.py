@@ -35,9 +35,12 @@ def wait_for_screen(socket: str, predicate: Callable[[str], bool],
 
 
 def quit_ui(socket: str) -> str:
-    """Quit the UI in the pane (q, then y) and return the screen once it says its EXIT=."""
+    """Quit the UI in the pane (q, then y) and return the screen once it says its EXIT=. An
+    attached UI whose engine finished its queue meanwhile has closed by itself: its screen."""
     tmux(socket, "send-keys", "q")
-    wait_for_screen(socket, lambda s: "Quit (y)" in s)
+    screen = wait_for_screen(socket, lambda s: "Quit (y)" in s or "EXIT=" in s)
+    if "EXIT=" in screen:
+        return screen
     tmux(socket, "send-keys", "y")
     return wait_for_screen(socket, lambda s: "EXIT=" in s)
 
