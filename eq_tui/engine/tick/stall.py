@@ -182,15 +182,15 @@ class StallWatch:
         acting = on_stall in ("restart", "kill") and stalled_since is not None and (
             bool(track.hang_line) or now - stalled_since >= window)
         if acting:
-            await self._act(job, track, signs, on_stall, now)
+            self._act(job, track, signs, on_stall, now)
 
     def _recovered(self, job: JobState, track: Track, now: float) -> None:
         self.ctx.ledger.update(job, stalled_since=None, silent_since=None)
         self.ctx.ledger.changed(job)
         self._publish(job, track, [], "recovered", now)
 
-    async def _act(self, job: JobState, track: Track, signs: list[str], action: str,
-                   now: float) -> None:
+    def _act(self, job: JobState, track: Track, signs: list[str], action: str,
+             now: float) -> None:
         """Mark the attempt and stop it beside the ticks; `_stopped` gives the verdict."""
         self._publish(job, track, signs, action, now)
         del self.tracks[job.id]
@@ -210,7 +210,7 @@ class StallWatch:
         self.stops.record_end(job, stopped)
         spec = self.ctx.ledger.specs.get(job.id)
         action = spec.on_stall if spec is not None else "restart"
-        detail = job.reason or "stalled"
+        detail = self._why(job)
         used = job.retries_by_class.get(FailureClass.STALLED, 0)
         if action == "restart" and used < STALL_RETRIES:
             verdict = Verdict(JobStatus.PENDING, FailureClass.STALLED,
