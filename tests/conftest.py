@@ -13,8 +13,22 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.direct_python import put_interpreters_first
 from tests.support.remote_eq import check_eq_tui_runs_there, install_eq_tui
 from tests.support.sshbed import USER, SshBed
+
+_DIRECT_PYTHON = pytest.StashKey["Path | None"]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # before the xdist workers start, so they and everything they run inherit the PATH
+    config.stash[_DIRECT_PYTHON] = put_interpreters_first()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_DIRECT_PYTHON, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
