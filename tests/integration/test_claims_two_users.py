@@ -56,6 +56,17 @@ def bed() -> Iterator[SshBed]:
     ssh_bed.close()
 
 
+@pytest.fixture(autouse=True)
+def no_wants_of_ended_engines(bed: SshBed) -> None:
+    """Each test starts without the want and turn files of the module's earlier tests. A want
+    file outlives its engine by up to 3 of its polls + 10 s (freshness is how the want of an
+    engine that died expires; an engine whose queue is killed ends before a probe clears it),
+    and a test that starts in that time sees its launches yield to an engine that has ended."""
+    for host in bed.hosts.values():
+        for leftover in [*host.claims.glob("w.*"), *host.claims.glob("y.*")]:
+            leftover.unlink(missing_ok=True)
+
+
 def manifest(bed: SshBed, tmp: Path, user: str, project: str, launcher: str,
              mem_mib: int | None, jobs: int = JOBS, staggered: bool = False,
              epoch_s: float = 1.0) -> Path:
