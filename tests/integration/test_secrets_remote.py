@@ -14,6 +14,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,9 +52,13 @@ BED_HOSTS = [("gpu", 1, 24576, "Sim RTX")]
 BED_WITH_EQ_TUI = ("gpu",)
 
 
+_begun: dict[str, float] = {}  # project: when its test began (its secrets are new then)
+
+
 @pytest.fixture
 def project() -> Iterator[str]:
     name = f"secret_{secrets.token_hex(3)}"
+    _begun[name] = time.time() - 2  # a margin for the file system's clock
     yield name
     shutil.rmtree(eq_home() / "runs" / name, ignore_errors=True)
 
@@ -98,7 +103,7 @@ def _check_nothing_holds(values: tuple[str, str], project: str) -> None:
     assert "EQ_REMOTE_INLINE:" in copy and '"from_env": "EQ_REMOTE_INLINE"' in copy
     assert (directory / "run" / "engine.log").exists()
     for value in values:
-        assert files_holding(eq_home(), value.encode()) == []
+        assert files_holding(eq_home(), value.encode(), since=_begun[project]) == []
         assert command_lines_holding(value.encode()) == []
     got = (directory / "got.sha").read_text().strip()
     assert got == hashlib.sha256(":".join(values).encode()).hexdigest()  # the job had both

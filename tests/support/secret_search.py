@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 
-def files_holding(root: Path, value: bytes) -> list[str]:
+def files_holding(root: Path, value: bytes, since: float | None = None) -> list[str]:
+    """Files under root holding value; with `since` (a time.time()), only those written since:
+    a secret made for one test can be in no older file, and a home the whole suite shares
+    holds every earlier test's run."""
     found = []
     for path in root.rglob("*"):
         try:
-            if path.is_file() and not path.is_symlink() and value in path.read_bytes():
+            info = path.lstat()
+            if not stat.S_ISREG(info.st_mode) or (since is not None and info.st_mtime < since):
+                continue
+            if value in path.read_bytes():
                 found.append(str(path))
         except OSError:
-            continue  # a socket or fifo
+            continue  # gone meanwhile
     return found
 
 
