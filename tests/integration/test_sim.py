@@ -374,8 +374,8 @@ def test_sim_bin_dir_has_executables() -> None:
 def test_the_shell_fast_path_answers_exactly_as_the_python_stand_in(tmp_path: Path) -> None:
     """nvidia-smi answers the probe's two queries in sh/awk; _nvidia_smi.py defines the
     behaviour. Same state, same answers: running, lingering and expired records on several
-    GPUs, one process on two GPUs, a legacy record name, a base allocation, every field the
-    fast path knows."""
+    GPUs, one process on two GPUs, a legacy record name, a base allocation, someone else's
+    processes, every field the fast path knows."""
     state = tmp_path / "state"
     init_sim_state(state, host="fast", gpus=3, memory_mib=16000, base_mib=7)
     procs = state / "procs"
@@ -397,19 +397,32 @@ def test_the_shell_fast_path_answers_exactly_as_the_python_stand_in(tmp_path: Pa
         (procs / "3999004.json").write_text(json.dumps(  # the layout before one file per GPU
             {"pid": 3_999_004, "gpu": 1, "mib": 700, "linger_until": now + 300}))
         env = {**os.environ, "EQ_SIM_STATE": str(state)}
+        # the fast path must answer by itself: a python3 that fails stands first on its PATH
+        no_python = tmp_path / "no-python"
+        no_python.mkdir()
+        (no_python / "python3").write_text("#!/bin/sh\nexit 97\n")
+        (no_python / "python3").chmod(0o755)
+        fast_env = {**env, "PATH": f"{no_python}:{os.environ['PATH']}"}
         queries = ["--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu",
                    "--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu,"
                    "power.draw", "--query-gpu=memory.used,index", "--query-gpu=gpu_name, gpu_uuid",
                    "--query-compute-apps=pid,gpu_uuid,used_memory",
                    "--query-compute-apps=used_gpu_memory,process_name,gpu_name,pid"]
-        for query in queries:
-            args = [query, "--format=csv,noheader,nounits"]
-            fast = subprocess.run(["sh", NVSMI, *args], env=env, capture_output=True,
-                                  text=True, check=True).stdout
-            slow = subprocess.run([sys.executable, str(BIN / "_nvidia_smi.py"), *args],
-                                  env=env, capture_output=True, text=True, check=True).stdout
-            assert fast == slow, query
-            assert fast.strip()
+        # someone else's processes: none, then two on one GPU and one on another
+        for foreign in ([], [{"gpu": 0, "mib": 1000}, {"gpu": 2, "mib": 4000},
+                             {"gpu": 0, "mib": 250}]):
+            set_foreign(state, foreign)
+            for query in queries:
+                args = [query, "--format=csv,noheader,nounits"]
+                fast = subprocess.run(["sh", NVSMI, *args], env=fast_env,
+                                      capture_output=True, text=True, check=True).stdout
+                slow = subprocess.run([sys.executable, str(BIN / "_nvidia_smi.py"), *args],
+                                      env=env, capture_output=True, text=True,
+                                      check=True).stdout
+                assert fast == slow, (query, foreign)
+                assert fast.strip()
+                assert ("4001000" in fast) == (bool(foreign) and "compute-apps" in query
+                                               and "pid" in query)
     finally:
         sleeper.kill()
         sleeper.wait()
