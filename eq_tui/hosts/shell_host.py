@@ -7,6 +7,8 @@ tmux, and nvidia-smi.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -43,6 +45,8 @@ from eq_tui.hosts.watch import WatchEnd, WatchEvent, WatchRequest, run_watch
 
 GpuReader = Callable[[], Awaitable[tuple[list[GpuReading], list[GpuProcess], list[str]]]]
 
+WANT_OFF_TIMEOUT_S = 3.0  # an ending engine waits no longer to take its want back
+
 
 class ShellHost:
     def __init__(self, name: str, runner: CommandRunner, *, log_dir: str | None = None,
@@ -58,6 +62,8 @@ class ShellHost:
         self.query_gpus = query_gpus and gpu_reader is None
         self.gpu_reader = gpu_reader
         self._home: str | None = None
+        # probe.sh's WANT that takes back the want file our probes wrote here (None: none)
+        self._wanting: str | None = None
 
     async def _run(self, name: str, args: list[str], *, stdin: bytes = b"",
                    timeout: float | None = 30.0) -> tuple[int, bytes, bytes]:
@@ -98,6 +104,7 @@ class ShellHost:
         except HostError as exc:
             return HostSnapshot(host=self.name, ok=False, taken_at=taken_at, error=str(exc))
         rtt = time.monotonic() - started
+        self._note_want(request.want, sent_ok=code == 0)
         snapshot = parse_probe(self.name, out.decode("utf-8", errors="replace"), boundary,
                                request, taken_at=taken_at, rtt_s=rtt)
         if not snapshot.ok and code != 0:
@@ -114,6 +121,17 @@ class ShellHost:
                 warnings=tuple(snapshot.warnings) + tuple(warnings), claims=snapshot.claims,
                 lab=snapshot.lab)
         return snapshot
+
+    def _note_want(self, want: str | None, *, sent_ok: bool) -> None:
+        """What close() says to take our want back: claims.want_arg's, its flag 0."""
+        fields = (want or "").split(":")
+        if len(fields) < 3:
+            return
+        if fields[2] == "1":
+            fields[2] = "0"
+            self._wanting = ":".join(fields)
+        elif sent_ok:
+            self._wanting = None
 
     # ---- watcher -----------------------------------------------------------------------------
 
@@ -204,7 +222,18 @@ class ShellHost:
         return findings
 
     async def close(self) -> None:
+        if self._wanting is not None and self._reachable():
+            # an engine that ends while its jobs wait takes its want back; unsaid (a host
+            # down, an answer lost), the want goes stale in 3 of its polls + 10 s
+            with contextlib.suppress(HostError, OSError, TimeoutError):
+                async with asyncio.timeout(WANT_OFF_TIMEOUT_S):
+                    await self._run("want_off.sh", [self.claims_dir or "-", self._wanting],
+                                    timeout=WANT_OFF_TIMEOUT_S)
         await self.runner.close()
+
+    def _reachable(self) -> bool:
+        link = getattr(self.runner, "link", None)  # an SSH runner's; local ones have none
+        return link is None or link.state == "up"
 
 
 def stopped_by_record(out: str) -> Stopped:

@@ -267,6 +267,31 @@ async def test_a_freed_gpu_is_the_turn_of_a_waiting_engine_that_holds_fewer(bed:
     await bed.launch(bed.request("e", "t1", gpus=(1,)))
 
 
+async def test_a_host_closed_while_its_engine_waits_takes_the_want_back(bed: Bed) -> None:
+    """An engine that ends while its jobs wait (a queue killed, a person's quit) takes its want
+    file back as it closes the host, so no other engine yields a freed GPU to an engine that is
+    gone (a want goes stale only 3 of its polls + 10 s later). One that no longer waits has
+    nothing to take back; another engine's want is left alone."""
+    other = ShellHost("t", LocalRunner(bed.env), session_prefix="eqc_")
+    ending = ShellHost("t", LocalRunner(bed.env), session_prefix="eqc_")
+    for host, token in ((other, "t7"), (ending, "t8")):
+        snap = await host.probe(ProbeRequest(want=want_arg("p", token, waiting=True, poll_s=1,
+                                                           gpus=None)))
+        assert snap.ok, snap.error
+    assert {path.name for path in bed.claims.glob("w.*")} == {f"w.{USER}.p.t7",
+                                                              f"w.{USER}.p.t8"}
+    await ending.close()
+    assert {path.name for path in bed.claims.glob("w.*")} == {f"w.{USER}.p.t7"}
+    # waiting, then not: the probe took it back already; closing writes nothing again
+    snap = await other.probe(ProbeRequest(want=want_arg("p", "t7", waiting=False, poll_s=1,
+                                                        gpus=None)))
+    assert snap.ok, snap.error
+    assert list(bed.claims.glob("w.*")) == []
+    (bed.claims / f"w.{USER}.p.t7").write_text("eqwant1 stand-in\n")  # not ours to remove now
+    await other.close()
+    assert (bed.claims / f"w.{USER}.p.t7").exists()
+
+
 async def wants_as(bed: Bed, token: str, need: WaitingNeed | None,
                    gpus: tuple[int, ...] | None = None) -> None:
     """Engine `token`'s probe: it waits here, with jobs that need `need`."""

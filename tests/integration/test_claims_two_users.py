@@ -58,10 +58,10 @@ def bed() -> Iterator[SshBed]:
 
 @pytest.fixture(autouse=True)
 def no_wants_of_ended_engines(bed: SshBed) -> None:
-    """Each test starts without the want and turn files of the module's earlier tests. A want
-    file outlives its engine by up to 3 of its polls + 10 s (freshness is how the want of an
-    engine that died expires; an engine whose queue is killed ends before a probe clears it),
-    and a test that starts in that time sees its launches yield to an engine that has ended."""
+    """Each test starts without the want and turn files of the module's earlier tests. An
+    engine that ends takes its want back, but one killed (a failing test's `finally`) leaves it
+    fresh for 3 of its polls + 10 s, and a test that started in that time would see its
+    launches yield to an engine that is gone."""
     for host in bed.hosts.values():
         for leftover in [*host.claims.glob("w.*"), *host.claims.glob("y.*")]:
             leftover.unlink(missing_ok=True)
@@ -218,6 +218,9 @@ GPU for the first), so that the window ends on neither engine's last job."""
         window = (min(ended), min(ended) + WINDOW_S)
         wait_for(lambda: time.time() >= window[1], *both)
         kill_queues([run_dir for _, run_dir in engines], both)
+        # each engine ended with jobs that had waited: each took its want back as it did
+        assert [path.name for host in bed.hosts.values() for project in projects
+                for path in host.claims.glob(f"w.*.{project}.*")] == []
     finally:
         for engine, _ in engines:
             if engine.poll() is None:
