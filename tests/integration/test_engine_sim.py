@@ -250,9 +250,11 @@ async def test_killing_several_jobs_stops_their_sessions_side_by_side(tmp_path: 
     try:
         await run.wait_for(lambda: all(run.status(i) == "running" for i in ids))
         attempt_dirs = {i: Path(run.engine.jobs[i].history[-1].attempt_dir) for i in ids}
-        # each script has installed its handler once it has printed
-        await run.wait_for(lambda: all("training" in (d / "log").read_text()
-                                       for d in attempt_dirs.values()))
+        # each script has installed its handler once it has printed (the wrapper's tee makes
+        # the log: a job the engine calls running may have none yet)
+        await run.wait_for(lambda: all(
+            (d / "log").is_file() and "training" in (d / "log").read_text()
+            for d in attempt_dirs.values()))
         answer = await run.engine.command("kill", [*ids, ids[0]])
         assert answer["ok"] and answer["results"] == {i: "ok" for i in ids}
     finally:
